@@ -1,0 +1,1 @@
+//! The reconcilers (ClusterExtension, ClusterCatalog) and their status logic.

@@ -1,0 +1,172 @@
+//! Typed file-based catalog (FBC) blobs: `olm.package`, `olm.channel`, `olm.bundle`
+//! and `olm.deprecations`, plus [`PackageContent`], everything a catalog holds for one
+//! package. These are plain data types with serde mappings matching the FBC schema
+//! (operator-registry `declcfg`); parsing whole catalogs, validation and indexing live
+//! in sibling modules. Unknown fields are ignored here; raw blobs are kept by the
+//! storage layer so that the catalog server serves them unchanged.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub const SCHEMA_PACKAGE: &str = "olm.package";
+pub const SCHEMA_CHANNEL: &str = "olm.channel";
+pub const SCHEMA_BUNDLE: &str = "olm.bundle";
+pub const SCHEMA_DEPRECATIONS: &str = "olm.deprecations";
+
+pub const PROPERTY_PACKAGE: &str = "olm.package";
+pub const PROPERTY_GVK: &str = "olm.gvk";
+pub const PROPERTY_PACKAGE_REQUIRED: &str = "olm.package.required";
+pub const PROPERTY_GVK_REQUIRED: &str = "olm.gvk.required";
+pub const PROPERTY_CONSTRAINT: &str = "olm.constraint";
+pub const PROPERTY_CSV_METADATA: &str = "olm.csv.metadata";
+pub const PROPERTY_BUNDLE_OBJECT: &str = "olm.bundle.object";
+
+/// The three fields every FBC blob is indexed by (`schema`, `package`, `name`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetaKey {
+    pub schema: String,
+    #[serde(default)]
+    pub package: String,
+    #[serde(default)]
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Package {
+    pub schema: String,
+    pub name: String,
+    #[serde(rename = "defaultChannel", default)]
+    pub default_channel: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icon: Option<Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub properties: Vec<Property>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Channel {
+    pub schema: String,
+    pub name: String,
+    pub package: String,
+    #[serde(default)]
+    pub entries: Vec<ChannelEntry>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub properties: Vec<Property>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelEntry {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skips: Vec<String>,
+    #[serde(rename = "skipRange", default, skip_serializing_if = "Option::is_none")]
+    pub skip_range: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Bundle {
+    pub schema: String,
+    pub name: String,
+    pub package: String,
+    #[serde(default)]
+    pub image: String,
+    #[serde(default)]
+    pub properties: Vec<Property>,
+    #[serde(rename = "relatedImages", default, skip_serializing_if = "Vec::is_empty")]
+    pub related_images: Vec<RelatedImage>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelatedImage {
+    #[serde(default)]
+    pub name: String,
+    pub image: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Property {
+    #[serde(rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub value: Value,
+}
+
+/// The value of an `olm.package` property on a bundle.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackageProperty {
+    #[serde(rename = "packageName")]
+    pub package_name: String,
+    pub version: String,
+    /// Newer catalogs carry an explicit release (reference §4.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Deprecation {
+    pub schema: String,
+    pub package: String,
+    #[serde(default)]
+    pub entries: Vec<DeprecationEntry>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeprecationEntry {
+    pub reference: PackageScopedReference,
+    #[serde(default)]
+    pub message: String,
+}
+
+/// `reference` of a deprecation entry: `schema` is `olm.package` (no name),
+/// `olm.channel` or `olm.bundle` (with the channel or bundle name).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackageScopedReference {
+    pub schema: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+}
+
+/// Everything one catalog holds for one package: what resolution reads.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PackageContent {
+    pub package: Option<Package>,
+    pub channels: Vec<Channel>,
+    pub bundles: Vec<Bundle>,
+    pub deprecations: Vec<Deprecation>,
+}
+
+impl Bundle {
+    /// The properties of the given type, in catalog order.
+    pub fn properties_of<'a>(&'a self, type_: &'a str) -> impl Iterator<Item = &'a Property> + 'a {
+        self.properties.iter().filter(move |p| p.type_ == type_)
+    }
+
+    /// The bundle's `olm.package` property, if exactly parseable.
+    pub fn package_property(&self) -> Option<Result<PackageProperty, serde_json::Error>> {
+        self.properties_of(PROPERTY_PACKAGE)
+            .next()
+            .map(|p| serde_json::from_value(p.value.clone()))
+    }
+}
+
+impl PackageContent {
+    /// Adds one blob of this package (any schema); blobs of other schemas are ignored.
+    pub fn push_blob(&mut self, blob: &Value) -> Result<(), serde_json::Error> {
+        match blob.get("schema").and_then(Value::as_str) {
+            Some(SCHEMA_PACKAGE) => self.package = Some(Package::deserialize(blob)?),
+            Some(SCHEMA_CHANNEL) => self.channels.push(Channel::deserialize(blob)?),
+            Some(SCHEMA_BUNDLE) => self.bundles.push(Bundle::deserialize(blob)?),
+            Some(SCHEMA_DEPRECATIONS) => self.deprecations.push(Deprecation::deserialize(blob)?),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.package.is_none() && self.channels.is_empty() && self.bundles.is_empty()
+    }
+}

@@ -1,0 +1,2 @@
+//! Preflight checks that run before anything is applied: CRD upgrade safety and the
+//! installer ServiceAccount permission check.

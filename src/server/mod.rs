@@ -1,0 +1,1 @@
+//! HTTP servers: the catalogd-compatible catalog API, health probes and metrics.
