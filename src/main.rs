@@ -7,14 +7,64 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(name = "olmv1", version, about = "OLM v1 controllers, catalog server and offline tools")]
 struct Cli {
+    /// Log format: text or json.
+    #[arg(long, global = true, default_value = "text", env = "OLMV1_LOG_FORMAT")]
+    log_format: String,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Print the ClusterExtension and ClusterCatalog CRDs as YAML.
+    Crds,
+    /// Run the controllers (ClusterExtension, ClusterCatalog and the catalog server).
+    Controller(olmv1::controller::ControllerArgs),
+    /// Start or stop a loopback test control plane (used by hack/control-plane.sh).
+    #[command(hide = true)]
+    Testenv(olmv1::testenv::cli::TestEnvArgs),
+}
 
 fn main() -> ExitCode {
-    let _cli = Cli::parse();
-    ExitCode::SUCCESS
+    let cli = Cli::parse();
+    init_logging(&cli.log_format);
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    match cli.command {
+        Command::Crds => match olmv1::api::crd::all_yaml() {
+            Ok(yaml) => {
+                print!("{yaml}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(anyhow::anyhow!("serializing CRDs: {e}")),
+        },
+        Command::Controller(args) => block_on(olmv1::controller::run(args)),
+        Command::Testenv(args) => block_on(olmv1::testenv::cli::run(args)),
+    }
+}
+
+fn block_on(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return fail(anyhow::anyhow!("starting the async runtime: {e}")),
+    };
+    match runtime.block_on(fut) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+fn fail(e: anyhow::Error) -> ExitCode {
+    eprintln!("error: {e:#}");
+    ExitCode::FAILURE
+}
+
+fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
 }

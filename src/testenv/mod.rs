@@ -1,8 +1,63 @@
 //! A real, loopback Kubernetes control plane (etcd, kube-apiserver, optionally
-//! kube-controller-manager) for tests and the local demo, and access to the shared
-//! real-world fixtures that conformance tests read.
+//! kube-controller-manager) for tests and the local demo; applying manifest files;
+//! the controller's own non-admin identity bound to the RBAC shipped in `config/`;
+//! and access to the shared real-world fixtures that conformance tests read.
+//!
+//! Nothing here is used by the controller itself; it is the project's test tooling,
+//! kept in the library so that the test harness, `hack/control-plane.sh` and the demo
+//! share one implementation.
 
-use std::path::PathBuf;
+pub mod cli;
+pub mod control_plane;
+pub mod manifests;
+pub mod pki;
+pub mod process;
+
+pub use control_plane::{Binaries, ControlPlane, Options, client_from_kubeconfig, write_kubeconfig};
+pub use process::Lifetime;
+
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TestEnvError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("missing {0}")]
+    Missing(String),
+    #[error("no free loopback port: {0}")]
+    Port(String),
+    #[error("starting {program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{name} exited ({status}); log {log}:\n{tail}", log = .log.display())]
+    Exited { name: String, status: String, log: PathBuf, tail: String },
+    #[error("{name} was not ready within {seconds}s; log {log}:\n{tail}", log = .log.display())]
+    NotReady { name: String, seconds: u64, log: PathBuf, tail: String },
+    #[error("certificates: {0}")]
+    Pki(String),
+    #[error("Kubernetes API: {0}")]
+    Kube(String),
+    #[error("manifest {source_name}: {message}")]
+    Manifest { source_name: String, message: String },
+}
+
+impl TestEnvError {
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        TestEnvError::Io { path: path.to_path_buf(), source }
+    }
+}
+
+/// The project's root directory (where `config/` and `crds/` are).
+pub fn project_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
 
 /// The `shared/` folder beside the project (`$OLMV1_SHARED_DIR` overrides it).
 ///
@@ -12,7 +67,7 @@ use std::path::PathBuf;
 pub fn shared_dir(sub: &str) -> Option<PathBuf> {
     let base = std::env::var_os("OLMV1_SHARED_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
+        .unwrap_or_else(|| project_dir().join("../shared"));
     let dir = base.join(sub);
     if dir.exists() {
         return Some(dir);

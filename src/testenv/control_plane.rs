@@ -1,0 +1,315 @@
+//! Starting a loopback control plane: etcd, kube-apiserver with token authentication
+//! and RBAC enforced, optionally kube-controller-manager (garbage collection, namespace
+//! deletion, Deployment → ReplicaSet). Writes an admin kubeconfig (`system:masters`).
+
+use super::pki::{self, Pki};
+use super::process::{Lifetime, Process};
+use super::TestEnvError;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The Kubernetes release the test control plane is built from (`hack/build-kube.sh`).
+pub const KUBE_VERSION: &str = "v1.37.1";
+
+/// Where the three binaries are.
+#[derive(Clone, Debug)]
+pub struct Binaries {
+    pub etcd: PathBuf,
+    pub kube_apiserver: PathBuf,
+    pub kube_controller_manager: PathBuf,
+}
+
+/// `$OLMV1_KUBE_BIN_DIR`, else `$XDG_CACHE_HOME/olmv1/kube/<version>` (or `~/.cache/…`).
+pub fn default_kube_bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("OLMV1_KUBE_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    cache.join("olmv1").join("kube").join(KUBE_VERSION)
+}
+
+impl Binaries {
+    /// Finds the Kubernetes binaries in [`default_kube_bin_dir`] and etcd at `etcd`
+    /// (or `$OLMV1_ETCD`), with a message saying how to get what is missing.
+    pub fn locate(etcd: Option<PathBuf>) -> Result<Binaries, TestEnvError> {
+        let dir = default_kube_bin_dir();
+        let bins = Binaries {
+            etcd: etcd
+                .or_else(|| std::env::var_os("OLMV1_ETCD").map(PathBuf::from))
+                .ok_or_else(|| TestEnvError::Missing("etcd binary: set OLMV1_ETCD (hack/control-plane.sh does it from the etcd-bin-vendored crate)".into()))?,
+            kube_apiserver: dir.join("kube-apiserver"),
+            kube_controller_manager: dir.join("kube-controller-manager"),
+        };
+        for bin in [&bins.kube_apiserver, &bins.kube_controller_manager] {
+            if !bin.is_file() {
+                return Err(TestEnvError::Missing(format!(
+                    "{} not found: run hack/build-kube.sh once (it builds Kubernetes {KUBE_VERSION} with Go and caches it in {})",
+                    bin.display(),
+                    dir.display()
+                )));
+            }
+        }
+        if !bins.etcd.is_file() {
+            return Err(TestEnvError::Missing(format!("etcd not found at {}", bins.etcd.display())));
+        }
+        Ok(bins)
+    }
+}
+
+/// How to start a control plane.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub binaries: Binaries,
+    /// Data (etcd, certificates, kubeconfigs). Removed when supervised processes end.
+    pub data_dir: PathBuf,
+    /// Process logs; kept.
+    pub log_dir: PathBuf,
+    pub controller_manager: bool,
+    pub lifetime: Lifetime,
+}
+
+/// A running control plane.
+pub struct ControlPlane {
+    pub server: String,
+    pub admin_token: String,
+    pub admin_kubeconfig: PathBuf,
+    pub pki: Pki,
+    pub data_dir: PathBuf,
+    pub log_dir: PathBuf,
+    processes: Vec<Process>,
+}
+
+/// Reserves a free loopback port (released immediately; the race is accepted).
+pub fn free_port() -> Result<u16, TestEnvError> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| TestEnvError::Port(e.to_string()))?;
+    let port = listener.local_addr().map_err(|e| TestEnvError::Port(e.to_string()))?.port();
+    Ok(port)
+}
+
+fn random_token() -> String {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    (0..32).map(|_| format!("{:x}", rng.random_range(0..16u8))).collect()
+}
+
+impl ControlPlane {
+    /// Starts etcd, kube-apiserver (and kube-controller-manager) and waits until the
+    /// API server is ready. On failure every started process is stopped again.
+    pub async fn start(opts: Options) -> Result<ControlPlane, TestEnvError> {
+        std::fs::create_dir_all(&opts.data_dir).map_err(|e| TestEnvError::io(&opts.data_dir, e))?;
+        std::fs::create_dir_all(&opts.log_dir).map_err(|e| TestEnvError::io(&opts.log_dir, e))?;
+        let pki = pki::generate(&opts.data_dir.join("pki"))?;
+        let admin_token = random_token();
+        let kcm_token = random_token();
+        let tokens = opts.data_dir.join("tokens.csv");
+        std::fs::write(
+            &tokens,
+            format!(
+                "{admin_token},olmv1-admin,olmv1-admin,\"system:masters\"\n{kcm_token},system:kube-controller-manager,kcm,\"system:masters\"\n"
+            ),
+        )
+        .map_err(|e| TestEnvError::io(&tokens, e))?;
+
+        let mut cp = ControlPlane {
+            server: String::new(),
+            admin_token: admin_token.clone(),
+            admin_kubeconfig: opts.data_dir.join("admin.kubeconfig"),
+            pki,
+            data_dir: opts.data_dir.clone(),
+            log_dir: opts.log_dir.clone(),
+            processes: Vec::new(),
+        };
+        match cp.start_processes(&opts, &tokens, &kcm_token).await {
+            Ok(()) => Ok(cp),
+            Err(e) => {
+                cp.stop();
+                Err(e)
+            }
+        }
+    }
+
+    async fn start_processes(&mut self, opts: &Options, tokens: &Path, kcm_token: &str) -> Result<(), TestEnvError> {
+        let data = &opts.data_dir;
+        let (client_port, peer_port, api_port) = (free_port()?, free_port()?, free_port()?);
+        let etcd_url = format!("http://127.0.0.1:{client_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let etcd_args: Vec<String> = vec![
+            format!("--data-dir={}", data.join("etcd").display()),
+            "--name=olmv1".into(),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=olmv1={peer_url}"),
+            "--unsafe-no-fsync".into(),
+            "--log-level=warn".into(),
+        ];
+        self.processes.push(Process::spawn(
+            "etcd",
+            &opts.binaries.etcd,
+            &etcd_args,
+            &opts.log_dir.join("etcd.log"),
+            opts.lifetime,
+            Some(data),
+            data,
+        )?);
+        wait_for(Duration::from_secs(30), "etcd", &mut self.processes, || {
+            let url = format!("{etcd_url}/health");
+            async move { reqwest::get(url).await.map(|r| r.status().is_success()).unwrap_or(false) }
+        })
+        .await?;
+
+        self.server = format!("https://127.0.0.1:{api_port}");
+        let pki = &self.pki;
+        let api_args: Vec<String> = vec![
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={api_port}"),
+            format!("--tls-cert-file={}", pki.serving_cert.display()),
+            format!("--tls-private-key-file={}", pki.serving_key.display()),
+            format!("--client-ca-file={}", pki.ca_cert.display()),
+            format!("--token-auth-file={}", tokens.display()),
+            "--authorization-mode=RBAC".into(),
+            format!("--service-account-issuer={}", self.server),
+            format!("--service-account-signing-key-file={}", pki.sa_key.display()),
+            format!("--service-account-key-file={}", pki.sa_pub.display()),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            "--disable-admission-plugins=ServiceAccount".into(),
+            "--endpoint-reconciler-type=none".into(),
+            "--allow-privileged=true".into(),
+            "--profiling=false".into(),
+            format!("--cert-dir={}", data.join("apiserver-certs").display()),
+        ];
+        self.processes.push(Process::spawn(
+            "kube-apiserver",
+            &opts.binaries.kube_apiserver,
+            &api_args,
+            &opts.log_dir.join("kube-apiserver.log"),
+            opts.lifetime,
+            None,
+            data,
+        )?);
+        write_kubeconfig(&self.admin_kubeconfig, &self.server, &self.pki.ca_pem, &self.admin_token, "olmv1-admin")?;
+        let kubeconfig = self.admin_kubeconfig.clone();
+        wait_for(Duration::from_secs(90), "kube-apiserver", &mut self.processes, || {
+            let kubeconfig = kubeconfig.clone();
+            async move { api_ready(&kubeconfig).await }
+        })
+        .await?;
+
+        if opts.controller_manager {
+            let kcm_kubeconfig = data.join("kcm.kubeconfig");
+            write_kubeconfig(&kcm_kubeconfig, &self.server, &self.pki.ca_pem, kcm_token, "kcm")?;
+            let kcm_args: Vec<String> = vec![
+                format!("--kubeconfig={}", kcm_kubeconfig.display()),
+                "--controllers=*".into(),
+                format!("--service-account-private-key-file={}", self.pki.sa_key.display()),
+                format!("--root-ca-file={}", self.pki.ca_cert.display()),
+                "--use-service-account-credentials=false".into(),
+                "--leader-elect=false".into(),
+                "--secure-port=0".into(),
+                "--concurrent-gc-syncs=10".into(),
+            ];
+            self.processes.push(Process::spawn(
+                "kube-controller-manager",
+                &opts.binaries.kube_controller_manager,
+                &kcm_args,
+                &opts.log_dir.join("kube-controller-manager.log"),
+                opts.lifetime,
+                None,
+                data,
+            )?);
+        }
+        Ok(())
+    }
+
+    /// A client acting as the cluster administrator.
+    pub async fn admin_client(&self) -> Result<kube::Client, TestEnvError> {
+        client_from_kubeconfig(&self.admin_kubeconfig).await
+    }
+
+    /// Stops every process (supervised ones are also stopped when this process exits).
+    pub fn stop(&mut self) {
+        for p in self.processes.iter_mut().rev() {
+            p.stop();
+        }
+        self.processes.clear();
+    }
+
+    /// Hands the processes over: they keep running after this value is dropped (used
+    /// for detached control planes and for the test harness's process-wide instance).
+    pub fn leak(mut self) -> (String, PathBuf) {
+        let processes = std::mem::take(&mut self.processes);
+        std::mem::forget(processes);
+        (self.server.clone(), self.admin_kubeconfig.clone())
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn wait_for<F, Fut>(limit: Duration, what: &str, processes: &mut [Process], mut probe: F) -> Result<(), TestEnvError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    loop {
+        for p in processes.iter_mut() {
+            p.check_running()?;
+        }
+        if probe().await {
+            return Ok(());
+        }
+        if start.elapsed() > limit {
+            let log = processes.iter().find(|p| p.name == what).map(|p| p.log.clone()).unwrap_or_default();
+            return Err(TestEnvError::NotReady {
+                name: what.to_string(),
+                seconds: limit.as_secs(),
+                tail: super::process::log_tail(&log, 20),
+                log,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn api_ready(kubeconfig: &Path) -> bool {
+    let Ok(client) = client_from_kubeconfig(kubeconfig).await else { return false };
+    let Ok(req) = http::Request::get("/readyz").body(Vec::new()) else { return false };
+    matches!(client.request_text(req).await, Ok(body) if body.trim() == "ok")
+}
+
+/// Writes a kubeconfig with a bearer token.
+pub fn write_kubeconfig(path: &Path, server: &str, ca_pem: &str, token: &str, user: &str) -> Result<(), TestEnvError> {
+    use base64::Engine;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let doc = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "olmv1", "cluster": {"server": server, "certificate-authority-data": ca}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": {"cluster": "olmv1", "user": user}}],
+        "current-context": user,
+    });
+    let yaml = serde_saphyr::to_string(&doc).map_err(|e| TestEnvError::Pki(format!("kubeconfig: {e}")))?;
+    std::fs::write(path, yaml).map_err(|e| TestEnvError::io(path, e))
+}
+
+/// A client from a kubeconfig file.
+pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, TestEnvError> {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| TestEnvError::Kube(format!("{}: {e}", path.display())))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| TestEnvError::Kube(format!("{}: {e}", path.display())))?;
+    kube::Client::try_from(config).map_err(|e| TestEnvError::Kube(e.to_string()))
+}

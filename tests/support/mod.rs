@@ -1,0 +1,162 @@
+//! Test harness shared by the integration tests (`tests/`) and the end-to-end tests
+//! (`e2e/`): one real control plane per test binary (etcd, kube-apiserver with RBAC,
+//! kube-controller-manager), started on first use and stopped when the test process
+//! exits for any reason, including a panic or a kill (see `olmv1::testenv::process`).
+//!
+//! Set `OLMV1_TEST_KUBECONFIG` (admin) and `OLMV1_TEST_CONTROLLER_KUBECONFIG` to attach
+//! to a running control plane instead (e.g. one from `hack/control-plane.sh up`).
+//! Logs of each run stay in `target/tmp/testenv-logs/<run>/`; runs with a failed test
+//! are kept (the ten newest), the others are pruned at the next start.
+#![allow(dead_code)]
+
+use olmv1::testenv::{self, Binaries, ControlPlane, Lifetime, Options, manifests};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub struct Cluster {
+    pub server: String,
+    pub admin_kubeconfig: PathBuf,
+    pub controller_kubeconfig: PathBuf,
+    pub log_dir: Option<PathBuf>,
+}
+
+static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The control plane of this test binary (started on first call).
+pub fn cluster() -> &'static Cluster {
+    CLUSTER.get_or_init(|| {
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        if let (Some(admin), Some(controller)) = (
+            std::env::var_os("OLMV1_TEST_KUBECONFIG"),
+            std::env::var_os("OLMV1_TEST_CONTROLLER_KUBECONFIG"),
+        ) {
+            return Cluster {
+                server: String::new(),
+                admin_kubeconfig: admin.into(),
+                controller_kubeconfig: controller.into(),
+                log_dir: None,
+            };
+        }
+        // A runtime of its own on its own thread: the test runtimes come and go.
+        std::thread::spawn(start)
+            .join()
+            .unwrap_or_else(|_| panic!("starting the test control plane panicked"))
+    })
+}
+
+fn start() -> Cluster {
+    let logs_root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("testenv-logs");
+    prune_logs(&logs_root);
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "test".into());
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let log_dir = logs_root.join(format!("{stamp}-{binary}-{}", std::process::id()));
+    let data_dir = std::env::temp_dir().join(format!("olmv1-test-{}-{stamp}", std::process::id()));
+    install_failure_marker(log_dir.clone());
+
+    let etcd = etcd_bin_vendored::etcd_bin_path()
+        .unwrap_or_else(|e| panic!("no vendored etcd binary: {e}"))
+        .to_path_buf();
+    let binaries = Binaries::locate(Some(etcd)).unwrap_or_else(|e| panic!("{e}"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| panic!("runtime: {e}"));
+    runtime.block_on(async {
+        let opts = Options {
+            binaries,
+            data_dir: data_dir.clone(),
+            log_dir: log_dir.clone(),
+            controller_manager: true,
+            lifetime: Lifetime::Supervised,
+        };
+        let cp = ControlPlane::start(opts)
+            .await
+            .unwrap_or_else(|e| panic!("starting the test control plane: {e}"));
+        let admin = cp.admin_client().await.unwrap_or_else(|e| panic!("{e}"));
+        let controller_kubeconfig = data_dir.join("controller.kubeconfig");
+        manifests::install_controller_identity(
+            &admin,
+            &testenv::project_dir(),
+            &cp.server,
+            &cp.pki.ca_pem,
+            &controller_kubeconfig,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("installing the controller identity from config/: {e}"));
+        let (server, admin_kubeconfig) = cp.leak();
+        Cluster { server, admin_kubeconfig, controller_kubeconfig, log_dir: Some(log_dir) }
+    })
+}
+
+/// Marks the run's log directory when any test panics, so that its logs are kept.
+fn install_failure_marker(log_dir: PathBuf) {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = std::fs::create_dir_all(&log_dir);
+        let _ = std::fs::write(log_dir.join("FAILED"), info.to_string());
+        previous(info);
+    }));
+}
+
+fn prune_logs(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else { return };
+    let mut failed: Vec<PathBuf> = Vec::new();
+    for dir in entries.flatten().map(|e| e.path()) {
+        if dir.join("FAILED").exists() {
+            failed.push(dir);
+        } else {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    failed.sort();
+    let excess = failed.len().saturating_sub(10);
+    for dir in failed.into_iter().take(excess) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+impl Cluster {
+    /// A client with cluster-admin rights (`system:masters`).
+    pub async fn admin(&self) -> kube::Client {
+        testenv::client_from_kubeconfig(&self.admin_kubeconfig)
+            .await
+            .unwrap_or_else(|e| panic!("admin client: {e}"))
+    }
+
+    /// A client acting as the controller's ServiceAccount (RBAC from `config/`).
+    pub async fn controller(&self) -> kube::Client {
+        testenv::client_from_kubeconfig(&self.controller_kubeconfig)
+            .await
+            .unwrap_or_else(|e| panic!("controller client: {e}"))
+    }
+}
+
+/// A name unique in this test process (and practically across runs): `<prefix>-<n>-<rand>`.
+pub fn unique(prefix: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    let r: u32 = rand::random::<u32>() % 0xffff;
+    format!("{prefix}-{n}-{r:04x}")
+}
+
+/// Creates a fresh namespace for one test and returns its name.
+pub async fn namespace(client: &kube::Client, prefix: &str) -> String {
+    use k8s_openapi::api::core::v1::Namespace;
+    let name = unique(prefix);
+    let api: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let ns = Namespace {
+        metadata: kube::api::ObjectMeta { name: Some(name.clone()), ..Default::default() },
+        ..Default::default()
+    };
+    api.create(&kube::api::PostParams::default(), &ns)
+        .await
+        .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
+    name
+}
