@@ -52,7 +52,10 @@ struct RawAuth {
 impl DockerConfig {
     /// Parse the `.dockerconfigjson` value of a Secret (`name` is used in error messages).
     pub fn parse(name: &str, json: &[u8]) -> Result<Self, ImageError> {
-        let err = |detail: String| ImageError::PullSecret { name: name.to_string(), detail };
+        let err = |detail: String| ImageError::PullSecret {
+            name: name.to_string(),
+            detail,
+        };
         let raw: RawConfig = serde_json::from_slice(json)
             .map_err(|e| err(format!("invalid .dockerconfigjson: {e}")))?;
         let mut entries = Vec::new();
@@ -68,9 +71,14 @@ impl DockerConfig {
                     let text = String::from_utf8(decoded)
                         .map_err(|_| err(format!("auths[{key:?}].auth is not UTF-8")))?;
                     let (u, p) = text.split_once(':').ok_or_else(|| {
-                        err(format!("auths[{key:?}].auth does not decode to user:password"))
+                        err(format!(
+                            "auths[{key:?}].auth does not decode to user:password"
+                        ))
                     })?;
-                    Credentials { username: u.to_string(), password: p.to_string() }
+                    Credentials {
+                        username: u.to_string(),
+                        password: p.to_string(),
+                    }
                 }
                 _ => continue,
             };
@@ -108,7 +116,10 @@ impl DockerConfig {
     /// Credentials for registry `host` (`host[:port]`), if any.
     pub fn credentials_for(&self, host: &str) -> Option<&Credentials> {
         let want = normalize_host(host);
-        self.entries.iter().find(|(h, _)| *h == want).map(|(_, c)| c)
+        self.entries
+            .iter()
+            .find(|(h, _)| *h == want)
+            .map(|(_, c)| c)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -145,7 +156,10 @@ mod tests {
         }}"#;
         let cfg = DockerConfig::parse("s", json).unwrap();
         let d = cfg.credentials_for("registry-1.docker.io").unwrap();
-        assert_eq!((d.username.as_str(), d.password.as_str()), ("user", "pa:ss"));
+        assert_eq!(
+            (d.username.as_str(), d.password.as_str()),
+            ("user", "pa:ss")
+        );
         let l = cfg.credentials_for("127.0.0.1:5001").unwrap();
         assert_eq!(l.username, "alice");
         assert!(cfg.credentials_for("127.0.0.1:5002").is_none());
@@ -156,7 +170,10 @@ mod tests {
     #[test]
     fn rejects_bad_base64_and_missing_key() {
         let e = DockerConfig::parse("ps", br#"{"auths":{"r":{"auth":"!!"}}}"#).unwrap_err();
-        assert!(e.to_string().contains("pull secret ps") && e.to_string().contains("base64"), "{e}");
+        assert!(
+            e.to_string().contains("pull secret ps") && e.to_string().contains("base64"),
+            "{e}"
+        );
         let e = DockerConfig::from_secret_data("ps2", &BTreeMap::new()).unwrap_err();
         assert!(e.to_string().contains(".dockerconfigjson"), "{e}");
         let e = DockerConfig::parse("ps3", b"{").unwrap_err();
@@ -166,9 +183,21 @@ mod tests {
     #[test]
     fn first_entry_wins_after_merge() {
         let mut a = DockerConfig::default();
-        a.insert("r:1", Credentials { username: "a".into(), password: "1".into() });
+        a.insert(
+            "r:1",
+            Credentials {
+                username: "a".into(),
+                password: "1".into(),
+            },
+        );
         let mut b = DockerConfig::default();
-        b.insert("http://r:1/", Credentials { username: "b".into(), password: "2".into() });
+        b.insert(
+            "http://r:1/",
+            Credentials {
+                username: "b".into(),
+                password: "2".into(),
+            },
+        );
         a.merge(&b);
         assert_eq!(a.credentials_for("R:1").unwrap().username, "a");
     }

@@ -15,7 +15,11 @@ pub enum ImageError {
     #[error(
         "image {image}: registry {registry} refused access (HTTP {status}): check the credentials / pull secret for {registry}"
     )]
-    Unauthorized { image: String, registry: String, status: u16 },
+    Unauthorized {
+        image: String,
+        registry: String,
+        status: u16,
+    },
 
     /// 404 (manifest or blob unknown).
     #[error("image {image}: not found in registry ({detail})")]
@@ -23,11 +27,20 @@ pub enum ImageError {
 
     /// Downloaded content does not hash to the digest that named it.
     #[error("image {image}: digest mismatch for {what}: expected {expected}, got {actual}")]
-    DigestMismatch { image: String, what: String, expected: String, actual: String },
+    DigestMismatch {
+        image: String,
+        what: String,
+        expected: String,
+        actual: String,
+    },
 
     /// The registry answered with a server error (5xx, 429) or could not be reached.
     #[error("image {image}: registry unavailable after {attempts} attempt(s): {detail}")]
-    Unavailable { image: String, attempts: u32, detail: String },
+    Unavailable {
+        image: String,
+        attempts: u32,
+        detail: String,
+    },
 
     /// Any other registry protocol error (4xx other than 401/403/404, spec violations).
     #[error("image {image}: registry error: {detail}")]
@@ -43,7 +56,11 @@ pub enum ImageError {
 
     /// The label names a directory that is not inside the image.
     #[error("image {image}: label \"{label}\" value {value:?} points outside the image")]
-    LabelOutsideImage { image: String, label: String, value: String },
+    LabelOutsideImage {
+        image: String,
+        label: String,
+        value: String,
+    },
 
     /// The requested directory does not exist in the image.
     #[error("image {image}: directory {dir:?} not found in the image")]
@@ -51,15 +68,29 @@ pub enum ImageError {
 
     /// A layer contains an entry we refuse to write (path escape, link escape, device...).
     #[error("image {image}: layer {layer}: unsafe entry {entry:?}: {reason}")]
-    UnsafeEntry { image: String, layer: String, entry: String, reason: String },
+    UnsafeEntry {
+        image: String,
+        layer: String,
+        entry: String,
+        reason: String,
+    },
 
     /// A configured size or count limit was exceeded.
     #[error("image {image}: layer {layer}: {what} exceeds the limit of {limit}")]
-    LimitExceeded { image: String, layer: String, what: String, limit: u64 },
+    LimitExceeded {
+        image: String,
+        layer: String,
+        what: String,
+        limit: u64,
+    },
 
     /// A layer is not a readable tar (or compressed tar).
     #[error("image {image}: layer {layer}: corrupt layer: {detail}")]
-    CorruptLayer { image: String, layer: String, detail: String },
+    CorruptLayer {
+        image: String,
+        layer: String,
+        detail: String,
+    },
 
     /// Local file-system trouble in the cache directory.
     #[error("image {image}: cache I/O error at {path}: {source}")]
@@ -88,7 +119,11 @@ impl ImageError {
     }
 
     pub(crate) fn io(image: &str, path: &std::path::Path, source: std::io::Error) -> Self {
-        ImageError::Io { image: image.to_string(), path: path.display().to_string(), source }
+        ImageError::Io {
+            image: image.to_string(),
+            path: path.display().to_string(),
+            source,
+        }
     }
 }
 
@@ -118,31 +153,43 @@ pub(crate) fn classify(image: &str, registry: &str, err: OciDistributionError) -
                 image: image.to_string(),
                 detail: format!("HTTP 404 from {url}"),
             }),
-            408 | 429 | 500..=599 => {
-                Classified::Retry(format!("HTTP {code} from {url}: {}", truncate(&message, 200)))
-            }
+            408 | 429 | 500..=599 => Classified::Retry(format!(
+                "HTTP {code} from {url}: {}",
+                truncate(&message, 200)
+            )),
             _ => Classified::Fail(ImageError::Registry {
                 image: image.to_string(),
                 detail: format!("HTTP {code} from {url}: {}", truncate(&message, 200)),
             }),
         },
         E::RegistryError { envelope, url } => {
-            let codes: Vec<String> = envelope.errors.iter().map(|e| format!("{:?}", e.code)).collect();
+            let codes: Vec<String> = envelope
+                .errors
+                .iter()
+                .map(|e| format!("{:?}", e.code))
+                .collect();
             let text = format!("{envelope} ({}) from {url}", codes.join(", "));
             let upper = codes.join(",").to_ascii_uppercase();
             if upper.contains("UNAUTHORIZED") || upper.contains("DENIED") {
                 unauthorized(401)
             } else if upper.contains("UNKNOWN") || upper.contains("NOTFOUND") {
-                Classified::Fail(ImageError::NotFound { image: image.to_string(), detail: text })
+                Classified::Fail(ImageError::NotFound {
+                    image: image.to_string(),
+                    detail: text,
+                })
             } else if upper.contains("TOOMANYREQUESTS") {
                 Classified::Retry(text)
             } else {
-                Classified::Fail(ImageError::Registry { image: image.to_string(), detail: text })
+                Classified::Fail(ImageError::Registry {
+                    image: image.to_string(),
+                    detail: text,
+                })
             }
         }
-        E::ImageManifestNotFoundError(d) => {
-            Classified::Fail(ImageError::NotFound { image: image.to_string(), detail: d })
-        }
+        E::ImageManifestNotFoundError(d) => Classified::Fail(ImageError::NotFound {
+            image: image.to_string(),
+            detail: d,
+        }),
         E::DigestError(DigestError::VerificationError { expected, actual }) => {
             Classified::Fail(ImageError::DigestMismatch {
                 image: image.to_string(),

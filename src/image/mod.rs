@@ -185,7 +185,9 @@ pub struct ImagePuller {
 
 impl std::fmt::Debug for ImagePuller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ImagePuller").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("ImagePuller")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -206,7 +208,11 @@ impl ImagePuller {
         for d in [tmp, config.cache_dir.join("images")] {
             std::fs::create_dir_all(&d).map_err(|e| ImageError::io("-", &d, e))?;
         }
-        Ok(ImagePuller { config, clients: Mutex::new(HashMap::new()), counters: Counters::default() })
+        Ok(ImagePuller {
+            config,
+            clients: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+        })
     }
 
     pub fn config(&self) -> &PullerConfig {
@@ -236,7 +242,10 @@ impl ImagePuller {
             .config
             .ca_bundle_pem
             .iter()
-            .map(|pem| Certificate { encoding: CertificateEncoding::Pem, data: pem.clone() })
+            .map(|pem| Certificate {
+                encoding: CertificateEncoding::Pem,
+                data: pem.clone(),
+            })
             .collect();
         let cfg = ClientConfig {
             protocol: ClientProtocol::HttpsExcept(self.config.insecure_registries.clone()),
@@ -283,10 +292,17 @@ impl ImagePuller {
 
     /// Resolve `reference` to its digest-pinned form (`<repo>@sha256:…`) with one
     /// manifest HEAD (or GET) request; digest references are returned as they are.
-    pub async fn resolve(&self, reference: &str, secrets: &DockerConfig) -> Result<String, ImageError> {
+    pub async fn resolve(
+        &self,
+        reference: &str,
+        secrets: &DockerConfig,
+    ) -> Result<String, ImageError> {
         let r = parse_reference(reference)?;
         let (client, auth) = self.client_and_auth(&r, secrets)?;
-        Ok(pinned(&r, &self.top_digest(reference, &r, &client, &auth).await?))
+        Ok(pinned(
+            &r,
+            &self.top_digest(reference, &r, &client, &auth).await?,
+        ))
     }
 
     fn client_and_auth(
@@ -316,7 +332,9 @@ impl ImagePuller {
         let registry = r.registry().to_string();
         let d = self
             .retry(image, || async {
-                self.counters.manifest_requests.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .manifest_requests
+                    .fetch_add(1, Ordering::Relaxed);
                 client
                     .fetch_manifest_digest(r, auth)
                     .await
@@ -354,8 +372,11 @@ impl ImagePuller {
         }
 
         // Manifest (and, for an index, the platform's manifest).
-        let top_ref = Reference::with_digest(registry.clone(), r.repository().to_string(), top.clone());
-        let manifest = self.fetch_manifest(image, &registry, &client, &auth, &top_ref).await?;
+        let top_ref =
+            Reference::with_digest(registry.clone(), r.repository().to_string(), top.clone());
+        let manifest = self
+            .fetch_manifest(image, &registry, &client, &auth, &top_ref)
+            .await?;
         let manifest = match manifest {
             OciManifest::Image(m) => m,
             OciManifest::ImageIndex(index) => {
@@ -370,7 +391,10 @@ impl ImagePuller {
                 };
                 validate_digest(image, &d)?;
                 let child = Reference::with_digest(registry.clone(), r.repository().to_string(), d);
-                match self.fetch_manifest(image, &registry, &client, &auth, &child).await? {
+                match self
+                    .fetch_manifest(image, &registry, &client, &auth, &child)
+                    .await?
+                {
                     OciManifest::Image(m) => m,
                     OciManifest::ImageIndex(_) => {
                         return Err(ImageError::Unsupported {
@@ -383,7 +407,9 @@ impl ImagePuller {
         };
 
         // Config → labels, and the directory to extract.
-        let labels = self.fetch_config(image, &registry, &client, &top_ref, &manifest.config).await?;
+        let labels = self
+            .fetch_config(image, &registry, &client, &top_ref, &manifest.config)
+            .await?;
         let subdir = extract_dir(image, extract, &labels)?;
 
         let work = tempfile::Builder::new()
@@ -402,23 +428,37 @@ impl ImagePuller {
             if !unpack::layer_media_type_supported(&desc.media_type) {
                 return Err(ImageError::Unsupported {
                     image: image.to_string(),
-                    detail: format!("layer {} has unsupported media type {:?}", desc.digest, desc.media_type),
+                    detail: format!(
+                        "layer {} has unsupported media type {:?}",
+                        desc.digest, desc.media_type
+                    ),
                 });
             }
             let path = blobs.join(desc.digest.replace(':', "-"));
-            self.download_layer(image, &registry, &client, &top_ref, desc, &path).await?;
+            self.download_layer(image, &registry, &client, &top_ref, desc, &path)
+                .await?;
             layers.push(unpack::LayerFile {
                 path,
                 digest: desc.digest.clone(),
                 media_type: desc.media_type.clone(),
             });
         }
-        let (img, limits, dest) = (image.to_string(), self.config.limits.clone(), content.clone());
-        tokio::task::spawn_blocking(move || unpack::unpack_layers(&img, &layers, &dest, &subdir, &limits))
-            .await
-            .map_err(|e| ImageError::io(image, &content, std::io::Error::other(e.to_string())))??;
+        let (img, limits, dest) = (
+            image.to_string(),
+            self.config.limits.clone(),
+            content.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            unpack::unpack_layers(&img, &layers, &dest, &subdir, &limits)
+        })
+        .await
+        .map_err(|e| ImageError::io(image, &content, std::io::Error::other(e.to_string())))??;
 
-        let meta = Meta { reference: pinned_ref.clone(), digest: top.clone(), labels: labels.clone() };
+        let meta = Meta {
+            reference: pinned_ref.clone(),
+            digest: top.clone(),
+            labels: labels.clone(),
+        };
         let meta_path = entry.join("meta.json");
         let meta_json = serde_json::to_vec_pretty(&meta)
             .map_err(|e| ImageError::io(image, &meta_path, std::io::Error::other(e)))?;
@@ -452,7 +492,8 @@ impl ImagePuller {
             let e = e.map_err(|e| ImageError::io("-", &images, e))?;
             let name = e.file_name().to_string_lossy().into_owned();
             if !keep.contains(&name) {
-                std::fs::remove_dir_all(e.path()).map_err(|err| ImageError::io("-", &e.path(), err))?;
+                std::fs::remove_dir_all(e.path())
+                    .map_err(|err| ImageError::io("-", &e.path(), err))?;
                 removed += 1;
             }
         }
@@ -469,7 +510,9 @@ impl ImagePuller {
     ) -> Result<OciManifest, ImageError> {
         let (body, _digest) = self
             .retry(image, || async {
-                self.counters.manifest_requests.fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .manifest_requests
+                    .fetch_add(1, Ordering::Relaxed);
                 client
                     .pull_manifest_raw(r, auth, MANIFEST_MEDIA_TYPES)
                     .await
@@ -478,7 +521,10 @@ impl ImagePuller {
             .await?;
         serde_json::from_slice::<OciManifest>(&body).map_err(|e| ImageError::Unsupported {
             image: image.to_string(),
-            detail: format!("manifest {} is not an image manifest or index: {e}", r.whole()),
+            detail: format!(
+                "manifest {} is not an image manifest or index: {e}",
+                r.whole()
+            ),
         })
     }
 
@@ -495,7 +541,8 @@ impl ImagePuller {
         let data = self
             .retry(image, || async {
                 let mut buf = Vec::new();
-                self.stream_blob(image, registry, client, r, desc, max, &mut buf).await?;
+                self.stream_blob(image, registry, client, r, desc, max, &mut buf)
+                    .await?;
                 Ok(buf)
             })
             .await?;
@@ -530,8 +577,11 @@ impl ImagePuller {
             let mut file = tokio::fs::File::create(path)
                 .await
                 .map_err(|e| Classified::Fail(ImageError::io(image, path, e)))?;
-            self.stream_blob(image, registry, client, r, desc, max, &mut file).await?;
-            file.flush().await.map_err(|e| Classified::Fail(ImageError::io(image, path, e)))?;
+            self.stream_blob(image, registry, client, r, desc, max, &mut file)
+                .await?;
+            file.flush()
+                .await
+                .map_err(|e| Classified::Fail(ImageError::io(image, path, e)))?;
             Ok(())
         })
         .await
@@ -563,14 +613,18 @@ impl ImagePuller {
             .pull_blob_stream(r, desc)
             .await
             .map_err(|e| classify(image, registry, e))?;
-        self.counters.blobs_downloaded.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .blobs_downloaded
+            .fetch_add(1, Ordering::Relaxed);
         let mut hasher = Sha256::new();
         let mut total: u64 = 0;
         let cap = if declared > 0 { declared } else { max };
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| blob_stream_error(image, &desc.digest, e))?;
             total += chunk.len() as u64;
-            self.counters.bytes_downloaded.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            self.counters
+                .bytes_downloaded
+                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
             if total > cap {
                 return Err(Classified::Fail(ImageError::DigestMismatch {
                     image: image.to_string(),
@@ -584,7 +638,10 @@ impl ImagePuller {
                 .await
                 .map_err(|e| Classified::Fail(ImageError::io(image, Path::new("(blob)"), e)))?;
         }
-        let actual = format!("sha256:{}", data_encoding::HEXLOWER.encode(&hasher.finalize()));
+        let actual = format!(
+            "sha256:{}",
+            data_encoding::HEXLOWER.encode(&hasher.finalize())
+        );
         if actual != desc.digest {
             return Err(Classified::Fail(ImageError::DigestMismatch {
                 image: image.to_string(),
@@ -598,8 +655,9 @@ impl ImagePuller {
 }
 
 fn blob_stream_error(image: &str, digest: &str, e: std::io::Error) -> Classified {
-    if let Some(DigestError::VerificationError { expected, actual }) =
-        e.get_ref().and_then(|inner| inner.downcast_ref::<DigestError>())
+    if let Some(DigestError::VerificationError { expected, actual }) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<DigestError>())
     {
         return Classified::Fail(ImageError::DigestMismatch {
             image: image.to_string(),
@@ -608,17 +666,22 @@ fn blob_stream_error(image: &str, digest: &str, e: std::io::Error) -> Classified
             actual: actual.clone(),
         });
     }
-    if let Some(oci) = e.get_ref().and_then(|inner| inner.downcast_ref::<OciDistributionError>()) {
+    if let Some(oci) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<OciDistributionError>())
+    {
         return Classified::Retry(oci.to_string());
     }
     Classified::Retry(format!("reading blob {digest}: {}", error_chain(&e)))
 }
 
 fn parse_reference(reference: &str) -> Result<Reference, ImageError> {
-    reference.parse::<Reference>().map_err(|e| ImageError::InvalidReference {
-        reference: reference.to_string(),
-        reason: e.to_string(),
-    })
+    reference
+        .parse::<Reference>()
+        .map_err(|e| ImageError::InvalidReference {
+            reference: reference.to_string(),
+            reason: e.to_string(),
+        })
 }
 
 fn pinned(r: &Reference, digest: &str) -> String {
@@ -627,9 +690,11 @@ fn pinned(r: &Reference, digest: &str) -> String {
 
 /// Only `sha256:<64 lowercase hex>` digests are accepted (they become file names).
 fn validate_digest(image: &str, d: &str) -> Result<(), ImageError> {
-    let ok = d
-        .strip_prefix("sha256:")
-        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+    let ok = d.strip_prefix("sha256:").is_some_and(|h| {
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    });
     if ok {
         Ok(())
     } else {
@@ -641,7 +706,8 @@ fn validate_digest(image: &str, d: &str) -> Result<(), ImageError> {
 }
 
 fn read_cached(final_dir: &Path) -> Option<PulledImage> {
-    let meta: Meta = serde_json::from_slice(&std::fs::read(final_dir.join("meta.json")).ok()?).ok()?;
+    let meta: Meta =
+        serde_json::from_slice(&std::fs::read(final_dir.join("meta.json")).ok()?).ok()?;
     let dir = final_dir.join("content");
     dir.is_dir().then_some(PulledImage {
         reference: meta.reference,
@@ -658,7 +724,11 @@ pub fn select_platform(entries: &[ImageIndexEntry]) -> Option<String> {
     let find = |arch: &Arch| {
         entries
             .iter()
-            .find(|e| e.platform.as_ref().is_some_and(|p| p.os == Os::Linux && p.architecture == *arch))
+            .find(|e| {
+                e.platform
+                    .as_ref()
+                    .is_some_and(|p| p.os == Os::Linux && p.architecture == *arch)
+            })
             .map(|e| e.digest.clone())
     };
     find(&Arch::default()).or_else(|| find(&Arch::Amd64))

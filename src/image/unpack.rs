@@ -195,7 +195,12 @@ fn unpack_one(ctx: &mut Ctx<'_>, layer: &LayerFile) -> Result<(), ImageError> {
         let mut entry = entry.map_err(|e| read_err(ctx, layer, e))?;
         ctx.entries += 1;
         if ctx.entries > ctx.limits.max_entries {
-            return Err(limit(ctx, layer, "number of tar entries", ctx.limits.max_entries));
+            return Err(limit(
+                ctx,
+                layer,
+                "number of tar entries",
+                ctx.limits.max_entries,
+            ));
         }
         let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let unsafe_entry = |reason: String| ImageError::UnsafeEntry {
@@ -205,7 +210,10 @@ fn unpack_one(ctx: &mut Ctx<'_>, layer: &LayerFile) -> Result<(), ImageError> {
             reason,
         };
         let kind = entry.header().entry_type();
-        if matches!(kind, tar::EntryType::XGlobalHeader | tar::EntryType::XHeader) {
+        if matches!(
+            kind,
+            tar::EntryType::XGlobalHeader | tar::EntryType::XHeader
+        ) {
             continue;
         }
         let comps = normalize_entry_path(&raw).map_err(&unsafe_entry)?;
@@ -234,25 +242,25 @@ fn unpack_one(ctx: &mut Ctx<'_>, layer: &LayerFile) -> Result<(), ImageError> {
         ctx.seen_subdir = true;
         if rel.is_empty() {
             if !kind.is_dir() {
-                return Err(unsafe_entry("the extracted directory is not a directory".into()));
+                return Err(unsafe_entry(
+                    "the extracted directory is not a directory".into(),
+                ));
             }
             continue;
         }
         let target = ctx.dest.join(rel.join("/"));
-        prepare_parents(ctx, &rel).map_err(|r| unsafe_entry(r))?;
+        prepare_parents(ctx, &rel).map_err(&unsafe_entry)?;
         match kind {
-            tar::EntryType::Directory => {
-                match fs::symlink_metadata(&target) {
-                    Ok(m) if m.is_dir() => {}
-                    Ok(_) => {
-                        remove_any(&target).map_err(|e| ImageError::io(image, &target, e))?;
-                        fs::create_dir(&target).map_err(|e| ImageError::io(image, &target, e))?;
-                    }
-                    Err(_) => {
-                        fs::create_dir(&target).map_err(|e| ImageError::io(image, &target, e))?;
-                    }
+            tar::EntryType::Directory => match fs::symlink_metadata(&target) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    remove_any(&target).map_err(|e| ImageError::io(image, &target, e))?;
+                    fs::create_dir(&target).map_err(|e| ImageError::io(image, &target, e))?;
                 }
-            }
+                Err(_) => {
+                    fs::create_dir(&target).map_err(|e| ImageError::io(image, &target, e))?;
+                }
+            },
             tar::EntryType::Regular | tar::EntryType::Continuous => {
                 let size = entry.header().size().map_err(|e| read_err(ctx, layer, e))?;
                 if size > ctx.limits.max_file_bytes {
@@ -277,7 +285,11 @@ fn unpack_one(ctx: &mut Ctx<'_>, layer: &LayerFile) -> Result<(), ImageError> {
                         ImageError::io(image, &target, e)
                     }
                 })?;
-                let exec = entry.header().mode().map(|m| m & 0o111 != 0).unwrap_or(false);
+                let exec = entry
+                    .header()
+                    .mode()
+                    .map(|m| m & 0o111 != 0)
+                    .unwrap_or(false);
                 set_mode(&target, if exec { 0o755 } else { 0o644 })
                     .map_err(|e| ImageError::io(image, &target, e))?;
             }
@@ -309,7 +321,8 @@ fn unpack_one(ctx: &mut Ctx<'_>, layer: &LayerFile) -> Result<(), ImageError> {
                     )));
                 }
                 let lrel = &lcomps[ctx.subdir.len()..];
-                prepare_parents(ctx, lrel).map_err(|r| unsafe_entry(format!("hard link target: {r}")))?;
+                prepare_parents(ctx, lrel)
+                    .map_err(|r| unsafe_entry(format!("hard link target: {r}")))?;
                 let src = ctx.dest.join(lrel.join("/"));
                 match fs::symlink_metadata(&src) {
                     Ok(m) if m.is_file() => {}
@@ -332,7 +345,9 @@ fn unpack_one(ctx: &mut Ctx<'_>, layer: &LayerFile) -> Result<(), ImageError> {
                 return Err(unsafe_entry("sparse files are not supported".into()));
             }
             other => {
-                return Err(unsafe_entry(format!("unsupported tar entry type {other:?}")));
+                return Err(unsafe_entry(format!(
+                    "unsupported tar entry type {other:?}"
+                )));
             }
         }
         current.insert(rel);
@@ -459,7 +474,11 @@ fn parents_are_dirs(dest: &Path, rel: &[String]) -> bool {
 
 fn remove_any(p: &Path) -> io::Result<()> {
     let m = fs::symlink_metadata(p)?;
-    if m.is_dir() { fs::remove_dir_all(p) } else { fs::remove_file(p) }
+    if m.is_dir() {
+        fs::remove_dir_all(p)
+    } else {
+        fs::remove_file(p)
+    }
 }
 
 fn remove_existing(p: &Path) -> io::Result<()> {
@@ -484,7 +503,9 @@ fn verify_links(image: &str, dest: &Path) -> Result<(), ImageError> {
         for child in rd {
             let child = child.map_err(|e| ImageError::io(image, &dir, e))?;
             let p = child.path();
-            let ft = child.file_type().map_err(|e| ImageError::io(image, &p, e))?;
+            let ft = child
+                .file_type()
+                .map_err(|e| ImageError::io(image, &p, e))?;
             if ft.is_dir() {
                 stack.push(p);
             } else if ft.is_symlink() {
@@ -512,27 +533,49 @@ mod tests {
 
     #[test]
     fn paths_are_normalized_and_escapes_rejected() {
-        assert_eq!(normalize_entry_path("./a//b/./c").unwrap(), vec!["a", "b", "c"]);
-        assert!(normalize_entry_path("a/../../b").unwrap_err().contains(".."));
-        assert!(normalize_entry_path("/etc/passwd").unwrap_err().contains("absolute"));
+        assert_eq!(
+            normalize_entry_path("./a//b/./c").unwrap(),
+            vec!["a", "b", "c"]
+        );
+        assert!(
+            normalize_entry_path("a/../../b")
+                .unwrap_err()
+                .contains("..")
+        );
+        assert!(
+            normalize_entry_path("/etc/passwd")
+                .unwrap_err()
+                .contains("absolute")
+        );
     }
 
     #[test]
     fn symlink_resolution_is_lexical_and_bounded() {
         let link = vec!["configs".to_string(), "x".to_string()];
-        assert_eq!(resolve_symlink(&link, "../other/y").unwrap(), vec!["other", "y"]);
+        assert_eq!(
+            resolve_symlink(&link, "../other/y").unwrap(),
+            vec!["other", "y"]
+        );
         assert!(resolve_symlink(&link, "../../etc").is_err());
         assert!(resolve_symlink(&link, "/etc/passwd").is_err());
         assert!(resolve_symlink(&link, "").is_err());
     }
 
-    fn tar_layer(dir: &Path, name: &str, build: impl FnOnce(&mut tar::Builder<Vec<u8>>)) -> LayerFile {
+    fn tar_layer(
+        dir: &Path,
+        name: &str,
+        build: impl FnOnce(&mut tar::Builder<Vec<u8>>),
+    ) -> LayerFile {
         let mut b = tar::Builder::new(Vec::new());
         build(&mut b);
         let data = b.into_inner().unwrap();
         let path = dir.join(name);
         fs::write(&path, data).unwrap();
-        LayerFile { path, digest: format!("sha256:{name}"), media_type: String::new() }
+        LayerFile {
+            path,
+            digest: format!("sha256:{name}"),
+            media_type: String::new(),
+        }
     }
 
     fn file(b: &mut tar::Builder<Vec<u8>>, path: &str, data: &[u8]) {
@@ -595,12 +638,25 @@ mod tests {
         let dest = t.path().join("out");
         fs::create_dir(&dest).unwrap();
         let sub = vec!["configs".to_string()];
-        let e = unpack_layers("img", std::slice::from_ref(&l1), &dest, &sub, &UnpackLimits::default())
-            .unwrap_err();
+        let e = unpack_layers(
+            "img",
+            std::slice::from_ref(&l1),
+            &dest,
+            &sub,
+            &UnpackLimits::default(),
+        )
+        .unwrap_err();
         assert!(matches!(e, ImageError::DirectoryMissing { .. }), "{e}");
-        let limits = UnpackLimits { max_entries: 10, ..Default::default() };
+        let limits = UnpackLimits {
+            max_entries: 10,
+            ..Default::default()
+        };
         let e = unpack_layers("img", &[l1], &dest, &sub, &limits).unwrap_err();
-        assert!(e.to_string().contains("number of tar entries exceeds the limit of 10"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("number of tar entries exceeds the limit of 10"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -626,13 +682,27 @@ mod tests {
         let l1 = tar_layer(t.path(), "l1", |b| file(b, "big", &vec![0u8; 300_000]));
         let dest = t.path().join("out");
         fs::create_dir(&dest).unwrap();
-        let limits = UnpackLimits { max_expanded_bytes: 100_000, ..Default::default() };
+        let limits = UnpackLimits {
+            max_expanded_bytes: 100_000,
+            ..Default::default()
+        };
         let e = unpack_layers("img", std::slice::from_ref(&l1), &dest, &[], &limits).unwrap_err();
-        assert!(e.to_string().contains("expanded size exceeds the limit of 100000"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("expanded size exceeds the limit of 100000"),
+            "{e}"
+        );
         let dest2 = t.path().join("out2");
         fs::create_dir(&dest2).unwrap();
-        let limits = UnpackLimits { max_file_bytes: 1000, ..Default::default() };
+        let limits = UnpackLimits {
+            max_file_bytes: 1000,
+            ..Default::default()
+        };
         let e = unpack_layers("img", &[l1], &dest2, &[], &limits).unwrap_err();
-        assert!(e.to_string().contains("file \"big\" (300000 bytes) exceeds the limit of 1000"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("file \"big\" (300000 bytes) exceeds the limit of 1000"),
+            "{e}"
+        );
     }
 }

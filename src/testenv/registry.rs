@@ -42,7 +42,10 @@ pub struct TestRegistry {
 
 impl std::fmt::Debug for TestRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TestRegistry").field("host", &self.host).field("auth", &self.auth).finish()
+        f.debug_struct("TestRegistry")
+            .field("host", &self.host)
+            .field("auth", &self.auth)
+            .finish()
     }
 }
 
@@ -68,9 +71,15 @@ fn openssl(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
         .args(args)
         .current_dir(dir)
         .output()
-        .context("running the `openssl` CLI (needed to make the test registry's TLS certificate)")?;
+        .context(
+            "running the `openssl` CLI (needed to make the test registry's TLS certificate)",
+        )?;
     if !out.status.success() {
-        bail!("openssl {:?} failed: {}", args, String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "openssl {:?} failed: {}",
+            args,
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     Ok(())
 }
@@ -89,23 +98,72 @@ impl TestRegistry {
 
     fn start_inner(secure: bool) -> anyhow::Result<Self> {
         let bin = registry_binary()?;
-        let dir = tempfile::Builder::new().prefix("olmv1-registry-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("olmv1-registry-")
+            .tempdir()?;
         let storage = dir.path().join("storage");
         std::fs::create_dir_all(&storage)?;
         let mut extra = String::new();
         let mut ca_pem = None;
         if secure {
             let d = dir.path();
-            openssl(d, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
-                "-days", "2", "-subj", "/CN=olmv1 test CA"])?;
-            openssl(d, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.csr",
-                "-subj", "/CN=127.0.0.1"])?;
+            openssl(
+                d,
+                &[
+                    "req",
+                    "-x509",
+                    "-newkey",
+                    "rsa:2048",
+                    "-nodes",
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.crt",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=olmv1 test CA",
+                ],
+            )?;
+            openssl(
+                d,
+                &[
+                    "req",
+                    "-newkey",
+                    "rsa:2048",
+                    "-nodes",
+                    "-keyout",
+                    "tls.key",
+                    "-out",
+                    "tls.csr",
+                    "-subj",
+                    "/CN=127.0.0.1",
+                ],
+            )?;
             std::fs::write(
                 d.join("ext.cnf"),
                 "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
             )?;
-            openssl(d, &["x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-                "-out", "tls.crt", "-days", "2", "-extfile", "ext.cnf"])?;
+            openssl(
+                d,
+                &[
+                    "x509",
+                    "-req",
+                    "-in",
+                    "tls.csr",
+                    "-CA",
+                    "ca.crt",
+                    "-CAkey",
+                    "ca.key",
+                    "-CAcreateserial",
+                    "-out",
+                    "tls.crt",
+                    "-days",
+                    "2",
+                    "-extfile",
+                    "ext.cnf",
+                ],
+            )?;
             std::fs::write(d.join("htpasswd"), TEST_HTPASSWD)?;
             ca_pem = Some(std::fs::read(d.join("ca.crt"))?);
             extra = format!(
@@ -213,14 +271,22 @@ impl TestRegistry {
     /// A `.dockerconfigjson` document with this registry's credentials.
     pub fn dockerconfigjson(&self) -> Vec<u8> {
         let auth = data_encoding::BASE64.encode(format!("{TEST_USER}:{TEST_PASSWORD}").as_bytes());
-        serde_json::json!({"auths": {self.host.clone(): {"auth": auth}}}).to_string().into_bytes()
+        serde_json::json!({"auths": {self.host.clone(): {"auth": auth}}})
+            .to_string()
+            .into_bytes()
     }
 
     /// The pull secret for this registry (empty for a registry without auth).
     pub fn docker_config(&self) -> DockerConfig {
         let mut c = DockerConfig::default();
         if self.auth {
-            c.insert(&self.host, Credentials { username: TEST_USER.into(), password: TEST_PASSWORD.into() });
+            c.insert(
+                &self.host,
+                Credentials {
+                    username: TEST_USER.into(),
+                    password: TEST_PASSWORD.into(),
+                },
+            );
         }
         c
     }
@@ -243,8 +309,10 @@ impl TestRegistry {
         let mut cfg = ClientConfig::default();
         match &self.ca_pem {
             Some(pem) => {
-                cfg.extra_root_certificates =
-                    vec![Certificate { encoding: CertificateEncoding::Pem, data: pem.clone() }];
+                cfg.extra_root_certificates = vec![Certificate {
+                    encoding: CertificateEncoding::Pem,
+                    data: pem.clone(),
+                }];
             }
             None => cfg.protocol = ClientProtocol::HttpsExcept(vec![self.host.clone()]),
         }
@@ -323,7 +391,12 @@ pub struct PushedImage {
     pub config_digest: String,
 }
 
-fn raw_header(path: &str, kind: tar::EntryType, size: u64, link: Option<&str>) -> anyhow::Result<tar::Header> {
+fn raw_header(
+    path: &str,
+    kind: tar::EntryType,
+    size: u64,
+    link: Option<&str>,
+) -> anyhow::Result<tar::Header> {
     let mut h = tar::Header::new_gnu();
     h.set_entry_type(kind);
     h.set_size(size);
@@ -344,7 +417,10 @@ fn raw_header(path: &str, kind: tar::EntryType, size: u64, link: Option<&str>) -
 }
 
 /// Build an uncompressed tar from files (with their parent directories) and entries.
-pub fn build_tar(files: &BTreeMap<String, Vec<u8>>, entries: &[TarEntry]) -> anyhow::Result<Vec<u8>> {
+pub fn build_tar(
+    files: &BTreeMap<String, Vec<u8>>,
+    entries: &[TarEntry],
+) -> anyhow::Result<Vec<u8>> {
     let mut b = tar::Builder::new(Vec::new());
     let mut dirs = std::collections::BTreeSet::new();
     for path in files.keys() {
@@ -372,10 +448,16 @@ pub fn build_tar(files: &BTreeMap<String, Vec<u8>>, entries: &[TarEntry]) -> any
     for e in entries {
         use tar::EntryType as T;
         let (h, data): (tar::Header, &[u8]) = match e {
-            TarEntry::File { path, data } => (raw_header(path, T::Regular, data.len() as u64, None)?, data),
+            TarEntry::File { path, data } => {
+                (raw_header(path, T::Regular, data.len() as u64, None)?, data)
+            }
             TarEntry::Dir { path } => (raw_header(path, T::Directory, 0, None)?, &[]),
-            TarEntry::Symlink { path, target } => (raw_header(path, T::Symlink, 0, Some(target))?, &[]),
-            TarEntry::HardLink { path, target } => (raw_header(path, T::Link, 0, Some(target))?, &[]),
+            TarEntry::Symlink { path, target } => {
+                (raw_header(path, T::Symlink, 0, Some(target))?, &[])
+            }
+            TarEntry::HardLink { path, target } => {
+                (raw_header(path, T::Link, 0, Some(target))?, &[])
+            }
             TarEntry::CharDevice { path } => (raw_header(path, T::Char, 0, None)?, &[]),
             TarEntry::BlockDevice { path } => (raw_header(path, T::Block, 0, None)?, &[]),
             TarEntry::Fifo { path } => (raw_header(path, T::Fifo, 0, None)?, &[]),
@@ -388,24 +470,38 @@ pub fn build_tar(files: &BTreeMap<String, Vec<u8>>, entries: &[TarEntry]) -> any
 /// Compress a tar for a layer; returns `(bytes, media type)`.
 pub fn compress_layer(tar: &[u8], c: LayerCompression) -> anyhow::Result<(Vec<u8>, String)> {
     Ok(match c {
-        LayerCompression::None => (tar.to_vec(), "application/vnd.oci.image.layer.v1.tar".into()),
+        LayerCompression::None => (
+            tar.to_vec(),
+            "application/vnd.oci.image.layer.v1.tar".into(),
+        ),
         LayerCompression::Gzip => {
             let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
             e.write_all(tar)?;
-            (e.finish()?, "application/vnd.oci.image.layer.v1.tar+gzip".into())
+            (
+                e.finish()?,
+                "application/vnd.oci.image.layer.v1.tar+gzip".into(),
+            )
         }
-        LayerCompression::Zstd => {
-            (zstd::encode_all(tar, 3)?, "application/vnd.oci.image.layer.v1.tar+zstd".into())
-        }
+        LayerCompression::Zstd => (
+            zstd::encode_all(tar, 3)?,
+            "application/vnd.oci.image.layer.v1.tar+zstd".into(),
+        ),
     })
 }
 
 fn sha256_digest(data: &[u8]) -> String {
-    format!("sha256:{}", data_encoding::HEXLOWER.encode(&Sha256::digest(data)))
+    format!(
+        "sha256:{}",
+        data_encoding::HEXLOWER.encode(&Sha256::digest(data))
+    )
 }
 
 /// Push a single-layer image built from `spec` to `<registry>/<repo_tag>`.
-pub async fn push_image(registry: &TestRegistry, repo_tag: &str, spec: &ImageSpec) -> anyhow::Result<PushedImage> {
+pub async fn push_image(
+    registry: &TestRegistry,
+    repo_tag: &str,
+    spec: &ImageSpec,
+) -> anyhow::Result<PushedImage> {
     let tar = build_tar(&spec.files, &spec.entries)?;
     let (layer, media_type) = compress_layer(&tar, spec.compression)?;
     push_layers(registry, repo_tag, vec![(layer, media_type)], &spec.labels).await
@@ -420,7 +516,9 @@ pub async fn push_layers(
 ) -> anyhow::Result<PushedImage> {
     let reference: Reference = format!("{}/{}", registry.host(), repo_tag).parse()?;
     let (client, auth) = registry.client();
-    client.store_auth_if_needed(reference.resolve_registry(), &auth).await;
+    client
+        .store_auth_if_needed(reference.resolve_registry(), &auth)
+        .await;
     let config = serde_json::json!({
         "architecture": "amd64",
         "os": "linux",
@@ -433,12 +531,20 @@ pub async fn push_layers(
     let mut layer_digests = Vec::new();
     for (data, media_type) in layers {
         let digest = sha256_digest(&data);
-        layer_descs.push(serde_json::json!({"mediaType": media_type, "digest": digest, "size": data.len()}));
-        client.push_blob(&reference, data, &digest).await.context("pushing a layer blob")?;
+        layer_descs.push(
+            serde_json::json!({"mediaType": media_type, "digest": digest, "size": data.len()}),
+        );
+        client
+            .push_blob(&reference, data, &digest)
+            .await
+            .context("pushing a layer blob")?;
         layer_digests.push(digest);
     }
     let config_len = config.len();
-    client.push_blob(&reference, config, &config_digest).await.context("pushing the config blob")?;
+    client
+        .push_blob(&reference, config, &config_digest)
+        .await
+        .context("pushing the config blob")?;
     let manifest = serde_json::json!({
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",
@@ -457,7 +563,12 @@ pub async fn push_layers(
         .await
         .context("pushing the manifest")?;
     Ok(PushedImage {
-        reference: format!("{}/{}@{}", reference.registry(), reference.repository(), digest),
+        reference: format!(
+            "{}/{}@{}",
+            reference.registry(),
+            reference.repository(),
+            digest
+        ),
         digest,
         manifest_size: size,
         layer_digests,
@@ -473,7 +584,9 @@ pub async fn push_index(
 ) -> anyhow::Result<PushedImage> {
     let reference: Reference = format!("{}/{}", registry.host(), repo_tag).parse()?;
     let (client, auth) = registry.client();
-    client.store_auth_if_needed(reference.resolve_registry(), &auth).await;
+    client
+        .store_auth_if_needed(reference.resolve_registry(), &auth)
+        .await;
     let entries: Vec<_> = manifests
         .iter()
         .map(|(img, os, arch)| {
@@ -493,11 +606,20 @@ pub async fn push_index(
     let digest = sha256_digest(&body);
     let size = body.len() as u64;
     client
-        .push_manifest_raw(&reference, body, http::HeaderValue::from_static("application/vnd.oci.image.index.v1+json"))
+        .push_manifest_raw(
+            &reference,
+            body,
+            http::HeaderValue::from_static("application/vnd.oci.image.index.v1+json"),
+        )
         .await
         .context("pushing the index")?;
     Ok(PushedImage {
-        reference: format!("{}/{}@{}", reference.registry(), reference.repository(), digest),
+        reference: format!(
+            "{}/{}@{}",
+            reference.registry(),
+            reference.repository(),
+            digest
+        ),
         digest,
         manifest_size: size,
         layer_digests: Vec::new(),
@@ -513,7 +635,10 @@ pub async fn push_catalog_image(
     files: &BTreeMap<String, Vec<u8>>,
 ) -> anyhow::Result<PushedImage> {
     let spec = ImageSpec {
-        files: files.iter().map(|(p, d)| (format!("configs/{}", p.trim_start_matches('/')), d.clone())).collect(),
+        files: files
+            .iter()
+            .map(|(p, d)| (format!("configs/{}", p.trim_start_matches('/')), d.clone()))
+            .collect(),
         labels: BTreeMap::from([(CATALOG_CONFIGS_LABEL.to_string(), "/configs".to_string())]),
         ..Default::default()
     };
@@ -523,11 +648,26 @@ pub async fn push_catalog_image(
 /// The labels of a registry+v1 bundle image.
 pub fn bundle_labels(package: &str, channels: &[&str]) -> BTreeMap<String, String> {
     BTreeMap::from([
-        ("operators.operatorframework.io.bundle.mediatype.v1".into(), "registry+v1".into()),
-        ("operators.operatorframework.io.bundle.manifests.v1".into(), "manifests/".into()),
-        ("operators.operatorframework.io.bundle.metadata.v1".into(), "metadata/".into()),
-        ("operators.operatorframework.io.bundle.package.v1".into(), package.into()),
-        ("operators.operatorframework.io.bundle.channels.v1".into(), channels.join(",")),
+        (
+            "operators.operatorframework.io.bundle.mediatype.v1".into(),
+            "registry+v1".into(),
+        ),
+        (
+            "operators.operatorframework.io.bundle.manifests.v1".into(),
+            "manifests/".into(),
+        ),
+        (
+            "operators.operatorframework.io.bundle.metadata.v1".into(),
+            "metadata/".into(),
+        ),
+        (
+            "operators.operatorframework.io.bundle.package.v1".into(),
+            package.into(),
+        ),
+        (
+            "operators.operatorframework.io.bundle.channels.v1".into(),
+            channels.join(","),
+        ),
     ])
 }
 
@@ -543,12 +683,26 @@ pub async fn push_bundle_image(
 ) -> anyhow::Result<PushedImage> {
     let labels = bundle_labels(package, channels);
     let mut files = files.clone();
-    files.entry("metadata/annotations.yaml".to_string()).or_insert_with(|| {
-        let mut s = String::from("annotations:\n");
-        for (k, v) in &labels {
-            s.push_str(&format!("  {k}: {}\n", serde_json::Value::String(v.clone())));
-        }
-        s.into_bytes()
-    });
-    push_image(registry, repo_tag, &ImageSpec { files, labels, ..Default::default() }).await
+    files
+        .entry("metadata/annotations.yaml".to_string())
+        .or_insert_with(|| {
+            let mut s = String::from("annotations:\n");
+            for (k, v) in &labels {
+                s.push_str(&format!(
+                    "  {k}: {}\n",
+                    serde_json::Value::String(v.clone())
+                ));
+            }
+            s.into_bytes()
+        });
+    push_image(
+        registry,
+        repo_tag,
+        &ImageSpec {
+            files,
+            labels,
+            ..Default::default()
+        },
+    )
+    .await
 }
