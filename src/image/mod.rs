@@ -80,8 +80,10 @@ pub struct PullerConfig {
     pub retry: RetryPolicy,
     /// Largest image config blob accepted (default 4 MiB).
     pub max_config_bytes: u64,
-    /// Largest single (compressed) layer blob accepted (default 2 GiB).
-    pub max_blob_bytes: u64,
+    /// Largest total (compressed) size of all layer blobs of one image (default 2 GiB).
+    pub max_download_bytes: u64,
+    /// Most layers one image may have (default 128).
+    pub max_layers: usize,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
 }
@@ -96,7 +98,8 @@ impl PullerConfig {
             limits: UnpackLimits::default(),
             retry: RetryPolicy::default(),
             max_config_bytes: 4 << 20,
-            max_blob_bytes: 2 << 30,
+            max_download_bytes: 2 << 30,
+            max_layers: 128,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(60),
         }
@@ -367,6 +370,7 @@ impl ImagePuller {
             .join(top.replace(':', "-"))
             .join(extract.cache_key());
         if let Some(hit) = read_cached(&final_dir) {
+            tracing::debug!(image, digest = %top, "image already unpacked, using the cache");
             self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(hit);
         }
@@ -422,7 +426,15 @@ impl ImagePuller {
         for d in [&blobs, &content] {
             std::fs::create_dir_all(d).map_err(|e| ImageError::io(image, d, e))?;
         }
-        let mut layers = Vec::new();
+        let mut total_declared: u64 = 0;
+        if manifest.layers.len() > self.config.max_layers {
+            return Err(ImageError::LimitExceeded {
+                image: image.to_string(),
+                layer: "(manifest)".to_string(),
+                what: format!("number of layers ({})", manifest.layers.len()),
+                limit: self.config.max_layers as u64,
+            });
+        }
         for desc in &manifest.layers {
             validate_digest(image, &desc.digest)?;
             if !unpack::layer_media_type_supported(&desc.media_type) {
@@ -434,8 +446,23 @@ impl ImagePuller {
                     ),
                 });
             }
+            total_declared = total_declared.saturating_add(u64::try_from(desc.size).unwrap_or(0));
+        }
+        if total_declared > self.config.max_download_bytes {
+            return Err(ImageError::LimitExceeded {
+                image: image.to_string(),
+                layer: "(manifest)".to_string(),
+                what: format!("total layer size ({total_declared} bytes)"),
+                limit: self.config.max_download_bytes,
+            });
+        }
+        let mut layers = Vec::new();
+        let mut downloaded: u64 = 0;
+        for desc in &manifest.layers {
             let path = blobs.join(desc.digest.replace(':', "-"));
-            self.download_layer(image, &registry, &client, &top_ref, desc, &path)
+            let budget = self.config.max_download_bytes.saturating_sub(downloaded);
+            downloaded += self
+                .download_layer(image, &registry, &client, &top_ref, desc, &path, budget)
                 .await?;
             layers.push(unpack::LayerFile {
                 path,
@@ -473,6 +500,7 @@ impl ImagePuller {
             }
         }
         drop(work);
+        tracing::info!(image, reference = %pinned_ref, "pulled and unpacked image");
         Ok(PulledImage {
             reference: pinned_ref,
             digest: top,
@@ -563,6 +591,7 @@ impl ImagePuller {
         Ok(cfg.config.and_then(|c| c.labels).unwrap_or_default())
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn download_layer(
         &self,
         image: &str,
@@ -571,24 +600,25 @@ impl ImagePuller {
         r: &Reference,
         desc: &OciDescriptor,
         path: &Path,
-    ) -> Result<(), ImageError> {
-        let max = self.config.max_blob_bytes;
+        max: u64,
+    ) -> Result<u64, ImageError> {
         self.retry(image, || async {
             let mut file = tokio::fs::File::create(path)
                 .await
                 .map_err(|e| Classified::Fail(ImageError::io(image, path, e)))?;
-            self.stream_blob(image, registry, client, r, desc, max, &mut file)
+            let n = self
+                .stream_blob(image, registry, client, r, desc, max, &mut file)
                 .await?;
             file.flush()
                 .await
                 .map_err(|e| Classified::Fail(ImageError::io(image, path, e)))?;
-            Ok(())
+            Ok(n)
         })
         .await
     }
 
     /// Stream one blob into `out`, hashing as it goes; never buffers the whole blob
-    /// unless `out` does.
+    /// unless `out` does. At most `max` bytes (and never more than the descriptor's size).
     #[allow(clippy::too_many_arguments)]
     async fn stream_blob<W: tokio::io::AsyncWrite + Unpin>(
         &self,
@@ -626,11 +656,20 @@ impl ImagePuller {
                 .bytes_downloaded
                 .fetch_add(chunk.len() as u64, Ordering::Relaxed);
             if total > cap {
-                return Err(Classified::Fail(ImageError::DigestMismatch {
-                    image: image.to_string(),
-                    what: format!("blob {}", desc.digest),
-                    expected: format!("{cap} bytes"),
-                    actual: "more data".to_string(),
+                return Err(Classified::Fail(if declared > 0 {
+                    ImageError::DigestMismatch {
+                        image: image.to_string(),
+                        what: format!("size of blob {}", desc.digest),
+                        expected: format!("{cap} bytes"),
+                        actual: format!("more than {cap} bytes"),
+                    }
+                } else {
+                    ImageError::LimitExceeded {
+                        image: image.to_string(),
+                        layer: desc.digest.clone(),
+                        what: "blob size".to_string(),
+                        limit: cap,
+                    }
                 }));
             }
             hasher.update(&chunk);

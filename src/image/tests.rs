@@ -892,6 +892,67 @@ async fn hostile_million_tiny_files() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn download_limit_is_checked_before_downloading_layers() {
+    crypto();
+    let reg = plain();
+    // ~64 KiB of incompressible bytes.
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let noise: Vec<u8> = (0..65536)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let spec = ImageSpec {
+        files: BTreeMap::from([("configs/p/noise.bin".to_string(), noise)]),
+        labels: catalog_labels(),
+        ..Default::default()
+    };
+    let pushed = push_image(reg, "limits/download:v1", &spec).await.unwrap();
+    let area = Area::new();
+    let mut cfg = reg.puller_config(&area.cache());
+    cfg.max_download_bytes = 10_000;
+    let p = ImagePuller::new(cfg).unwrap();
+    let e = p
+        .pull(
+            &pushed.reference,
+            &Extract::CatalogConfigs,
+            &DockerConfig::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("total layer size")
+            && e.to_string().contains("exceeds the limit of 10000"),
+        "{e}"
+    );
+    assert_eq!(
+        p.stats().blobs_downloaded,
+        1,
+        "only the config blob was fetched"
+    );
+    area.assert_clean();
+    let mut cfg = reg.puller_config(&area.cache());
+    cfg.max_layers = 0;
+    let e = ImagePuller::new(cfg)
+        .unwrap()
+        .pull(
+            &pushed.reference,
+            &Extract::CatalogConfigs,
+            &DockerConfig::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("number of layers (1) exceeds the limit of 0"),
+        "{e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_reference_is_terminal() {
     let area = Area::new();
     let p = ImagePuller::new(PullerConfig::new(area.cache())).unwrap();

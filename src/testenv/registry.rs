@@ -1,8 +1,9 @@
 //! A real OCI registry for tests: the Debian `docker-registry` (distribution 2.8)
 //! started as a child process on `127.0.0.1:<free port>` with storage in a temp dir,
 //! plain HTTP or htpasswd auth + TLS (self-signed CA made with the `openssl` CLI).
-//! The process runs under `sh -c '… & cat >/dev/null; kill'` with its stdin piped from
-//! the test process, so it dies with the test process even on a crash, and on `Drop`.
+//! The process runs under `sh -c '… & cat >/dev/null; kill; rm -rf <tempdir>'` with its
+//! stdin piped from the test process, so it dies (and its storage is removed) with the
+//! test process even on a crash or when held in a `static`, and on `Drop`.
 //!
 //! Also: builders of single-layer images from `path → bytes` (plus raw, possibly
 //! hostile tar entries) with config labels, and push helpers for catalog and bundle
@@ -189,9 +190,12 @@ impl TestRegistry {
             // The registry dies when our end of the stdin pipe closes (Drop or crash).
             let child = Command::new("sh")
                 .arg("-c")
-                .arg("\"$0\" serve \"$1\" & pid=$!; cat >/dev/null; kill $pid 2>/dev/null; wait $pid")
+                .arg(
+                    "\"$0\" serve \"$1\" & pid=$!; cat >/dev/null; kill $pid 2>/dev/null; wait $pid; rm -rf \"$2\"",
+                )
                 .arg(&bin)
                 .arg(&cfg)
+                .arg(dir.path())
                 .stdin(Stdio::piped())
                 .stdout(logf.try_clone()?)
                 .stderr(logf)
