@@ -87,6 +87,42 @@ impl DockerConfig {
         Ok(DockerConfig { entries })
     }
 
+    /// Read a pull Secret: type `kubernetes.io/dockerconfigjson` (key
+    /// `.dockerconfigjson`) or the legacy `kubernetes.io/dockercfg` (key `.dockercfg`,
+    /// the `auths` map without the wrapper).
+    pub fn from_secret(secret: &k8s_openapi::api::core::v1::Secret) -> Result<Self, ImageError> {
+        let name = format!(
+            "{}/{}",
+            secret.metadata.namespace.as_deref().unwrap_or(""),
+            secret.metadata.name.as_deref().unwrap_or("")
+        );
+        let data = secret.data.as_ref();
+        let get = |k: &str| data.and_then(|d| d.get(k)).map(|b| b.0.as_slice());
+        match (
+            secret.type_.as_deref(),
+            get(".dockerconfigjson"),
+            get(".dockercfg"),
+        ) {
+            (_, Some(json), _) => Self::parse(&name, json),
+            (_, None, Some(legacy)) => {
+                let inner: serde_json::Value =
+                    serde_json::from_slice(legacy).map_err(|e| ImageError::PullSecret {
+                        name: name.clone(),
+                        detail: format!("invalid .dockercfg: {e}"),
+                    })?;
+                let wrapped = serde_json::json!({ "auths": inner });
+                Self::parse(&name, wrapped.to_string().as_bytes())
+            }
+            (t, None, None) => Err(ImageError::PullSecret {
+                name,
+                detail: format!(
+                    "secret of type {:?} has no .dockerconfigjson key (type kubernetes.io/dockerconfigjson expected)",
+                    t.unwrap_or("")
+                ),
+            }),
+        }
+    }
+
     /// Parse a `kubernetes.io/dockerconfigjson` Secret's data map (values already
     /// base64-decoded by the Kubernetes client).
     pub fn from_secret_data(
@@ -178,6 +214,37 @@ mod tests {
         assert!(e.to_string().contains(".dockerconfigjson"), "{e}");
         let e = DockerConfig::parse("ps3", b"{").unwrap_err();
         assert!(e.to_string().contains("invalid .dockerconfigjson"), "{e}");
+    }
+
+    #[test]
+    fn reads_secrets_of_both_types() {
+        use k8s_openapi::ByteString;
+        use k8s_openapi::api::core::v1::Secret;
+        let mut s = Secret::default();
+        s.metadata.name = Some("pull".into());
+        s.metadata.namespace = Some("olmv1-system".into());
+        s.type_ = Some("kubernetes.io/dockerconfigjson".into());
+        s.data = Some(BTreeMap::from([(
+            ".dockerconfigjson".to_string(),
+            ByteString(br#"{"auths":{"reg:1":{"username":"u","password":"p"}}}"#.to_vec()),
+        )]));
+        let c = DockerConfig::from_secret(&s).unwrap();
+        assert_eq!(c.credentials_for("reg:1").unwrap().password, "p");
+        s.type_ = Some("kubernetes.io/dockercfg".into());
+        s.data = Some(BTreeMap::from([(
+            ".dockercfg".to_string(),
+            ByteString(br#"{"reg:2":{"auth":"dTpw"}}"#.to_vec()),
+        )]));
+        let c = DockerConfig::from_secret(&s).unwrap();
+        assert_eq!(c.credentials_for("reg:2").unwrap().username, "u");
+        s.type_ = Some("Opaque".into());
+        s.data = None;
+        let e = DockerConfig::from_secret(&s).unwrap_err();
+        assert!(
+            e.to_string().contains("pull secret olmv1-system/pull")
+                && e.to_string().contains("Opaque"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -204,6 +204,10 @@ struct Meta {
 impl ImagePuller {
     /// Create the cache directories (and clear stale work directories).
     pub fn new(config: PullerConfig) -> Result<Self, ImageError> {
+        // oci-client's reqwest needs a process-wide rustls provider; the project uses aws-lc-rs.
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        }
         let tmp = config.cache_dir.join("tmp");
         if tmp.exists() {
             std::fs::remove_dir_all(&tmp).map_err(|e| ImageError::io("-", &tmp, e))?;

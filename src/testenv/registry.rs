@@ -98,6 +98,8 @@ impl TestRegistry {
     }
 
     fn start_inner(secure: bool) -> anyhow::Result<Self> {
+        // The push client (oci-client → reqwest → rustls) needs a process-wide provider.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         let bin = registry_binary()?;
         let dir = tempfile::Builder::new()
             .prefix("olmv1-registry-")
