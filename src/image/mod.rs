@@ -1,2 +1,823 @@
-//! OCI images: pulling by digest, streaming blobs to disk, safe unpacking and the
-//! digest-keyed cache shared by catalogs and bundles.
+//! OCI images: resolving tags to digests, pulling manifests/indexes/configs, streaming
+//! each layer blob to disk while verifying its sha256, safe bounded unpacking (see
+//! [`unpack`]) and the digest-keyed cache shared by catalogs and bundles. Registry
+//! access goes through `oci-client` (one client per credential set, TLS with an
+//! optional extra CA bundle, plain HTTP only for registries listed as insecure) with
+//! retries and exponential backoff on 5xx / connection errors.
+//!
+//! Cache layout under `cache_dir`:
+//! `images/<alg>-<hex>/<mode>/{content/, meta.json}` (one finished unpack per image
+//! digest and extraction mode, moved into place atomically by `rename`) and `tmp/`
+//! (work directories: downloaded blobs and the unpack in progress).
+
+pub mod auth;
+pub mod error;
+pub mod unpack;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::errors::{DigestError, OciDistributionError};
+use oci_client::manifest::{ImageIndexEntry, OciDescriptor, OciManifest};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+use tokio::io::AsyncWriteExt;
+
+pub use auth::{Credentials, DockerConfig};
+pub use error::ImageError;
+pub use unpack::UnpackLimits;
+
+use error::{Classified, classify, error_chain};
+
+/// Label naming the FBC directory inside a catalog image.
+pub const CATALOG_CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
+
+const MANIFEST_MEDIA_TYPES: &[&str] = &[
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+];
+
+/// Retry policy for registry calls (5xx, 429, connection errors only).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Total attempts including the first (default 4).
+    pub max_attempts: u32,
+    /// Delay before the second attempt, doubled each time (default 500 ms).
+    pub initial_backoff: Duration,
+    /// Upper bound of one delay (default 10 s).
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 4,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Configuration of an [`ImagePuller`].
+#[derive(Clone, Debug)]
+pub struct PullerConfig {
+    /// Root of the digest-keyed cache; everything the puller writes stays below it.
+    pub cache_dir: PathBuf,
+    /// `host[:port]` of registries reached over plain HTTP.
+    pub insecure_registries: Vec<String>,
+    /// Extra trusted CA certificates (PEM, may hold several).
+    pub ca_bundle_pem: Option<Vec<u8>>,
+    pub limits: UnpackLimits,
+    pub retry: RetryPolicy,
+    /// Largest image config blob accepted (default 4 MiB).
+    pub max_config_bytes: u64,
+    /// Largest total (compressed) size of all layer blobs of one image (default 2 GiB).
+    pub max_download_bytes: u64,
+    /// Most layers one image may have (default 128).
+    pub max_layers: usize,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+}
+
+impl PullerConfig {
+    /// Defaults for everything but the cache directory.
+    pub fn new(cache_dir: impl Into<PathBuf>) -> Self {
+        PullerConfig {
+            cache_dir: cache_dir.into(),
+            insecure_registries: Vec::new(),
+            ca_bundle_pem: None,
+            limits: UnpackLimits::default(),
+            retry: RetryPolicy::default(),
+            max_config_bytes: 4 << 20,
+            max_download_bytes: 2 << 30,
+            max_layers: 128,
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// Read a PEM CA bundle file into `ca_bundle_pem`.
+    pub fn with_ca_bundle_file(mut self, path: &Path) -> Result<Self, ImageError> {
+        let pem = std::fs::read(path).map_err(|e| ImageError::CaBundle {
+            path: path.display().to_string(),
+            detail: e.to_string(),
+        })?;
+        if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+            return Err(ImageError::CaBundle {
+                path: path.display().to_string(),
+                detail: "no PEM certificate found".to_string(),
+            });
+        }
+        self.ca_bundle_pem = Some(pem);
+        Ok(self)
+    }
+}
+
+/// What to unpack from the image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Extract {
+    /// The whole file system (bundles: `manifests/` + `metadata/`).
+    Whole,
+    /// The directory named by the label [`CATALOG_CONFIGS_LABEL`] (catalogs).
+    CatalogConfigs,
+    /// One directory, given as an image path (`/configs`).
+    Dir(String),
+}
+
+impl Extract {
+    fn cache_key(&self) -> String {
+        match self {
+            Extract::Whole => "whole".to_string(),
+            Extract::CatalogConfigs => "catalog".to_string(),
+            Extract::Dir(d) => {
+                let h = Sha256::digest(d.as_bytes());
+                format!("dir-{}", &data_encoding::HEXLOWER.encode(&h)[..16])
+            }
+        }
+    }
+}
+
+/// A pulled and unpacked image.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PulledImage {
+    /// Digest-pinned reference `<registry>/<repository>@sha256:…`.
+    pub reference: String,
+    /// The digest the reference resolved to (of the index, for multi-platform images).
+    pub digest: String,
+    /// Labels of the image config.
+    pub labels: BTreeMap<String, String>,
+    /// The unpacked content (the catalog's configs directory, or the whole image).
+    pub dir: PathBuf,
+    /// True when nothing was downloaded because the digest was already unpacked.
+    #[serde(skip)]
+    pub from_cache: bool,
+}
+
+/// Counters for tests and metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub manifest_requests: u64,
+    pub blobs_downloaded: u64,
+    pub bytes_downloaded: u64,
+    pub cache_hits: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    manifest_requests: AtomicU64,
+    blobs_downloaded: AtomicU64,
+    bytes_downloaded: AtomicU64,
+    cache_hits: AtomicU64,
+}
+
+/// Pulls images into the digest-keyed cache. Cheap to share (`Arc`).
+pub struct ImagePuller {
+    config: PullerConfig,
+    clients: Mutex<HashMap<Option<Credentials>, Arc<Client>>>,
+    counters: Counters,
+}
+
+impl std::fmt::Debug for ImagePuller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImagePuller")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    reference: String,
+    digest: String,
+    labels: BTreeMap<String, String>,
+}
+
+impl ImagePuller {
+    /// Create the cache directories (and clear stale work directories).
+    pub fn new(config: PullerConfig) -> Result<Self, ImageError> {
+        // oci-client's reqwest needs a process-wide rustls provider; the project uses aws-lc-rs.
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        }
+        let tmp = config.cache_dir.join("tmp");
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(|e| ImageError::io("-", &tmp, e))?;
+        }
+        for d in [tmp, config.cache_dir.join("images")] {
+            std::fs::create_dir_all(&d).map_err(|e| ImageError::io("-", &d, e))?;
+        }
+        Ok(ImagePuller {
+            config,
+            clients: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+        })
+    }
+
+    pub fn config(&self) -> &PullerConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        let c = &self.counters;
+        CacheStats {
+            manifest_requests: c.manifest_requests.load(Ordering::Relaxed),
+            blobs_downloaded: c.blobs_downloaded.load(Ordering::Relaxed),
+            bytes_downloaded: c.bytes_downloaded.load(Ordering::Relaxed),
+            cache_hits: c.cache_hits.load(Ordering::Relaxed),
+        }
+    }
+
+    fn client(&self, creds: Option<&Credentials>) -> Result<Arc<Client>, ImageError> {
+        let key = creds.cloned();
+        let mut map = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = map.get(&key) {
+            return Ok(c.clone());
+        }
+        if map.len() > 64 {
+            map.clear();
+        }
+        let extra = self
+            .config
+            .ca_bundle_pem
+            .iter()
+            .map(|pem| Certificate {
+                encoding: CertificateEncoding::Pem,
+                data: pem.clone(),
+            })
+            .collect();
+        let cfg = ClientConfig {
+            protocol: ClientProtocol::HttpsExcept(self.config.insecure_registries.clone()),
+            extra_root_certificates: extra,
+            platform_resolver: None,
+            connect_timeout: Some(self.config.connect_timeout),
+            read_timeout: Some(self.config.read_timeout),
+            user_agent: concat!("olmv1/", env!("CARGO_PKG_VERSION")),
+            ..Default::default()
+        };
+        let client = Arc::new(Client::new(cfg));
+        map.insert(key, client.clone());
+        Ok(client)
+    }
+
+    async fn retry<T, F, Fut>(&self, image: &str, mut op: F) -> Result<T, ImageError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Classified>>,
+    {
+        let policy = &self.config.retry;
+        let mut delay = policy.initial_backoff;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match op().await {
+                Ok(v) => return Ok(v),
+                Err(Classified::Fail(e)) => return Err(e),
+                Err(Classified::Retry(detail)) => {
+                    if attempt >= policy.max_attempts.max(1) {
+                        return Err(ImageError::Unavailable {
+                            image: image.to_string(),
+                            attempts: attempt,
+                            detail,
+                        });
+                    }
+                    tracing::debug!(image, attempt, %detail, "registry call failed, retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(policy.max_backoff);
+                }
+            }
+        }
+    }
+
+    /// Resolve `reference` to its digest-pinned form (`<repo>@sha256:…`) with one
+    /// manifest HEAD (or GET) request; digest references are returned as they are.
+    pub async fn resolve(
+        &self,
+        reference: &str,
+        secrets: &DockerConfig,
+    ) -> Result<String, ImageError> {
+        let r = parse_reference(reference)?;
+        let (client, auth) = self.client_and_auth(&r, secrets)?;
+        Ok(pinned(
+            &r,
+            &self.top_digest(reference, &r, &client, &auth).await?,
+        ))
+    }
+
+    fn client_and_auth(
+        &self,
+        r: &Reference,
+        secrets: &DockerConfig,
+    ) -> Result<(Arc<Client>, RegistryAuth), ImageError> {
+        let creds = secrets.credentials_for(r.registry());
+        let auth = match creds {
+            Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
+            None => RegistryAuth::Anonymous,
+        };
+        Ok((self.client(creds)?, auth))
+    }
+
+    async fn top_digest(
+        &self,
+        image: &str,
+        r: &Reference,
+        client: &Client,
+        auth: &RegistryAuth,
+    ) -> Result<String, ImageError> {
+        if let Some(d) = r.digest() {
+            validate_digest(image, d)?;
+            return Ok(d.to_string());
+        }
+        let registry = r.registry().to_string();
+        let d = self
+            .retry(image, || async {
+                self.counters
+                    .manifest_requests
+                    .fetch_add(1, Ordering::Relaxed);
+                client
+                    .fetch_manifest_digest(r, auth)
+                    .await
+                    .map_err(|e| classify(image, &registry, e))
+            })
+            .await?;
+        validate_digest(image, &d)?;
+        Ok(d)
+    }
+
+    /// Pull `reference` (tag or digest) and unpack what `extract` asks for into the
+    /// cache. An image whose digest is already unpacked is not downloaded again (a
+    /// tag still costs one manifest request).
+    pub async fn pull(
+        &self,
+        reference: &str,
+        extract: &Extract,
+        secrets: &DockerConfig,
+    ) -> Result<PulledImage, ImageError> {
+        let image = reference;
+        let r = parse_reference(reference)?;
+        let registry = r.registry().to_string();
+        let (client, auth) = self.client_and_auth(&r, secrets)?;
+        let top = self.top_digest(image, &r, &client, &auth).await?;
+        let pinned_ref = pinned(&r, &top);
+        let final_dir = self
+            .config
+            .cache_dir
+            .join("images")
+            .join(top.replace(':', "-"))
+            .join(extract.cache_key());
+        if let Some(hit) = read_cached(&final_dir) {
+            tracing::debug!(image, digest = %top, "image already unpacked, using the cache");
+            self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(hit);
+        }
+
+        // Manifest (and, for an index, the platform's manifest).
+        let top_ref =
+            Reference::with_digest(registry.clone(), r.repository().to_string(), top.clone());
+        let manifest = self
+            .fetch_manifest(image, &registry, &client, &auth, &top_ref)
+            .await?;
+        let manifest = match manifest {
+            OciManifest::Image(m) => m,
+            OciManifest::ImageIndex(index) => {
+                let Some(d) = select_platform(&index.manifests) else {
+                    return Err(ImageError::Unsupported {
+                        image: image.to_string(),
+                        detail: format!(
+                            "image index has no linux/{} or linux/amd64 manifest",
+                            std::env::consts::ARCH
+                        ),
+                    });
+                };
+                validate_digest(image, &d)?;
+                let child = Reference::with_digest(registry.clone(), r.repository().to_string(), d);
+                match self
+                    .fetch_manifest(image, &registry, &client, &auth, &child)
+                    .await?
+                {
+                    OciManifest::Image(m) => m,
+                    OciManifest::ImageIndex(_) => {
+                        return Err(ImageError::Unsupported {
+                            image: image.to_string(),
+                            detail: "nested image index".to_string(),
+                        });
+                    }
+                }
+            }
+        };
+
+        // Config → labels, and the directory to extract.
+        let labels = self
+            .fetch_config(image, &registry, &client, &top_ref, &manifest.config)
+            .await?;
+        let subdir = extract_dir(image, extract, &labels)?;
+
+        let work = tempfile::Builder::new()
+            .prefix("pull-")
+            .tempdir_in(self.config.cache_dir.join("tmp"))
+            .map_err(|e| ImageError::io(image, &self.config.cache_dir.join("tmp"), e))?;
+        let blobs = work.path().join("blobs");
+        let entry = work.path().join("entry");
+        let content = entry.join("content");
+        for d in [&blobs, &content] {
+            std::fs::create_dir_all(d).map_err(|e| ImageError::io(image, d, e))?;
+        }
+        let mut total_declared: u64 = 0;
+        if manifest.layers.len() > self.config.max_layers {
+            return Err(ImageError::LimitExceeded {
+                image: image.to_string(),
+                layer: "(manifest)".to_string(),
+                what: format!("number of layers ({})", manifest.layers.len()),
+                limit: self.config.max_layers as u64,
+            });
+        }
+        for desc in &manifest.layers {
+            validate_digest(image, &desc.digest)?;
+            if !unpack::layer_media_type_supported(&desc.media_type) {
+                return Err(ImageError::Unsupported {
+                    image: image.to_string(),
+                    detail: format!(
+                        "layer {} has unsupported media type {:?}",
+                        desc.digest, desc.media_type
+                    ),
+                });
+            }
+            total_declared = total_declared.saturating_add(u64::try_from(desc.size).unwrap_or(0));
+        }
+        if total_declared > self.config.max_download_bytes {
+            return Err(ImageError::LimitExceeded {
+                image: image.to_string(),
+                layer: "(manifest)".to_string(),
+                what: format!("total layer size ({total_declared} bytes)"),
+                limit: self.config.max_download_bytes,
+            });
+        }
+        let mut layers = Vec::new();
+        let mut downloaded: u64 = 0;
+        for desc in &manifest.layers {
+            let path = blobs.join(desc.digest.replace(':', "-"));
+            let budget = self.config.max_download_bytes.saturating_sub(downloaded);
+            downloaded += self
+                .download_layer(image, &registry, &client, &top_ref, desc, &path, budget)
+                .await?;
+            layers.push(unpack::LayerFile {
+                path,
+                digest: desc.digest.clone(),
+                media_type: desc.media_type.clone(),
+            });
+        }
+        let (img, limits, dest) = (
+            image.to_string(),
+            self.config.limits.clone(),
+            content.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            unpack::unpack_layers(&img, &layers, &dest, &subdir, &limits)
+        })
+        .await
+        .map_err(|e| ImageError::io(image, &content, std::io::Error::other(e.to_string())))??;
+
+        let meta = Meta {
+            reference: pinned_ref.clone(),
+            digest: top.clone(),
+            labels: labels.clone(),
+        };
+        let meta_path = entry.join("meta.json");
+        let meta_json = serde_json::to_vec_pretty(&meta)
+            .map_err(|e| ImageError::io(image, &meta_path, std::io::Error::other(e)))?;
+        std::fs::write(&meta_path, meta_json).map_err(|e| ImageError::io(image, &meta_path, e))?;
+        if let Some(parent) = final_dir.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| ImageError::io(image, parent, e))?;
+        }
+        if let Err(e) = std::fs::rename(&entry, &final_dir) {
+            // Another pull of the same digest finished first: use its result.
+            if read_cached(&final_dir).is_none() {
+                return Err(ImageError::io(image, &final_dir, e));
+            }
+        }
+        drop(work);
+        tracing::info!(image, reference = %pinned_ref, "pulled and unpacked image");
+        Ok(PulledImage {
+            reference: pinned_ref,
+            digest: top,
+            labels,
+            dir: final_dir.join("content"),
+            from_cache: false,
+        })
+    }
+
+    /// Remove cached images whose digest is not in `keep` (digests like `sha256:…`).
+    pub fn prune_except(&self, keep: &[&str]) -> Result<usize, ImageError> {
+        let images = self.config.cache_dir.join("images");
+        let keep: Vec<String> = keep.iter().map(|d| d.replace(':', "-")).collect();
+        let mut removed = 0;
+        let rd = std::fs::read_dir(&images).map_err(|e| ImageError::io("-", &images, e))?;
+        for e in rd {
+            let e = e.map_err(|e| ImageError::io("-", &images, e))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !keep.contains(&name) {
+                std::fs::remove_dir_all(e.path())
+                    .map_err(|err| ImageError::io("-", &e.path(), err))?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    async fn fetch_manifest(
+        &self,
+        image: &str,
+        registry: &str,
+        client: &Client,
+        auth: &RegistryAuth,
+        r: &Reference,
+    ) -> Result<OciManifest, ImageError> {
+        let (body, _digest) = self
+            .retry(image, || async {
+                self.counters
+                    .manifest_requests
+                    .fetch_add(1, Ordering::Relaxed);
+                client
+                    .pull_manifest_raw(r, auth, MANIFEST_MEDIA_TYPES)
+                    .await
+                    .map_err(|e| classify(image, registry, e))
+            })
+            .await?;
+        serde_json::from_slice::<OciManifest>(&body).map_err(|e| ImageError::Unsupported {
+            image: image.to_string(),
+            detail: format!(
+                "manifest {} is not an image manifest or index: {e}",
+                r.whole()
+            ),
+        })
+    }
+
+    async fn fetch_config(
+        &self,
+        image: &str,
+        registry: &str,
+        client: &Client,
+        r: &Reference,
+        desc: &OciDescriptor,
+    ) -> Result<BTreeMap<String, String>, ImageError> {
+        validate_digest(image, &desc.digest)?;
+        let max = self.config.max_config_bytes;
+        let data = self
+            .retry(image, || async {
+                let mut buf = Vec::new();
+                self.stream_blob(image, registry, client, r, desc, max, &mut buf)
+                    .await?;
+                Ok(buf)
+            })
+            .await?;
+        #[derive(Deserialize)]
+        struct Cfg {
+            #[serde(default)]
+            config: Option<Inner>,
+        }
+        #[derive(Deserialize)]
+        struct Inner {
+            #[serde(default, rename = "Labels")]
+            labels: Option<BTreeMap<String, String>>,
+        }
+        let cfg: Cfg = serde_json::from_slice(&data).map_err(|e| ImageError::Unsupported {
+            image: image.to_string(),
+            detail: format!("image config {} is not valid JSON: {e}", desc.digest),
+        })?;
+        Ok(cfg.config.and_then(|c| c.labels).unwrap_or_default())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn download_layer(
+        &self,
+        image: &str,
+        registry: &str,
+        client: &Client,
+        r: &Reference,
+        desc: &OciDescriptor,
+        path: &Path,
+        max: u64,
+    ) -> Result<u64, ImageError> {
+        self.retry(image, || async {
+            let mut file = tokio::fs::File::create(path)
+                .await
+                .map_err(|e| Classified::Fail(ImageError::io(image, path, e)))?;
+            let n = self
+                .stream_blob(image, registry, client, r, desc, max, &mut file)
+                .await?;
+            file.flush()
+                .await
+                .map_err(|e| Classified::Fail(ImageError::io(image, path, e)))?;
+            Ok(n)
+        })
+        .await
+    }
+
+    /// Stream one blob into `out`, hashing as it goes; never buffers the whole blob
+    /// unless `out` does. At most `max` bytes (and never more than the descriptor's size).
+    #[allow(clippy::too_many_arguments)]
+    async fn stream_blob<W: tokio::io::AsyncWrite + Unpin>(
+        &self,
+        image: &str,
+        registry: &str,
+        client: &Client,
+        r: &Reference,
+        desc: &OciDescriptor,
+        max: u64,
+        out: &mut W,
+    ) -> Result<u64, Classified> {
+        let declared = u64::try_from(desc.size).unwrap_or(0);
+        if declared > max {
+            return Err(Classified::Fail(ImageError::LimitExceeded {
+                image: image.to_string(),
+                layer: desc.digest.clone(),
+                what: format!("blob size ({declared} bytes)"),
+                limit: max,
+            }));
+        }
+        let mut stream = client
+            .pull_blob_stream(r, desc)
+            .await
+            .map_err(|e| classify(image, registry, e))?;
+        self.counters
+            .blobs_downloaded
+            .fetch_add(1, Ordering::Relaxed);
+        let mut hasher = Sha256::new();
+        let mut total: u64 = 0;
+        let cap = if declared > 0 { declared } else { max };
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| blob_stream_error(image, &desc.digest, e))?;
+            total += chunk.len() as u64;
+            self.counters
+                .bytes_downloaded
+                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            if total > cap {
+                return Err(Classified::Fail(if declared > 0 {
+                    ImageError::DigestMismatch {
+                        image: image.to_string(),
+                        what: format!("size of blob {}", desc.digest),
+                        expected: format!("{cap} bytes"),
+                        actual: format!("more than {cap} bytes"),
+                    }
+                } else {
+                    ImageError::LimitExceeded {
+                        image: image.to_string(),
+                        layer: desc.digest.clone(),
+                        what: "blob size".to_string(),
+                        limit: cap,
+                    }
+                }));
+            }
+            hasher.update(&chunk);
+            out.write_all(&chunk)
+                .await
+                .map_err(|e| Classified::Fail(ImageError::io(image, Path::new("(blob)"), e)))?;
+        }
+        let actual = format!(
+            "sha256:{}",
+            data_encoding::HEXLOWER.encode(&hasher.finalize())
+        );
+        if actual != desc.digest {
+            return Err(Classified::Fail(ImageError::DigestMismatch {
+                image: image.to_string(),
+                what: format!("blob {}", desc.digest),
+                expected: desc.digest.clone(),
+                actual,
+            }));
+        }
+        Ok(total)
+    }
+}
+
+fn blob_stream_error(image: &str, digest: &str, e: std::io::Error) -> Classified {
+    if let Some(DigestError::VerificationError { expected, actual }) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<DigestError>())
+    {
+        return Classified::Fail(ImageError::DigestMismatch {
+            image: image.to_string(),
+            what: format!("blob {digest}"),
+            expected: expected.clone(),
+            actual: actual.clone(),
+        });
+    }
+    if let Some(oci) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<OciDistributionError>())
+    {
+        return Classified::Retry(oci.to_string());
+    }
+    Classified::Retry(format!("reading blob {digest}: {}", error_chain(&e)))
+}
+
+fn parse_reference(reference: &str) -> Result<Reference, ImageError> {
+    reference
+        .parse::<Reference>()
+        .map_err(|e| ImageError::InvalidReference {
+            reference: reference.to_string(),
+            reason: e.to_string(),
+        })
+}
+
+fn pinned(r: &Reference, digest: &str) -> String {
+    format!("{}/{}@{}", r.registry(), r.repository(), digest)
+}
+
+/// Only `sha256:<64 lowercase hex>` digests are accepted (they become file names).
+fn validate_digest(image: &str, d: &str) -> Result<(), ImageError> {
+    let ok = d.strip_prefix("sha256:").is_some_and(|h| {
+        h.len() == 64
+            && h.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(ImageError::Unsupported {
+            image: image.to_string(),
+            detail: format!("unsupported or malformed digest {d:?} (sha256 expected)"),
+        })
+    }
+}
+
+fn read_cached(final_dir: &Path) -> Option<PulledImage> {
+    let meta: Meta =
+        serde_json::from_slice(&std::fs::read(final_dir.join("meta.json")).ok()?).ok()?;
+    let dir = final_dir.join("content");
+    dir.is_dir().then_some(PulledImage {
+        reference: meta.reference,
+        digest: meta.digest,
+        labels: meta.labels,
+        dir,
+        from_cache: true,
+    })
+}
+
+/// Pick the manifest for linux on the running architecture, else linux/amd64.
+pub fn select_platform(entries: &[ImageIndexEntry]) -> Option<String> {
+    use oci_spec::image::{Arch, Os};
+    let find = |arch: &Arch| {
+        entries
+            .iter()
+            .find(|e| {
+                e.platform
+                    .as_ref()
+                    .is_some_and(|p| p.os == Os::Linux && p.architecture == *arch)
+            })
+            .map(|e| e.digest.clone())
+    };
+    find(&Arch::default()).or_else(|| find(&Arch::Amd64))
+}
+
+/// The image-path components to extract for `extract`, given the config labels.
+pub fn extract_dir(
+    image: &str,
+    extract: &Extract,
+    labels: &BTreeMap<String, String>,
+) -> Result<Vec<String>, ImageError> {
+    let (label, value) = match extract {
+        Extract::Whole => return Ok(Vec::new()),
+        Extract::Dir(d) => ("(requested directory)", d.as_str()),
+        Extract::CatalogConfigs => match labels.get(CATALOG_CONFIGS_LABEL) {
+            Some(v) => (CATALOG_CONFIGS_LABEL, v.as_str()),
+            None => {
+                return Err(ImageError::MissingLabel {
+                    image: image.to_string(),
+                    label: CATALOG_CONFIGS_LABEL.to_string(),
+                });
+            }
+        },
+    };
+    let outside = || ImageError::LabelOutsideImage {
+        image: image.to_string(),
+        label: label.to_string(),
+        value: value.to_string(),
+    };
+    if value.trim().is_empty() || value.contains('\0') {
+        return Err(outside());
+    }
+    let mut comps: Vec<String> = Vec::new();
+    for c in value.trim().split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                if comps.pop().is_none() {
+                    return Err(outside());
+                }
+            }
+            c => comps.push(c.to_string()),
+        }
+    }
+    Ok(comps)
+}
+
+#[cfg(test)]
+mod tests;

@@ -78,3 +78,4 @@ pub fn shared_dir(sub: &str) -> Option<PathBuf> {
     eprintln!("skipping: {} not found (conformance fixtures are optional outside CI)", dir.display());
     None
 }
+pub mod registry;
