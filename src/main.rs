@@ -5,7 +5,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "olmv1", version, about = "OLM v1 controllers, catalog server and offline tools")]
+#[command(
+    name = "olmv1",
+    version,
+    about = "OLM v1 controllers, catalog server and offline tools"
+)]
 struct Cli {
     /// Log format: text or json.
     #[arg(long, global = true, default_value = "text", env = "OLMV1_LOG_FORMAT")]
@@ -43,7 +47,10 @@ fn main() -> ExitCode {
 }
 
 fn block_on(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => return fail(anyhow::anyhow!("starting the async runtime: {e}")),
     };
@@ -61,7 +68,9 @@ fn fail(e: anyhow::Error) -> ExitCode {
 fn init_logging(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if format == "json" {
         builder.json().init();
     } else {

@@ -212,9 +212,14 @@ fn resolved_image_ref_schema(_: &mut SchemaGenerator) -> Schema {
     let mut pairs: Vec<(&str, &str)> = validation::IMAGE_REF_RULES
         .iter()
         .copied()
-        .filter(|(_, message)| *message != "must end with a digest or a tag" && !message.starts_with("tag is invalid"))
+        .filter(|(_, message)| {
+            *message != "must end with a digest or a tag" && !message.starts_with("tag is invalid")
+        })
         .collect();
-    pairs.insert(2, (r#"self.find('(@.*:)') != """#, "must end with a digest"));
+    pairs.insert(
+        2,
+        (r#"self.find('(@.*:)') != """#, "must end with a digest"),
+    );
     json_schema!({
         "type": "string",
         "x-kubernetes-validations": rules(&pairs),

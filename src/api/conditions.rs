@@ -86,7 +86,13 @@ pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Conditio
 }
 
 /// Builds a condition (transition time is filled in by [`set_condition`]).
-pub fn condition(type_: &str, status: bool, reason: &str, message: impl Into<String>, generation: Option<i64>) -> Condition {
+pub fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+) -> Condition {
     Condition {
         type_: type_.to_string(),
         status: if status { "True" } else { "False" }.to_string(),
@@ -98,8 +104,16 @@ pub fn condition(type_: &str, status: bool, reason: &str, message: impl Into<Str
 }
 
 /// Like [`condition`] with status `Unknown`.
-pub fn unknown(type_: &str, reason: &str, message: impl Into<String>, generation: Option<i64>) -> Condition {
-    Condition { status: "Unknown".to_string(), ..condition(type_, false, reason, message, generation) }
+pub fn unknown(
+    type_: &str,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+) -> Condition {
+    Condition {
+        status: "Unknown".to_string(),
+        ..condition(type_, false, reason, message, generation)
+    }
 }
 
 /// OpenAPI schema of a `conditions` list: a list-map keyed by `type`, each entry the
@@ -142,11 +156,27 @@ mod tests {
     #[test]
     fn transition_time_only_changes_when_status_flips() {
         let mut list = Vec::new();
-        assert!(set_condition(&mut list, condition(TYPE_INSTALLED, false, REASON_ABSENT, "a", Some(1)), t(10)));
-        assert!(set_condition(&mut list, condition(TYPE_INSTALLED, false, REASON_FAILED, "b", Some(1)), t(20)));
+        assert!(set_condition(
+            &mut list,
+            condition(TYPE_INSTALLED, false, REASON_ABSENT, "a", Some(1)),
+            t(10)
+        ));
+        assert!(set_condition(
+            &mut list,
+            condition(TYPE_INSTALLED, false, REASON_FAILED, "b", Some(1)),
+            t(20)
+        ));
         assert_eq!(list[0].last_transition_time, t(10));
-        assert!(!set_condition(&mut list, condition(TYPE_INSTALLED, false, REASON_FAILED, "b", Some(1)), t(30)));
-        assert!(set_condition(&mut list, condition(TYPE_INSTALLED, true, REASON_SUCCEEDED, "c", Some(1)), t(40)));
+        assert!(!set_condition(
+            &mut list,
+            condition(TYPE_INSTALLED, false, REASON_FAILED, "b", Some(1)),
+            t(30)
+        ));
+        assert!(set_condition(
+            &mut list,
+            condition(TYPE_INSTALLED, true, REASON_SUCCEEDED, "c", Some(1)),
+            t(40)
+        ));
         assert_eq!(list[0].last_transition_time, t(40));
         assert_eq!(list.len(), 1);
     }

@@ -22,7 +22,11 @@ pub fn crds() -> [CustomResourceDefinition; 2] {
 /// rejected there); schemars adds it for every `Option`, so it is removed here.
 fn finish(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
     for version in &mut crd.spec.versions {
-        if let Some(schema) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
             strip_nullable(schema);
         }
     }
@@ -69,11 +73,12 @@ mod tests {
     fn committed_crds_are_current() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut stale = Vec::new();
-        for ((file, crd), dir) in CRD_FILES
-            .iter()
-            .zip(crds())
-            .flat_map(|pair| [(pair.clone(), root.join("crds")), (pair, root.join("config/crd"))])
-        {
+        for ((file, crd), dir) in CRD_FILES.iter().zip(crds()).flat_map(|pair| {
+            [
+                (pair.clone(), root.join("crds")),
+                (pair, root.join("config/crd")),
+            ]
+        }) {
             let want = to_yaml(&crd).expect("serialize CRD");
             let path = dir.join(file);
             if std::env::var_os("UPDATE_CRDS").is_some() {
@@ -85,7 +90,10 @@ mod tests {
                 stale.push(path.display().to_string());
             }
         }
-        assert!(stale.is_empty(), "stale CRD YAML {stale:?}: run `UPDATE_CRDS=1 cargo test --lib api::crd` (or `olmv1 crds`)");
+        assert!(
+            stale.is_empty(),
+            "stale CRD YAML {stale:?}: run `UPDATE_CRDS=1 cargo test --lib api::crd` (or `olmv1 crds`)"
+        );
     }
 
     fn schema_of(crd: &CustomResourceDefinition) -> Value {
@@ -99,24 +107,59 @@ mod tests {
         assert_eq!(ext.spec.scope, "Cluster");
         let s = schema_of(&ext);
         let spec = &s["properties"]["spec"];
-        let required: Vec<&str> = spec["required"].as_array().expect("required").iter().filter_map(Value::as_str).collect();
+        let required: Vec<&str> = spec["required"]
+            .as_array()
+            .expect("required")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
         for field in ["namespace", "serviceAccount", "source"] {
-            assert!(required.contains(&field), "{field} must be required: {required:?}");
+            assert!(
+                required.contains(&field),
+                "{field} must be required: {required:?}"
+            );
         }
         let catalog = &spec["properties"]["source"]["properties"]["catalog"];
-        assert_eq!(catalog["properties"]["upgradeConstraintPolicy"]["default"], "CatalogProvided");
+        assert_eq!(
+            catalog["properties"]["upgradeConstraintPolicy"]["default"],
+            "CatalogProvided"
+        );
         assert_eq!(catalog["properties"]["version"]["maxLength"], 64);
-        assert_eq!(spec["properties"]["progressDeadlineMinutes"]["minimum"].as_f64(), Some(10.0));
-        assert_eq!(spec["properties"]["progressDeadlineMinutes"]["maximum"].as_f64(), Some(720.0));
-        assert_eq!(spec["properties"]["config"]["properties"]["inline"]["x-kubernetes-preserve-unknown-fields"], true);
+        assert_eq!(
+            spec["properties"]["progressDeadlineMinutes"]["minimum"].as_f64(),
+            Some(10.0)
+        );
+        assert_eq!(
+            spec["properties"]["progressDeadlineMinutes"]["maximum"].as_f64(),
+            Some(720.0)
+        );
+        assert_eq!(
+            spec["properties"]["config"]["properties"]["inline"]["x-kubernetes-preserve-unknown-fields"],
+            true
+        );
         let columns: Vec<String> = ext.spec.versions[0]
             .additional_printer_columns
             .iter()
             .flatten()
             .map(|c| c.name.clone())
             .collect();
-        assert_eq!(columns, ["Installed Bundle", "Version", "Installed", "Progressing", "Age"]);
-        assert!(ext.spec.versions[0].subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+        assert_eq!(
+            columns,
+            [
+                "Installed Bundle",
+                "Version",
+                "Installed",
+                "Progressing",
+                "Age"
+            ]
+        );
+        assert!(
+            ext.spec.versions[0]
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref())
+                .is_some()
+        );
     }
 
     #[test]
@@ -126,11 +169,23 @@ mod tests {
         let s = schema_of(&cat);
         let spec = &s["properties"]["spec"];
         assert_eq!(spec["properties"]["priority"]["default"], 0);
-        assert_eq!(spec["properties"]["availabilityMode"]["default"], "Available");
+        assert_eq!(
+            spec["properties"]["availabilityMode"]["default"],
+            "Available"
+        );
         let image = &spec["properties"]["source"]["properties"]["image"];
         assert_eq!(image["properties"]["ref"]["maxLength"], 1000);
-        assert_eq!(image["properties"]["pollIntervalMinutes"]["minimum"].as_f64(), Some(1.0));
-        let required: Vec<&str> = s["required"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-        assert!(required.contains(&"spec"), "spec must be required: {required:?}");
+        assert_eq!(
+            image["properties"]["pollIntervalMinutes"]["minimum"].as_f64(),
+            Some(1.0)
+        );
+        let required: Vec<&str> = s["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        assert!(
+            required.contains(&"spec"),
+            "spec must be required: {required:?}"
+        );
     }
 }

@@ -22,7 +22,8 @@ pub const VERSION: &str = "v1";
 /// Finalizer on ClusterExtensions.
 pub const FINALIZER_EXTENSION: &str = "olm.operatorframework.io/cleanup-unpack-cache";
 /// Second ClusterExtension finalizer upstream sets (kept for compatibility when seen).
-pub const FINALIZER_EXTENSION_CONTENT: &str = "olm.operatorframework.io/cleanup-contentmanager-cache";
+pub const FINALIZER_EXTENSION_CONTENT: &str =
+    "olm.operatorframework.io/cleanup-contentmanager-cache";
 /// Finalizer on ClusterCatalogs.
 pub const FINALIZER_CATALOG: &str = "olm.operatorframework.io/delete-server-cache";
 

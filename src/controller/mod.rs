@@ -21,9 +21,9 @@ pub async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Client> {
                 .await
                 .with_context(|| format!("loading kubeconfig {}", path.display()))?
         }
-        None => kube::Config::infer()
-            .await
-            .context("no kubeconfig found: pass --kubeconfig, set KUBECONFIG, or run in a cluster")?,
+        None => kube::Config::infer().await.context(
+            "no kubeconfig found: pass --kubeconfig, set KUBECONFIG, or run in a cluster",
+        )?,
     };
     let server = config.cluster_url.to_string();
     let client = Client::try_from(config).context("building Kubernetes client")?;
@@ -41,7 +41,12 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let readiness = Readiness::default();
     let health_listener = tokio::net::TcpListener::bind(&args.health_probe_bind_address)
         .await
-        .with_context(|| format!("binding health probe address {}", args.health_probe_bind_address))?;
+        .with_context(|| {
+            format!(
+                "binding health probe address {}",
+                args.health_probe_bind_address
+            )
+        })?;
     tracing::info!(address = %args.health_probe_bind_address, "serving /healthz and /readyz");
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);

@@ -44,6 +44,10 @@ async fn readyz(State(state): State<HealthState>) -> (StatusCode, &'static str) 
 }
 
 /// Serves the probes until the future is dropped.
-pub async fn serve(listener: tokio::net::TcpListener, readiness: Readiness, client: kube::Client) -> std::io::Result<()> {
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    readiness: Readiness,
+    client: kube::Client,
+) -> std::io::Result<()> {
     axum::serve(listener, router(readiness, client)).await
 }

@@ -36,11 +36,18 @@ pub enum TestEnvCommand {
 
 pub async fn run(args: TestEnvArgs) -> Result<()> {
     match args.command {
-        TestEnvCommand::Up { dir, etcd, no_controller_manager } => {
+        TestEnvCommand::Up {
+            dir,
+            etcd,
+            no_controller_manager,
+        } => {
             let dir = std::path::absolute(&dir).context("resolving --dir")?;
             let data_dir = dir.join("data");
             if data_dir.join("etcd.pid").exists() {
-                anyhow::bail!("a control plane already runs from {} (run `hack/control-plane.sh down` first)", dir.display());
+                anyhow::bail!(
+                    "a control plane already runs from {} (run `hack/control-plane.sh down` first)",
+                    dir.display()
+                );
             }
             let opts = Options {
                 binaries: Binaries::locate(etcd)?,
@@ -82,10 +89,18 @@ pub async fn run(args: TestEnvArgs) -> Result<()> {
             let data_dir = dir.join("data");
             let stopped = process::stop_detached(&data_dir)?;
             if data_dir.exists() {
-                std::fs::remove_dir_all(&data_dir).with_context(|| format!("removing {}", data_dir.display()))?;
+                std::fs::remove_dir_all(&data_dir)
+                    .with_context(|| format!("removing {}", data_dir.display()))?;
             }
             let _ = std::fs::remove_file(dir.join("env.sh"));
-            println!("stopped: {}", if stopped.is_empty() { "nothing was running".to_string() } else { stopped.join(", ") });
+            println!(
+                "stopped: {}",
+                if stopped.is_empty() {
+                    "nothing was running".to_string()
+                } else {
+                    stopped.join(", ")
+                }
+            );
             Ok(())
         }
     }

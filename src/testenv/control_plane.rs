@@ -2,9 +2,9 @@
 //! and RBAC enforced, optionally kube-controller-manager (garbage collection, namespace
 //! deletion, Deployment → ReplicaSet). Writes an admin kubeconfig (`system:masters`).
 
+use super::TestEnvError;
 use super::pki::{self, Pki};
 use super::process::{Lifetime, Process};
-use super::TestEnvError;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -54,7 +54,10 @@ impl Binaries {
             }
         }
         if !bins.etcd.is_file() {
-            return Err(TestEnvError::Missing(format!("etcd not found at {}", bins.etcd.display())));
+            return Err(TestEnvError::Missing(format!(
+                "etcd not found at {}",
+                bins.etcd.display()
+            )));
         }
         Ok(bins)
     }
@@ -85,15 +88,21 @@ pub struct ControlPlane {
 
 /// Reserves a free loopback port (released immediately; the race is accepted).
 pub fn free_port() -> Result<u16, TestEnvError> {
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| TestEnvError::Port(e.to_string()))?;
-    let port = listener.local_addr().map_err(|e| TestEnvError::Port(e.to_string()))?.port();
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(|e| TestEnvError::Port(e.to_string()))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| TestEnvError::Port(e.to_string()))?
+        .port();
     Ok(port)
 }
 
 fn random_token() -> String {
     use rand::Rng;
     let mut rng = rand::rng();
-    (0..32).map(|_| format!("{:x}", rng.random_range(0..16u8))).collect()
+    (0..32)
+        .map(|_| format!("{:x}", rng.random_range(0..16u8)))
+        .collect()
 }
 
 impl ControlPlane {
@@ -132,7 +141,12 @@ impl ControlPlane {
         }
     }
 
-    async fn start_processes(&mut self, opts: &Options, tokens: &Path, kcm_token: &str) -> Result<(), TestEnvError> {
+    async fn start_processes(
+        &mut self,
+        opts: &Options,
+        tokens: &Path,
+        kcm_token: &str,
+    ) -> Result<(), TestEnvError> {
         let data = &opts.data_dir;
         let (client_port, peer_port, api_port) = (free_port()?, free_port()?, free_port()?);
         let etcd_url = format!("http://127.0.0.1:{client_port}");
@@ -159,7 +173,12 @@ impl ControlPlane {
         )?);
         wait_for(Duration::from_secs(30), "etcd", &mut self.processes, || {
             let url = format!("{etcd_url}/health");
-            async move { reqwest::get(url).await.map(|r| r.status().is_success()).unwrap_or(false) }
+            async move {
+                reqwest::get(url)
+                    .await
+                    .map(|r| r.status().is_success())
+                    .unwrap_or(false)
+            }
         })
         .await?;
 
@@ -176,7 +195,10 @@ impl ControlPlane {
             format!("--token-auth-file={}", tokens.display()),
             "--authorization-mode=RBAC".into(),
             format!("--service-account-issuer={}", self.server),
-            format!("--service-account-signing-key-file={}", pki.sa_key.display()),
+            format!(
+                "--service-account-signing-key-file={}",
+                pki.sa_key.display()
+            ),
             format!("--service-account-key-file={}", pki.sa_pub.display()),
             "--service-cluster-ip-range=10.0.0.0/24".into(),
             "--disable-admission-plugins=ServiceAccount".into(),
@@ -194,21 +216,41 @@ impl ControlPlane {
             None,
             data,
         )?);
-        write_kubeconfig(&self.admin_kubeconfig, &self.server, &self.pki.ca_pem, &self.admin_token, "olmv1-admin")?;
+        write_kubeconfig(
+            &self.admin_kubeconfig,
+            &self.server,
+            &self.pki.ca_pem,
+            &self.admin_token,
+            "olmv1-admin",
+        )?;
         let kubeconfig = self.admin_kubeconfig.clone();
-        wait_for(Duration::from_secs(90), "kube-apiserver", &mut self.processes, || {
-            let kubeconfig = kubeconfig.clone();
-            async move { api_ready(&kubeconfig).await }
-        })
+        wait_for(
+            Duration::from_secs(90),
+            "kube-apiserver",
+            &mut self.processes,
+            || {
+                let kubeconfig = kubeconfig.clone();
+                async move { api_ready(&kubeconfig).await }
+            },
+        )
         .await?;
 
         if opts.controller_manager {
             let kcm_kubeconfig = data.join("kcm.kubeconfig");
-            write_kubeconfig(&kcm_kubeconfig, &self.server, &self.pki.ca_pem, kcm_token, "kcm")?;
+            write_kubeconfig(
+                &kcm_kubeconfig,
+                &self.server,
+                &self.pki.ca_pem,
+                kcm_token,
+                "kcm",
+            )?;
             let kcm_args: Vec<String> = vec![
                 format!("--kubeconfig={}", kcm_kubeconfig.display()),
                 "--controllers=*".into(),
-                format!("--service-account-private-key-file={}", self.pki.sa_key.display()),
+                format!(
+                    "--service-account-private-key-file={}",
+                    self.pki.sa_key.display()
+                ),
                 format!("--root-ca-file={}", self.pki.ca_cert.display()),
                 "--use-service-account-credentials=false".into(),
                 "--leader-elect=false".into(),
@@ -256,7 +298,12 @@ impl Drop for ControlPlane {
     }
 }
 
-async fn wait_for<F, Fut>(limit: Duration, what: &str, processes: &mut [Process], mut probe: F) -> Result<(), TestEnvError>
+async fn wait_for<F, Fut>(
+    limit: Duration,
+    what: &str,
+    processes: &mut [Process],
+    mut probe: F,
+) -> Result<(), TestEnvError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -270,7 +317,11 @@ where
             return Ok(());
         }
         if start.elapsed() > limit {
-            let log = processes.iter().find(|p| p.name == what).map(|p| p.log.clone()).unwrap_or_default();
+            let log = processes
+                .iter()
+                .find(|p| p.name == what)
+                .map(|p| p.log.clone())
+                .unwrap_or_default();
             return Err(TestEnvError::NotReady {
                 name: what.to_string(),
                 seconds: limit.as_secs(),
@@ -283,13 +334,23 @@ where
 }
 
 async fn api_ready(kubeconfig: &Path) -> bool {
-    let Ok(client) = client_from_kubeconfig(kubeconfig).await else { return false };
-    let Ok(req) = http::Request::get("/readyz").body(Vec::new()) else { return false };
+    let Ok(client) = client_from_kubeconfig(kubeconfig).await else {
+        return false;
+    };
+    let Ok(req) = http::Request::get("/readyz").body(Vec::new()) else {
+        return false;
+    };
     matches!(client.request_text(req).await, Ok(body) if body.trim() == "ok")
 }
 
 /// Writes a kubeconfig with a bearer token.
-pub fn write_kubeconfig(path: &Path, server: &str, ca_pem: &str, token: &str, user: &str) -> Result<(), TestEnvError> {
+pub fn write_kubeconfig(
+    path: &Path,
+    server: &str,
+    ca_pem: &str,
+    token: &str,
+    user: &str,
+) -> Result<(), TestEnvError> {
     use base64::Engine;
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     let doc = serde_json::json!({
@@ -300,16 +361,19 @@ pub fn write_kubeconfig(path: &Path, server: &str, ca_pem: &str, token: &str, us
         "contexts": [{"name": user, "context": {"cluster": "olmv1", "user": user}}],
         "current-context": user,
     });
-    let yaml = serde_saphyr::to_string(&doc).map_err(|e| TestEnvError::Pki(format!("kubeconfig: {e}")))?;
+    let yaml =
+        serde_saphyr::to_string(&doc).map_err(|e| TestEnvError::Pki(format!("kubeconfig: {e}")))?;
     std::fs::write(path, yaml).map_err(|e| TestEnvError::io(path, e))
 }
 
 /// A client from a kubeconfig file.
 pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, TestEnvError> {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| TestEnvError::Kube(format!("{}: {e}", path.display())))?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await
+    let kc = kube::config::Kubeconfig::read_from(path)
         .map_err(|e| TestEnvError::Kube(format!("{}: {e}", path.display())))?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| TestEnvError::Kube(format!("{}: {e}", path.display())))?;
     kube::Client::try_from(config).map_err(|e| TestEnvError::Kube(e.to_string()))
 }

@@ -15,10 +15,11 @@ pub const FIELD_MANAGER: &str = "olmv1-testenv";
 
 /// Parses a multi-document YAML stream into objects (empty documents skipped).
 pub fn parse_objects(source_name: &str, yaml: &str) -> Result<Vec<DynamicObject>, TestEnvError> {
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(yaml).map_err(|e| TestEnvError::Manifest {
-        source_name: source_name.to_string(),
-        message: e.to_string(),
-    })?;
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(yaml).map_err(|e| TestEnvError::Manifest {
+            source_name: source_name.to_string(),
+            message: e.to_string(),
+        })?;
     docs.into_iter()
         .filter(|d| !d.is_null())
         .map(|d| {
@@ -32,7 +33,10 @@ pub fn parse_objects(source_name: &str, yaml: &str) -> Result<Vec<DynamicObject>
 
 /// Server-side applies objects in order, resolving each kind through discovery.
 /// `refresh` re-runs discovery first (after CRDs were added).
-pub async fn apply_objects(client: &kube::Client, objects: &[DynamicObject]) -> Result<(), TestEnvError> {
+pub async fn apply_objects(
+    client: &kube::Client,
+    objects: &[DynamicObject],
+) -> Result<(), TestEnvError> {
     let discovery = Discovery::new(client.clone())
         .run()
         .await
@@ -42,10 +46,14 @@ pub async fn apply_objects(client: &kube::Client, objects: &[DynamicObject]) -> 
             source_name: obj.metadata.name.clone().unwrap_or_default(),
             message: "object without apiVersion/kind".into(),
         })?;
-        let gvk = kube::api::GroupVersionKind::try_from(types).map_err(|e| TestEnvError::Kube(e.to_string()))?;
-        let (resource, caps) = discovery
-            .resolve_gvk(&gvk)
-            .ok_or_else(|| TestEnvError::Kube(format!("the API server does not serve {}/{}", types.api_version, types.kind)))?;
+        let gvk = kube::api::GroupVersionKind::try_from(types)
+            .map_err(|e| TestEnvError::Kube(e.to_string()))?;
+        let (resource, caps) = discovery.resolve_gvk(&gvk).ok_or_else(|| {
+            TestEnvError::Kube(format!(
+                "the API server does not serve {}/{}",
+                types.api_version, types.kind
+            ))
+        })?;
         let name = obj.metadata.name.clone().unwrap_or_default();
         let api: Api<DynamicObject> = match caps.scope {
             Scope::Namespaced => Api::namespaced_with(
@@ -55,9 +63,13 @@ pub async fn apply_objects(client: &kube::Client, objects: &[DynamicObject]) -> 
             ),
             Scope::Cluster => Api::all_with(client.clone(), &resource),
         };
-        api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(obj))
-            .await
-            .map_err(|e| TestEnvError::Kube(format!("applying {} {name}: {e}", types.kind)))?;
+        api.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(obj),
+        )
+        .await
+        .map_err(|e| TestEnvError::Kube(format!("applying {} {name}: {e}", types.kind)))?;
     }
     Ok(())
 }
@@ -97,7 +109,10 @@ pub async fn install_controller_identity(
     apply_dir(admin, &project.join("config").join("rbac")).await?;
     let api: Api<ServiceAccount> = Api::namespaced(admin.clone(), CONTROLLER_NAMESPACE);
     let request = TokenRequest {
-        spec: TokenRequestSpec { expiration_seconds: Some(7 * 24 * 3600), ..Default::default() },
+        spec: TokenRequestSpec {
+            expiration_seconds: Some(7 * 24 * 3600),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let token = api
@@ -108,5 +123,11 @@ pub async fn install_controller_identity(
         .status
         .map(|s| s.token)
         .ok_or_else(|| TestEnvError::Kube("TokenRequest returned no token".into()))?;
-    super::write_kubeconfig(kubeconfig, server, ca_pem, &token, CONTROLLER_SERVICE_ACCOUNT)
+    super::write_kubeconfig(
+        kubeconfig,
+        server,
+        ca_pem,
+        &token,
+        CONTROLLER_SERVICE_ACCOUNT,
+    )
 }

@@ -13,7 +13,9 @@ pub mod manifests;
 pub mod pki;
 pub mod process;
 
-pub use control_plane::{Binaries, ControlPlane, Options, client_from_kubeconfig, write_kubeconfig};
+pub use control_plane::{
+    Binaries, ControlPlane, Options, client_from_kubeconfig, write_kubeconfig,
+};
 pub use process::Lifetime;
 
 use std::path::{Path, PathBuf};
@@ -37,20 +39,36 @@ pub enum TestEnvError {
         source: std::io::Error,
     },
     #[error("{name} exited ({status}); log {log}:\n{tail}", log = .log.display())]
-    Exited { name: String, status: String, log: PathBuf, tail: String },
+    Exited {
+        name: String,
+        status: String,
+        log: PathBuf,
+        tail: String,
+    },
     #[error("{name} was not ready within {seconds}s; log {log}:\n{tail}", log = .log.display())]
-    NotReady { name: String, seconds: u64, log: PathBuf, tail: String },
+    NotReady {
+        name: String,
+        seconds: u64,
+        log: PathBuf,
+        tail: String,
+    },
     #[error("certificates: {0}")]
     Pki(String),
     #[error("Kubernetes API: {0}")]
     Kube(String),
     #[error("manifest {source_name}: {message}")]
-    Manifest { source_name: String, message: String },
+    Manifest {
+        source_name: String,
+        message: String,
+    },
 }
 
 impl TestEnvError {
     pub fn io(path: &Path, source: std::io::Error) -> Self {
-        TestEnvError::Io { path: path.to_path_buf(), source }
+        TestEnvError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
     }
 }
 
@@ -73,9 +91,15 @@ pub fn shared_dir(sub: &str) -> Option<PathBuf> {
         return Some(dir);
     }
     if std::env::var_os("CI").is_some() {
-        panic!("CI expects the shared fixtures at {} but they are missing", dir.display());
+        panic!(
+            "CI expects the shared fixtures at {} but they are missing",
+            dir.display()
+        );
     }
-    eprintln!("skipping: {} not found (conformance fixtures are optional outside CI)", dir.display());
+    eprintln!(
+        "skipping: {} not found (conformance fixtures are optional outside CI)",
+        dir.display()
+    );
     None
 }
 pub mod registry;

@@ -24,18 +24,31 @@ pub fn generate(dir: &Path) -> Result<Pki, super::TestEnvError> {
     std::fs::create_dir_all(dir).map_err(|e| super::TestEnvError::io(dir, e))?;
 
     let ca_key = KeyPair::generate().map_err(|e| err("CA key", e))?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(|e| err("CA params", e))?;
-    ca_params.distinguished_name.push(DnType::CommonName, "olmv1-test-ca");
+    let mut ca_params =
+        CertificateParams::new(Vec::<String>::new()).map_err(|e| err("CA params", e))?;
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "olmv1-test-ca");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca_key_pem = ca_key.serialize_pem();
-    let ca = CertifiedIssuer::self_signed(ca_params, ca_key).map_err(|e| err("CA certificate", e))?;
+    let ca =
+        CertifiedIssuer::self_signed(ca_params, ca_key).map_err(|e| err("CA certificate", e))?;
 
     let serving_key = KeyPair::generate().map_err(|e| err("serving key", e))?;
-    let mut params = CertificateParams::new(vec!["localhost".to_string(), "kubernetes.default.svc".to_string()])
-        .map_err(|e| err("serving params", e))?;
-    params.subject_alt_names.push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
-    params.distinguished_name.push(DnType::CommonName, "kube-apiserver");
-    let serving = params.signed_by(&serving_key, &ca).map_err(|e| err("serving certificate", e))?;
+    let mut params = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "kubernetes.default.svc".to_string(),
+    ])
+    .map_err(|e| err("serving params", e))?;
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver");
+    let serving = params
+        .signed_by(&serving_key, &ca)
+        .map_err(|e| err("serving certificate", e))?;
 
     let sa_key = KeyPair::generate().map_err(|e| err("service account key", e))?;
 

@@ -55,8 +55,17 @@ impl Process {
         let mut cmd = match lifetime {
             Lifetime::Supervised => {
                 let mut c = Command::new("sh");
-                c.arg("-c").arg(SUPERVISOR).arg("olmv1-supervise").arg(program).args(args);
-                c.env("OLMV1_CLEANUP", cleanup.map(|p| p.as_os_str().to_owned()).unwrap_or_default());
+                c.arg("-c")
+                    .arg(SUPERVISOR)
+                    .arg("olmv1-supervise")
+                    .arg(program)
+                    .args(args);
+                c.env(
+                    "OLMV1_CLEANUP",
+                    cleanup
+                        .map(|p| p.as_os_str().to_owned())
+                        .unwrap_or_default(),
+                );
                 c.stdin(Stdio::piped());
                 c
             }
@@ -74,10 +83,16 @@ impl Process {
         })?;
         if lifetime == Lifetime::Detached {
             let pid_file = pid_dir.join(format!("{name}.pid"));
-            std::fs::write(&pid_file, child.id().to_string()).map_err(|e| TestEnvError::io(&pid_file, e))?;
+            std::fs::write(&pid_file, child.id().to_string())
+                .map_err(|e| TestEnvError::io(&pid_file, e))?;
         }
         let keepalive = child.stdin.take();
-        Ok(Process { name: name.to_string(), log: log.to_path_buf(), child, keepalive })
+        Ok(Process {
+            name: name.to_string(),
+            log: log.to_path_buf(),
+            child,
+            keepalive,
+        })
     }
 
     /// An error if the process already ended, with the end of its log.
@@ -139,15 +154,29 @@ pub fn stop_detached(dir: &Path) -> Result<Vec<String>, TestEnvError> {
     }
     for (pid, path) in pids {
         for _ in 0..50 {
-            let alive = Command::new("kill").arg("-0").arg(&pid).stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false);
+            let alive = Command::new("kill")
+                .arg("-0")
+                .arg(&pid)
+                .stderr(Stdio::null())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
             if !alive {
                 break;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        let _ = Command::new("kill").arg("-KILL").arg(&pid).stderr(Stdio::null()).status();
+        let _ = Command::new("kill")
+            .arg("-KILL")
+            .arg(&pid)
+            .stderr(Stdio::null())
+            .status();
         let _ = std::fs::remove_file(&path);
-        stopped.push(path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or(pid));
+        stopped.push(
+            path.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or(pid),
+        );
     }
     Ok(stopped)
 }

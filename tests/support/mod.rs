@@ -92,7 +92,12 @@ fn start() -> Cluster {
         .await
         .unwrap_or_else(|e| panic!("installing the controller identity from config/: {e}"));
         let (server, admin_kubeconfig) = cp.leak();
-        Cluster { server, admin_kubeconfig, controller_kubeconfig, log_dir: Some(log_dir) }
+        Cluster {
+            server,
+            admin_kubeconfig,
+            controller_kubeconfig,
+            log_dir: Some(log_dir),
+        }
     })
 }
 
@@ -107,7 +112,9 @@ fn install_failure_marker(log_dir: PathBuf) {
 }
 
 fn prune_logs(root: &Path) {
-    let Ok(entries) = std::fs::read_dir(root) else { return };
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
     let mut failed: Vec<PathBuf> = Vec::new();
     for dir in entries.flatten().map(|e| e.path()) {
         if dir.join("FAILED").exists() {
@@ -152,7 +159,10 @@ pub async fn namespace(client: &kube::Client, prefix: &str) -> String {
     let name = unique(prefix);
     let api: kube::Api<Namespace> = kube::Api::all(client.clone());
     let ns = Namespace {
-        metadata: kube::api::ObjectMeta { name: Some(name.clone()), ..Default::default() },
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            ..Default::default()
+        },
         ..Default::default()
     };
     api.create(&kube::api::PostParams::default(), &ns)
