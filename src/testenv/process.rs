@@ -145,11 +145,12 @@ pub fn stop_detached(dir: &Path) -> Result<Vec<String>, TestEnvError> {
         if path.extension().and_then(|e| e.to_str()) != Some("pid") {
             continue;
         }
-        if let Ok(pid) = std::fs::read_to_string(&path).map(|s| s.trim().to_string()) {
-            if pid.chars().all(|c| c.is_ascii_digit()) && !pid.is_empty() {
-                let _ = Command::new("kill").arg("-TERM").arg(&pid).status();
-                pids.push((pid, path));
-            }
+        if let Ok(pid) = std::fs::read_to_string(&path).map(|s| s.trim().to_string())
+            && !pid.is_empty()
+            && pid.chars().all(|c| c.is_ascii_digit())
+        {
+            let _ = Command::new("kill").arg("-TERM").arg(&pid).status();
+            pids.push((pid, path));
         }
     }
     for (pid, path) in pids {
