@@ -302,7 +302,7 @@ fn supervised_processes_stop_when_their_owner_lets_go() {
     let mut process = olmv1::testenv::process::Process::spawn(
         "sleeper",
         Path::new("/bin/sleep"),
-        &[marker.clone()],
+        std::slice::from_ref(&marker),
         &dir.path().join("sleeper.log"),
         olmv1::testenv::Lifetime::Supervised,
         Some(&cleanup),
