@@ -1,6 +1,8 @@
-//! The controller process: connects to the API server, serves health probes, and runs
-//! the reconcilers (ClusterExtension, ClusterCatalog) until SIGTERM/SIGINT.
+//! The controller process: connects to the API server, serves health probes and the
+//! catalog content API, and runs the reconcilers (ClusterCatalog; ClusterExtension)
+//! until SIGTERM/SIGINT.
 
+pub mod catalog;
 pub mod options;
 
 pub use options::ControllerArgs;
@@ -8,6 +10,7 @@ pub use options::ControllerArgs;
 use crate::server::health::{self, Readiness};
 use anyhow::{Context, Result};
 use kube::Client;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Builds a client from `--kubeconfig`, `$KUBECONFIG`, `~/.kube/config` or the
@@ -41,19 +44,51 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let readiness = Readiness::default();
     let health_listener = tokio::net::TcpListener::bind(&args.health_probe_bind_address)
         .await
-        .with_context(|| {
-            format!(
-                "binding health probe address {}",
-                args.health_probe_bind_address
-            )
-        })?;
+        .with_context(|| format!("binding health probe address {}", args.health_probe_bind_address))?;
+    let catalog_listener = tokio::net::TcpListener::bind(&args.catalog_server_bind_address)
+        .await
+        .with_context(|| format!("binding catalog server address {}", args.catalog_server_bind_address))?;
     tracing::info!(address = %args.health_probe_bind_address, "serving /healthz and /readyz");
+
+    let storage_dir = args.cache_dir.join("catalogs");
+    std::fs::create_dir_all(&storage_dir).with_context(|| format!("creating {}", storage_dir.display()))?;
+    let mut puller_config = crate::image::PullerConfig::new(args.cache_dir.join("images"));
+    puller_config.insecure_registries = args.insecure_registries.clone();
+    if let Some(ca) = &args.ca_bundle {
+        puller_config = puller_config.with_ca_bundle_file(ca)?;
+    }
+    let puller = Arc::new(crate::image::ImagePuller::new(puller_config)?);
+    let tls = match (&args.catalog_server_tls_cert, &args.catalog_server_tls_key) {
+        (Some(cert), Some(key)) => Some(crate::server::tls::load(cert, key)?),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let catalog_ctx = Arc::new(catalog::CatalogContext::new(
+        client.clone(),
+        puller,
+        catalog::CatalogSettings {
+            storage_dir: storage_dir.clone(),
+            base_url: format!("{scheme}://{}", args.external_address),
+            poll_unit: Duration::from_secs(args.poll_unit_seconds.max(1)),
+            namespace: args.namespace.clone(),
+            service_account: Some(args.service_account.clone()),
+            global_pull_secret: args.global_pull_secret.clone(),
+            lenient: args.lenient_catalogs,
+            limits: Default::default(),
+        },
+    ));
+    tracing::info!(address = %args.catalog_server_bind_address, scheme, "serving catalog content");
+
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     let health = health::serve(health_listener, readiness.clone(), client.clone());
+    let catalogs = crate::server::tls::serve(catalog_listener, crate::server::catalog::router(storage_dir), tls);
+    let catalog_reconciler = catalog::run(catalog_ctx);
     readiness.set_ready(true);
     tokio::select! {
         result = health => result.context("health server failed")?,
+        result = catalogs => result.context("catalog server failed")?,
+        () = catalog_reconciler => tracing::info!("catalog reconciler stopped"),
         () = &mut shutdown => tracing::info!("termination signal received, shutting down"),
     }
     Ok(())

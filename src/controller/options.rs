@@ -11,4 +11,55 @@ pub struct ControllerArgs {
     /// Address of the /healthz and /readyz endpoints.
     #[arg(long, default_value = "0.0.0.0:8081")]
     pub health_probe_bind_address: String,
+
+    /// Address of the catalog content HTTP server (catalogd API).
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    pub catalog_server_bind_address: String,
+
+    /// Host[:port] clients use to reach the catalog server; `status.urls.base` of every
+    /// ClusterCatalog is `<scheme>://<this>/catalogs/<name>`.
+    #[arg(long, default_value = "olmv1-catalogd-service.olmv1-system.svc")]
+    pub external_address: String,
+
+    /// TLS certificate (PEM) of the catalog server; with --catalog-server-tls-key the
+    /// server speaks HTTPS and URLs use https.
+    #[arg(long, requires = "catalog_server_tls_key")]
+    pub catalog_server_tls_cert: Option<PathBuf>,
+
+    /// TLS private key (PEM) of the catalog server.
+    #[arg(long, requires = "catalog_server_tls_cert")]
+    pub catalog_server_tls_key: Option<PathBuf>,
+
+    /// Cache directory: unpacked images and stored catalogs.
+    #[arg(long, default_value = "/var/cache/olmv1")]
+    pub cache_dir: PathBuf,
+
+    /// Registries reached over plain HTTP (host[:port]); repeatable. All others use TLS.
+    #[arg(long = "insecure-registry")]
+    pub insecure_registries: Vec<String>,
+
+    /// PEM bundle of extra CAs trusted for registries.
+    #[arg(long)]
+    pub ca_bundle: Option<PathBuf>,
+
+    /// Name of a kubernetes.io/dockerconfigjson Secret in --namespace used for every pull.
+    #[arg(long)]
+    pub global_pull_secret: Option<String>,
+
+    /// The controller's namespace.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "olmv1-system")]
+    pub namespace: String,
+
+    /// The controller's ServiceAccount (its imagePullSecrets are used for pulls).
+    #[arg(long, default_value = "olmv1-controller")]
+    pub service_account: String,
+
+    /// Store catalogs that violate FBC invariants (as catalogd does) instead of
+    /// rejecting them; the violations are logged.
+    #[arg(long)]
+    pub lenient_catalogs: bool,
+
+    /// Seconds in one `pollIntervalMinutes` unit (tests use 1).
+    #[arg(long, default_value_t = 60, hide = true)]
+    pub poll_unit_seconds: u64,
 }

@@ -1,0 +1,397 @@
+//! The ClusterCatalog reconciler (reference §9.1): keeps the
+//! `olm.operatorframework.io/metadata.name` label right, holds the
+//! `delete-server-cache` finalizer, pulls the catalog image (tag → digest; only the
+//! directory named by the configs label), ingests it into the catalog store served by
+//! [`crate::server::catalog`], reports status, and polls tags at
+//! `pollIntervalMinutes` with jitter, re-ingesting only when the digest changed. On
+//! any error the content already being served stays served.
+
+pub mod status;
+
+use crate::api::{self, AvailabilityMode, ClusterCatalog, ClusterCatalogStatus};
+use crate::fbc::{self, FbcError};
+use crate::image::{DockerConfig, Extract, ImageError, ImagePuller};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use status::Outcome;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Field manager of everything the controllers write.
+pub const FIELD_MANAGER: &str = "olmv1";
+
+/// Settings of the ClusterCatalog reconciler.
+#[derive(Clone, Debug)]
+pub struct CatalogSettings {
+    /// Where ingested catalogs are stored (what the catalog server serves).
+    pub storage_dir: PathBuf,
+    /// `<scheme>://<external address>`; `urls.base` is this plus `/catalogs/<name>`.
+    pub base_url: String,
+    /// Length of one `pollIntervalMinutes` unit (a minute; shorter in tests).
+    pub poll_unit: Duration,
+    /// Namespace of the controller (global pull secret, its ServiceAccount).
+    pub namespace: String,
+    /// The controller's ServiceAccount, whose `imagePullSecrets` are used.
+    pub service_account: Option<String>,
+    /// A `kubernetes.io/dockerconfigjson` Secret in `namespace` used for every pull.
+    pub global_pull_secret: Option<String>,
+    /// Store catalogs that break FBC invariants (as catalogd does), with a warning.
+    pub lenient: bool,
+    pub limits: fbc::parse::Limits,
+}
+
+/// What the reconciler remembers of a catalog between reconciles.
+#[derive(Clone, Debug)]
+struct Record {
+    generation: Option<i64>,
+    spec_ref: String,
+    resolved_ref: String,
+    last_unpacked: Time,
+    last_poll: Instant,
+    failures: u32,
+}
+
+pub struct CatalogContext {
+    pub client: kube::Client,
+    pub puller: Arc<ImagePuller>,
+    pub settings: CatalogSettings,
+    records: Mutex<HashMap<String, Record>>,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("{0}")]
+    Kube(#[from] kube::Error),
+}
+
+impl CatalogContext {
+    pub fn new(client: kube::Client, puller: Arc<ImagePuller>, settings: CatalogSettings) -> Self {
+        CatalogContext { client, puller, settings, records: Mutex::default(), failures: Mutex::default() }
+    }
+
+    fn record(&self, name: &str) -> Option<Record> {
+        self.records.lock().ok().and_then(|r| r.get(name).cloned())
+    }
+
+    fn set_record(&self, name: &str, record: Option<Record>) {
+        if let Ok(mut records) = self.records.lock() {
+            match record {
+                Some(r) => records.insert(name.to_string(), r),
+                None => records.remove(name),
+            };
+        }
+    }
+
+    fn next_failure(&self, name: &str) -> u32 {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let n = failures.entry(name.to_string()).or_default();
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    fn clear_failures(&self, name: &str) {
+        if let Ok(mut failures) = self.failures.lock() {
+            failures.remove(name);
+        }
+    }
+}
+
+/// Runs the reconciler until the stream ends (it does not on its own).
+pub async fn run(ctx: Arc<CatalogContext>) {
+    let api: Api<ClusterCatalog> = Api::all(ctx.client.clone());
+    Controller::new(api, watcher::Config::default())
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "catalog reconcile loop");
+            }
+        })
+        .await;
+}
+
+fn error_policy(catalog: Arc<ClusterCatalog>, error: &CatalogError, ctx: Arc<CatalogContext>) -> Action {
+    let n = ctx.next_failure(&catalog.name_any());
+    tracing::warn!(catalog = %catalog.name_any(), error = %error, "reconcile failed");
+    Action::requeue(backoff(n))
+}
+
+/// Exponential backoff: 1 s, 2 s, 4 s … capped at 5 minutes.
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(300))
+}
+
+/// `pollIntervalMinutes` × unit, stretched by up to 1% so that catalogs do not poll
+/// in lock-step.
+pub fn poll_delay(minutes: i32, unit: Duration, jitter: f64) -> Duration {
+    let base = unit.saturating_mul(minutes.max(1) as u32);
+    base.mul_f64(1.0 + jitter.clamp(0.0, 0.01))
+}
+
+fn now() -> Time {
+    Time(jiff::Timestamp::now())
+}
+
+async fn reconcile(catalog: Arc<ClusterCatalog>, ctx: Arc<CatalogContext>) -> Result<Action, CatalogError> {
+    let name = catalog.name_any();
+    let api: Api<ClusterCatalog> = Api::all(ctx.client.clone());
+    let _span = tracing::info_span!("reconcile", catalog = %name).entered();
+
+    if catalog.meta().deletion_timestamp.is_some() {
+        remove_content(&ctx, &name);
+        write_status(&api, &catalog, &Outcome::Deleted).await?;
+        remove_finalizer(&api, &catalog).await?;
+        return Ok(Action::await_change());
+    }
+
+    // The label users select catalogs by is always present and right.
+    if catalog.labels().get(api::LABEL_METADATA_NAME) != Some(&name) {
+        let patch = json!({"metadata": {"labels": {api::LABEL_METADATA_NAME: name}}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    }
+
+    if catalog.spec.availability_mode == AvailabilityMode::Unavailable {
+        remove_content(&ctx, &name);
+        write_status(&api, &catalog, &Outcome::Unavailable).await?;
+        remove_finalizer(&api, &catalog).await?;
+        return Ok(Action::await_change());
+    }
+
+    if !catalog.finalizers().iter().any(|f| f == api::FINALIZER_CATALOG) {
+        let mut finalizers = catalog.finalizers().to_vec();
+        finalizers.push(api::FINALIZER_CATALOG.to_string());
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": catalog.resource_version()}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        return Ok(Action::requeue(Duration::ZERO));
+    }
+
+    let Some(image) = catalog.spec.source.image.as_ref() else {
+        let outcome = Outcome::Failed { message: "image is required when source type is Image".into(), terminal: true };
+        write_status(&api, &catalog, &outcome).await?;
+        return Ok(Action::await_change());
+    };
+    let spec_ref = image.ref_.clone();
+    let poll = image.poll_interval_minutes;
+    let generation = catalog.meta().generation;
+    let record = ctx.record(&name);
+    let content_present = fbc::store::current_dir(&ctx.settings.storage_dir, &name).is_some();
+    let status_resolved = catalog.status.as_ref().and_then(|s| s.resolved_source.as_ref()).map(|r| r.image.ref_.clone());
+    let requeue = |ctx: &CatalogContext| match poll {
+        Some(minutes) => Action::requeue(poll_delay(minutes, ctx.settings.poll_unit, rand::random::<f64>() * 0.01)),
+        None => Action::await_change(),
+    };
+
+    // Decide whether anything must be pulled (reference §9.1 step 3).
+    if let Some(r) = &record
+        && r.generation == generation
+        && r.spec_ref == spec_ref
+        && content_present
+        && status_resolved.as_deref() == Some(r.resolved_ref.as_str())
+    {
+        let due = poll.is_some_and(|m| r.last_poll.elapsed() >= poll_delay(m, ctx.settings.poll_unit, 0.0));
+        if !due {
+            let wait = poll.map(|m| poll_delay(m, ctx.settings.poll_unit, 0.0).saturating_sub(r.last_poll.elapsed()));
+            return Ok(wait.map(Action::requeue).unwrap_or_else(Action::await_change));
+        }
+        // Poll: one manifest request; unchanged digest ⇒ nothing to do.
+        let secrets = pull_secrets(&ctx).await;
+        match ctx.puller.resolve(&spec_ref, &secrets).await {
+            Ok(resolved) if resolved == r.resolved_ref => {
+                ctx.set_record(&name, Some(Record { last_poll: Instant::now(), ..r.clone() }));
+                ctx.clear_failures(&name);
+                return Ok(requeue(&ctx));
+            }
+            Ok(_) => tracing::info!(catalog = %name, "the image tag moved to a new digest; unpacking it"),
+            Err(e) => return fail(&api, &catalog, &ctx, &spec_ref, Failure::Image(e)).await,
+        }
+    }
+
+    let secrets = pull_secrets(&ctx).await;
+    let started = Instant::now();
+    let pulled = match ctx.puller.pull(&spec_ref, &Extract::CatalogConfigs, &secrets).await {
+        Ok(p) => p,
+        Err(e) => return fail(&api, &catalog, &ctx, &spec_ref, Failure::Image(e)).await,
+    };
+    let reused = record.as_ref().is_some_and(|r| r.resolved_ref == pulled.reference) && content_present;
+    let last_unpacked = if reused {
+        record.as_ref().map(|r| r.last_unpacked.clone()).unwrap_or_else(now)
+    } else {
+        let storage = ctx.settings.storage_dir.clone();
+        let options = fbc::store::StoreOptions { limits: ctx.settings.limits.clone(), lenient: ctx.settings.lenient };
+        let (catalog_name, dir) = (name.clone(), pulled.dir.clone());
+        let stored = tokio::task::spawn_blocking(move || fbc::store::store_with_options(&storage, &catalog_name, &dir, &options))
+            .await
+            .map_err(|e| FbcError::Limit { message: format!("ingest task failed: {e}") });
+        match stored.and_then(|r| r) {
+            Ok(stored) => {
+                for warning in &stored.warnings {
+                    tracing::warn!(catalog = %name, warning, "catalog stored despite an invariant violation");
+                }
+                tracing::info!(
+                    catalog = %name,
+                    image = %pulled.reference,
+                    bytes = stored.size,
+                    blobs = stored.blobs,
+                    millis = started.elapsed().as_millis() as u64,
+                    "catalog content stored"
+                );
+                crate::controller::catalog::status::truncate_to_seconds(stored.last_modified)
+            }
+            Err(e) => return fail(&api, &catalog, &ctx, &spec_ref, Failure::Store(e)).await,
+        }
+    };
+    let outcome = Outcome::Serving {
+        resolved_ref: pulled.reference.clone(),
+        base_url: format!("{}/catalogs/{name}", ctx.settings.base_url.trim_end_matches('/')),
+        last_unpacked: last_unpacked.clone(),
+    };
+    write_status(&api, &catalog, &outcome).await?;
+    ctx.set_record(
+        &name,
+        Some(Record {
+            generation,
+            spec_ref: spec_ref.clone(),
+            resolved_ref: pulled.reference.clone(),
+            last_unpacked,
+            last_poll: Instant::now(),
+            failures: 0,
+        }),
+    );
+    ctx.clear_failures(&name);
+    let _ = ctx.puller.prune_except(&[pulled.digest.as_str()]);
+    Ok(requeue(&ctx))
+}
+
+enum Failure {
+    Image(ImageError),
+    Store(FbcError),
+}
+
+/// Reports a failure in `Progressing` and schedules the retry. Content problems of an
+/// image pinned by digest cannot fix themselves: they are terminal (`Blocked`).
+async fn fail(
+    api: &Api<ClusterCatalog>,
+    catalog: &ClusterCatalog,
+    ctx: &CatalogContext,
+    spec_ref: &str,
+    failure: Failure,
+) -> Result<Action, CatalogError> {
+    let name = catalog.name_any();
+    ctx.set_record(&name, None);
+    let by_digest = spec_ref.contains('@');
+    let (message, terminal) = match &failure {
+        Failure::Image(ImageError::InvalidReference { .. }) => (failure_message(&failure), true),
+        Failure::Image(e) => (failure_message(&failure), by_digest && !e.is_retryable()),
+        Failure::Store(FbcError::Io { .. }) => (failure_message(&failure), false),
+        Failure::Store(_) => (failure_message(&failure), by_digest),
+    };
+    tracing::warn!(catalog = %name, terminal, error = %message, "catalog not updated");
+    write_status(api, catalog, &Outcome::Failed { message, terminal }).await?;
+    if terminal {
+        return Ok(Action::await_change());
+    }
+    Ok(Action::requeue(backoff(ctx.next_failure(&name))))
+}
+
+fn failure_message(failure: &Failure) -> String {
+    match failure {
+        Failure::Image(e) => format!("source catalog content: {e}"),
+        Failure::Store(e) => format!("error storing fbc: {e}"),
+    }
+}
+
+fn remove_content(ctx: &CatalogContext, name: &str) {
+    ctx.set_record(name, None);
+    if let Err(e) = fbc::store::delete(&ctx.settings.storage_dir, name) {
+        tracing::warn!(catalog = %name, error = %e, "removing stored catalog content");
+    }
+}
+
+async fn write_status(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog, outcome: &Outcome) -> Result<(), CatalogError> {
+    let current = catalog.status.clone().unwrap_or_default();
+    let next = status::next_status(&current, outcome, catalog.meta().generation, &now());
+    if next == current {
+        return Ok(());
+    }
+    put_status(api, catalog, &next).await
+}
+
+async fn put_status(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog, status: &ClusterCatalogStatus) -> Result<(), CatalogError> {
+    let patch = json!({
+        "apiVersion": "olm.operatorframework.io/v1",
+        "kind": "ClusterCatalog",
+        "status": status,
+    });
+    api.patch_status(&catalog.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
+        .await?;
+    Ok(())
+}
+
+async fn remove_finalizer(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog) -> Result<(), CatalogError> {
+    if !catalog.finalizers().iter().any(|f| f == api::FINALIZER_CATALOG) {
+        return Ok(());
+    }
+    let finalizers: Vec<&String> = catalog.finalizers().iter().filter(|f| *f != api::FINALIZER_CATALOG).collect();
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": catalog.resource_version()}});
+    match api.patch(&catalog.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The global pull secret, then the controller ServiceAccount's `imagePullSecrets`.
+/// Missing or unreadable secrets are logged and skipped (public images still pull).
+pub async fn pull_secrets(ctx: &CatalogContext) -> DockerConfig {
+    let settings = &ctx.settings;
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &settings.namespace);
+    let mut names: Vec<String> = settings.global_pull_secret.iter().cloned().collect();
+    if let Some(sa) = &settings.service_account {
+        let accounts: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &settings.namespace);
+        if let Ok(Some(account)) = accounts.get_opt(sa).await {
+            names.extend(account.image_pull_secrets.into_iter().flatten().map(|r| r.name));
+        }
+    }
+    let mut config = DockerConfig::default();
+    for name in names {
+        match secrets.get_opt(&name).await {
+            Ok(Some(secret)) => match DockerConfig::from_secret(&secret) {
+                Ok(parsed) => config.merge(&parsed),
+                Err(e) => tracing::warn!(secret = %name, error = %e, "ignoring unusable pull secret"),
+            },
+            Ok(None) => tracing::warn!(secret = %name, "pull secret not found"),
+            Err(e) => tracing::warn!(secret = %name, error = %e, "reading pull secret"),
+        }
+    }
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(5), Duration::from_secs(16));
+        assert_eq!(backoff(50), Duration::from_secs(256));
+    }
+
+    #[test]
+    fn poll_jitter_is_at_most_one_percent() {
+        let unit = Duration::from_secs(60);
+        assert_eq!(poll_delay(10, unit, 0.0), Duration::from_secs(600));
+        assert_eq!(poll_delay(10, unit, 0.01), Duration::from_secs(606));
+        assert_eq!(poll_delay(10, unit, 0.5), Duration::from_secs(606));
+    }
+}
