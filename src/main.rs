@@ -12,9 +12,14 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Check whether a new CRD can safely replace an installed one (exit 0 safe, 1 unsafe, 2 bad input).
+    CrdDiff(olmv1::preflight::crd_safety::cli::CrdDiffArgs),
+}
 
 fn main() -> ExitCode {
-    let _cli = Cli::parse();
-    ExitCode::SUCCESS
+    let cli = Cli::parse();
+    match cli.command {
+        Command::CrdDiff(args) => olmv1::preflight::crd_safety::cli::run(args),
+    }
 }
