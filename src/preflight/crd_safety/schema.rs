@@ -164,8 +164,8 @@ fn walk(old: &JSONSchemaProps, new: &JSONSchemaProps, path: &mut String, depth: 
         unique_items,
         x_kubernetes_embedded_resource,
         x_kubernetes_int_or_string: _,
-        x_kubernetes_list_map_keys,
-        x_kubernetes_list_type,
+        x_kubernetes_list_map_keys: _,
+        x_kubernetes_list_type: _,
         x_kubernetes_map_type: _,
         x_kubernetes_preserve_unknown_fields,
         x_kubernetes_validations,
@@ -177,7 +177,7 @@ fn walk(old: &JSONSchemaProps, new: &JSONSchemaProps, path: &mut String, depth: 
     check_type(old, new, &mut node);
     check_enum(enum_.as_deref(), new.enum_.as_deref(), &mut node);
     check_required(required.as_deref(), new, &mut node);
-    check_default(default.as_ref(), new.default.as_ref(), &mut node);
+    check_default(default.as_ref(), new, &mut node);
 
     max_rule(Rule::Maximum, maximum.map(num), new.maximum.map(num), *maximum, new.maximum, &mut node);
     max_rule(Rule::MaxItems, max_items.map(|v| v.to_string()), new.max_items.map(|v| v.to_string()), max_items.map(|v| v as f64), new.max_items.map(|v| v as f64), &mut node);
@@ -215,7 +215,7 @@ fn walk(old: &JSONSchemaProps, new: &JSONSchemaProps, path: &mut String, depth: 
             ),
         );
     }
-    check_list_type(x_kubernetes_list_type.as_deref(), new, x_kubernetes_list_map_keys.as_deref(), &mut node);
+    check_list_type(old, new, &mut node);
     check_cel(x_kubernetes_validations.as_deref(), new.x_kubernetes_validations.as_deref(), &mut node);
 
     // Fields that structural schemas forbid or that this check does not model: any
@@ -407,8 +407,18 @@ fn check_required(old: Option<&[String]>, new: &JSONSchemaProps, node: &mut Node
     }
 }
 
-fn check_default(old: Option<&JSON>, new: Option<&JSON>, node: &mut Node<'_>) {
-    match (old, new) {
+fn check_default(old: Option<&JSON>, new_schema: &JSONSchemaProps, node: &mut Node<'_>) {
+    match (old, new_schema.default.as_ref()) {
+        // An object default that only spells out what the fields' own defaults already
+        // produce for an empty object (kubebuilder's `default={...}` on a struct whose
+        // fields carry defaults) changes nothing an object can observe beyond `{}`.
+        (None, Some(n)) if n.0.is_object() && {
+            let mut a = n.0.clone();
+            let mut b = serde_json::Value::Object(Default::default());
+            apply_defaults(new_schema, &mut a, 0);
+            apply_defaults(new_schema, &mut b, 0);
+            a == b
+        } => {}
         (None, Some(n)) => node.push(
             Rule::Default,
             format!("default added when there was none previously : {}", json(n)),
@@ -416,6 +426,38 @@ fn check_default(old: Option<&JSON>, new: Option<&JSON>, node: &mut Node<'_>) {
         (Some(o), None) => node.push(Rule::Default, format!("default value removed : {}", json(o))),
         (Some(o), Some(n)) if o != n => {
             node.push(Rule::Default, format!("default value changed : {} -> {}", json(o), json(n)))
+        }
+        _ => {}
+    }
+}
+
+/// Kubernetes structural defaulting of `value` by `schema` (properties and items), bounded
+/// by [`MAX_DEPTH`].
+fn apply_defaults(schema: &JSONSchemaProps, value: &mut serde_json::Value, depth: usize) {
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    match value {
+        serde_json::Value::Object(map) => {
+            if let Some(props) = &schema.properties {
+                for (k, p) in props {
+                    if !map.contains_key(k)
+                        && let Some(d) = &p.default
+                    {
+                        map.insert(k.clone(), d.0.clone());
+                    }
+                    if let Some(child) = map.get_mut(k) {
+                        apply_defaults(p, child, depth + 1);
+                    }
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            if let Some(JSONSchemaPropsOrArray::Schema(s)) = &schema.items {
+                for item in items {
+                    apply_defaults(s, item, depth + 1);
+                }
+            }
         }
         _ => {}
     }
@@ -483,16 +525,47 @@ fn check_format(old: Option<&str>, new: Option<&str>, node: &mut Node<'_>) {
     }
 }
 
-fn check_list_type(old: Option<&str>, new: &JSONSchemaProps, old_keys: Option<&[String]>, node: &mut Node<'_>) {
-    let old_t = old.unwrap_or("atomic");
+fn check_list_type(old: &JSONSchemaProps, new: &JSONSchemaProps, node: &mut Node<'_>) {
+    let old_t = old.x_kubernetes_list_type.as_deref().unwrap_or("atomic");
     let new_t = new.x_kubernetes_list_type.as_deref().unwrap_or("atomic");
-    if old_t != new_t && new_t != "atomic" {
+    let new_keys = new.x_kubernetes_list_map_keys.as_deref().unwrap_or_default();
+    if old_t == new_t && (new_t != "map" || old.x_kubernetes_list_map_keys == new.x_kubernetes_list_map_keys) {
+        return;
+    }
+    if new_t == "atomic" {
+        return; // no uniqueness any more: looser
+    }
+    // atomic -> map keyed by fields every existing item already has (required or
+    // defaulted in the old item schema): the kubebuilder `+listType=map` on conditions
+    // case. Only lists with two items sharing a key would now be rejected; that is
+    // accepted as safe (a keyed list with duplicate keys is already broken for its
+    // writers). Everything else (set, changed keys, keys items may lack) is reported.
+    if old_t == "atomic" && new_t == "map" && !new_keys.is_empty() {
+        let item = match &old.items {
+            Some(JSONSchemaPropsOrArray::Schema(s)) => Some(s.as_ref()),
+            _ => None,
+        };
+        let present = |k: &String| {
+            item.is_some_and(|i| {
+                i.required.as_ref().is_some_and(|r| r.contains(k))
+                    || i.properties.as_ref().and_then(|p| p.get(k)).is_some_and(|p| p.default.is_some())
+            })
+        };
+        if new_keys.iter().all(present) {
+            return;
+        }
+    }
+    if old_t != new_t {
         node.push(Rule::ListType, format!("list type changed : {} -> {}", quoted(Some(old_t)), quoted(Some(new_t))));
-    } else if new_t == "map" && old_keys != new.x_kubernetes_list_map_keys.as_deref() {
+    } else {
         let show = |k: Option<&[String]>| format!("[{}]", k.unwrap_or_default().join(", "));
         node.push(
             Rule::ListMapKeys,
-            format!("list map keys changed : {} -> {}", show(old_keys), show(new.x_kubernetes_list_map_keys.as_deref())),
+            format!(
+                "list map keys changed : {} -> {}",
+                show(old.x_kubernetes_list_map_keys.as_deref()),
+                show(new.x_kubernetes_list_map_keys.as_deref())
+            ),
         );
     }
 }
