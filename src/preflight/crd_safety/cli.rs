@@ -95,3 +95,80 @@ fn fetch_live(name: &str) -> Result<CustomResourceDefinition, String> {
             .map_err(|e| format!("getting CRD {name:?} from the cluster: {e}"))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OLD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: samples.test.example.com}
+spec:
+  group: test.example.com
+  scope: Namespaced
+  names: {kind: Sample, plural: samples}
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: false
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {a: {type: string}}}}}}
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {a: {type: string}}}}}}
+";
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn args(old: PathBuf, new: Option<PathBuf>, stored: Option<&str>) -> CrdDiffArgs {
+        CrdDiffArgs {
+            old,
+            new,
+            stored_versions: stored.map(|s| s.split(',').map(str::to_owned).collect()),
+            from_cluster: None,
+        }
+    }
+
+    #[test]
+    fn safe_unsafe_and_bad_input_map_to_distinct_outcomes() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = write(dir.path(), "old.yaml", OLD);
+        // The same CRD as JSON: safe.
+        let as_json = serde_json::to_string(&parse_crd(OLD).unwrap()).unwrap();
+        let same = write(dir.path(), "same.json", &as_json);
+        assert_eq!(run_inner(&args(old.clone(), Some(same), None)).unwrap(), None);
+
+        // v1alpha1 dropped: safe by default (only v1 is stored), unsafe when v1alpha1 is stored.
+        let dropped_text = OLD.replace(
+            "  - name: v1alpha1\n    served: true\n    storage: false\n    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object, properties: {a: {type: string}}}}}}\n",
+            "",
+        );
+        assert_ne!(dropped_text, OLD);
+        let dropped = write(dir.path(), "dropped.yaml", &dropped_text);
+        assert_eq!(run_inner(&args(old.clone(), Some(dropped.clone()), None)).unwrap(), None);
+        let f = run_inner(&args(old.clone(), Some(dropped), Some("v1alpha1,v1"))).unwrap().unwrap();
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].to_string(), "storedVersionRemoval: stored versions removed : [v1alpha1]");
+
+        // A field removed: unsafe.
+        let removed = write(dir.path(), "removed.yaml", &OLD.replace("properties: {a: {type: string}}", "properties: {}"));
+        let f = run_inner(&args(old.clone(), Some(removed.clone()), None)).unwrap().unwrap();
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert_eq!(run(args(old.clone(), Some(removed), None)), ExitCode::from(1));
+
+        // Bad input: not YAML, v1beta1, missing file, missing second argument.
+        let bad = write(dir.path(), "bad.yaml", "a: [");
+        let e = run_inner(&args(old.clone(), Some(bad.clone()), None)).unwrap_err();
+        assert!(e.contains("bad.yaml") && e.contains("not valid YAML"), "{e}");
+        assert_eq!(run(args(old.clone(), Some(bad), None)), ExitCode::from(2));
+        let beta = write(dir.path(), "beta.yaml", &OLD.replace("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1"));
+        let e = run_inner(&args(old.clone(), Some(beta), None)).unwrap_err();
+        assert!(e.contains("v1beta1"), "{e}");
+        assert!(run_inner(&args(old.clone(), Some(dir.path().join("missing.yaml")), None)).is_err());
+        assert!(run_inner(&args(old, None, None)).is_err());
+    }
+}
