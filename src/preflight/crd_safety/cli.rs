@@ -49,16 +49,26 @@ fn run_inner(args: &CrdDiffArgs) -> Result<Option<Vec<Finding>>, String> {
         (None, None) => return Err("give the old and the new CRD files".to_owned()),
     };
     let stored = match &args.stored_versions {
-        Some(v) => v.iter().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect(),
+        Some(v) => v
+            .iter()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect(),
         None => stored_versions(&old),
     };
     let findings = check_with_stored_versions(&old, &new, &stored);
     let name = new.metadata.name.clone().unwrap_or_default();
     if findings.is_empty() {
-        println!("CRD {name:?}: safe to upgrade (stored versions: [{}])", stored.join(", "));
+        println!(
+            "CRD {name:?}: safe to upgrade (stored versions: [{}])",
+            stored.join(", ")
+        );
         return Ok(None);
     }
-    println!("CRD {name:?}: {} problem(s) block the upgrade:", findings.len());
+    println!(
+        "CRD {name:?}: {} problem(s) block the upgrade:",
+        findings.len()
+    );
     for f in &findings {
         println!("  - {f}");
     }
@@ -74,7 +84,10 @@ fn read_crd(path: &Path) -> Result<CustomResourceDefinition, String> {
         .read_to_string(&mut text)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     if text.len() as u64 > MAX_FILE_BYTES {
-        return Err(format!("{}: larger than {MAX_FILE_BYTES} bytes", path.display()));
+        return Err(format!(
+            "{}: larger than {MAX_FILE_BYTES} bytes",
+            path.display()
+        ));
     }
     parse_crd(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -140,7 +153,10 @@ spec:
         // The same CRD as JSON: safe.
         let as_json = serde_json::to_string(&parse_crd(OLD).unwrap()).unwrap();
         let same = write(dir.path(), "same.json", &as_json);
-        assert_eq!(run_inner(&args(old.clone(), Some(same), None)).unwrap(), None);
+        assert_eq!(
+            run_inner(&args(old.clone(), Some(same), None)).unwrap(),
+            None
+        );
 
         // v1alpha1 dropped: safe by default (only v1 is stored), unsafe when v1alpha1 is stored.
         let dropped_text = OLD.replace(
@@ -149,26 +165,57 @@ spec:
         );
         assert_ne!(dropped_text, OLD);
         let dropped = write(dir.path(), "dropped.yaml", &dropped_text);
-        assert_eq!(run_inner(&args(old.clone(), Some(dropped.clone()), None)).unwrap(), None);
-        let f = run_inner(&args(old.clone(), Some(dropped), Some("v1alpha1,v1"))).unwrap().unwrap();
+        assert_eq!(
+            run_inner(&args(old.clone(), Some(dropped.clone()), None)).unwrap(),
+            None
+        );
+        let f = run_inner(&args(old.clone(), Some(dropped), Some("v1alpha1,v1")))
+            .unwrap()
+            .unwrap();
         assert_eq!(f.len(), 1);
-        assert_eq!(f[0].to_string(), "storedVersionRemoval: stored versions removed : [v1alpha1]");
+        assert_eq!(
+            f[0].to_string(),
+            "storedVersionRemoval: stored versions removed : [v1alpha1]"
+        );
 
         // A field removed: unsafe.
-        let removed = write(dir.path(), "removed.yaml", &OLD.replace("properties: {a: {type: string}}", "properties: {}"));
-        let f = run_inner(&args(old.clone(), Some(removed.clone()), None)).unwrap().unwrap();
+        let removed = write(
+            dir.path(),
+            "removed.yaml",
+            &OLD.replace("properties: {a: {type: string}}", "properties: {}"),
+        );
+        let f = run_inner(&args(old.clone(), Some(removed.clone()), None))
+            .unwrap()
+            .unwrap();
         assert_eq!(f.len(), 2, "{f:?}");
-        assert_eq!(run(args(old.clone(), Some(removed), None)), ExitCode::from(1));
+        assert_eq!(
+            run(args(old.clone(), Some(removed), None)),
+            ExitCode::from(1)
+        );
 
         // Bad input: not YAML, v1beta1, missing file, missing second argument.
         let bad = write(dir.path(), "bad.yaml", "a: [");
         let e = run_inner(&args(old.clone(), Some(bad.clone()), None)).unwrap_err();
-        assert!(e.contains("bad.yaml") && e.contains("not valid YAML"), "{e}");
+        assert!(
+            e.contains("bad.yaml") && e.contains("not valid YAML"),
+            "{e}"
+        );
         assert_eq!(run(args(old.clone(), Some(bad), None)), ExitCode::from(2));
-        let beta = write(dir.path(), "beta.yaml", &OLD.replace("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1"));
+        let beta = write(
+            dir.path(),
+            "beta.yaml",
+            &OLD.replace("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1"),
+        );
         let e = run_inner(&args(old.clone(), Some(beta), None)).unwrap_err();
         assert!(e.contains("v1beta1"), "{e}");
-        assert!(run_inner(&args(old.clone(), Some(dir.path().join("missing.yaml")), None)).is_err());
+        assert!(
+            run_inner(&args(
+                old.clone(),
+                Some(dir.path().join("missing.yaml")),
+                None
+            ))
+            .is_err()
+        );
         assert!(run_inner(&args(old, None, None)).is_err());
     }
 }

@@ -163,7 +163,11 @@ impl fmt::Display for Finding {
             }
             Location::Version(v) => write!(f, "{v}: {}: {}: {}", self.path, self.rule, self.detail),
             Location::ServedPair { from, to } => {
-                write!(f, "{from} -> {to}: {}: {}: {}", self.path, self.rule, self.detail)
+                write!(
+                    f,
+                    "{from} -> {to}: {}: {}: {}",
+                    self.path, self.rule, self.detail
+                )
             }
         }
     }
@@ -217,12 +221,20 @@ pub fn verdict(enforcement: Enforcement, crd_name: &str, findings: &[Finding]) -
 /// The versions whose objects may exist in etcd: `status.storedVersions` when the live
 /// CRD reports any, else the version(s) marked `storage`.
 pub fn stored_versions(live: &CustomResourceDefinition) -> Vec<String> {
-    if let Some(v) = live.status.as_ref().and_then(|s| s.stored_versions.as_ref())
+    if let Some(v) = live
+        .status
+        .as_ref()
+        .and_then(|s| s.stored_versions.as_ref())
         && !v.is_empty()
     {
         return v.clone();
     }
-    live.spec.versions.iter().filter(|v| v.storage).map(|v| v.name.clone()).collect()
+    live.spec
+        .versions
+        .iter()
+        .filter(|v| v.storage)
+        .map(|v| v.name.clone())
+        .collect()
 }
 
 /// Compares the live CRD (with `status.storedVersions`) with the CRD about to replace it.
@@ -245,7 +257,13 @@ pub fn check_with_stored_versions(
         .unwrap_or_default();
     let mut findings = Vec::new();
     let mut push = |location: Location, path: String, rule: Rule, detail: String| {
-        findings.push(Finding { crd: crd.clone(), location, path, rule, detail });
+        findings.push(Finding {
+            crd: crd.clone(),
+            location,
+            path,
+            rule,
+            detail,
+        });
     };
 
     if live.spec.scope != new.spec.scope {
@@ -253,7 +271,11 @@ pub fn check_with_stored_versions(
             Location::Crd,
             String::new(),
             Rule::Scope,
-            format!("scope changed : {} -> {}", quote(&live.spec.scope), quote(&new.spec.scope)),
+            format!(
+                "scope changed : {} -> {}",
+                quote(&live.spec.scope),
+                quote(&new.spec.scope)
+            ),
         );
     }
 
@@ -275,8 +297,10 @@ pub fn check_with_stored_versions(
 
     // Same version, old schema → new schema.
     for nv in &new.spec.versions {
-        let Some(ov) = live.spec.versions.iter().find(|v| v.name == nv.name) else { continue };
-        if !nv.served && !stored.iter().any(|s| *s == nv.name) {
+        let Some(ov) = live.spec.versions.iter().find(|v| v.name == nv.name) else {
+            continue;
+        };
+        if !nv.served && !stored.contains(&nv.name) {
             continue; // nobody can read or has written objects of this version
         }
         for r in schema::diff(schema_of(ov), schema_of(nv)) {
@@ -294,7 +318,7 @@ pub fn check_with_stored_versions(
     if !webhook {
         let mut served: Vec<&CustomResourceDefinitionVersion> =
             new.spec.versions.iter().filter(|v| v.served).collect();
-        served.sort_by(|a, b| version_priority(&a.name).cmp(&version_priority(&b.name)));
+        served.sort_by_key(|v| version_priority(&v.name));
         for (i, a) in served.iter().enumerate() {
             for b in &served[i + 1..] {
                 let raw = schema::diff(schema_of(a), schema_of(b));
@@ -305,12 +329,17 @@ pub fn check_with_stored_versions(
                 let old_a = live.spec.versions.iter().find(|v| v.name == a.name);
                 let old_b = live.spec.versions.iter().find(|v| v.name == b.name);
                 let before: HashSet<schema::RawFinding> = match (old_a, old_b) {
-                    (Some(x), Some(y)) => schema::diff(schema_of(x), schema_of(y)).into_iter().collect(),
+                    (Some(x), Some(y)) => schema::diff(schema_of(x), schema_of(y))
+                        .into_iter()
+                        .collect(),
                     _ => HashSet::new(),
                 };
                 for r in raw {
                     if !before.contains(&r) {
-                        let location = Location::ServedPair { from: a.name.clone(), to: b.name.clone() };
+                        let location = Location::ServedPair {
+                            from: a.name.clone(),
+                            to: b.name.clone(),
+                        };
                         push(location, r.path, r.rule, r.detail);
                     }
                 }
@@ -335,7 +364,9 @@ fn schema_of(v: &CustomResourceDefinitionVersion) -> &JSONSchemaProps {
 /// (alphabetical, reversed), then alpha, beta, GA, each by major then minor number.
 pub fn version_priority(name: &str) -> (u8, u64, u64, std::cmp::Reverse<String>) {
     let parsed = name.strip_prefix('v').and_then(|rest| {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let major: u64 = rest[..digits].parse().ok()?;
         let tail = &rest[digits..];
         if tail.is_empty() {

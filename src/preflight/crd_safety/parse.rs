@@ -16,7 +16,9 @@ pub enum CrdInputError {
         "CRD {name:?} uses apiextensions.k8s.io/v1beta1, which Kubernetes no longer serves (removed in 1.22); convert it to apiextensions.k8s.io/v1"
     )]
     V1beta1 { name: String },
-    #[error("not a CustomResourceDefinition: the document has apiVersion {api_version:?} and kind {kind:?}")]
+    #[error(
+        "not a CustomResourceDefinition: the document has apiVersion {api_version:?} and kind {kind:?}"
+    )]
     NotCrd { api_version: String, kind: String },
     #[error("no CustomResourceDefinition found (the input is empty)")]
     Empty,
@@ -24,7 +26,9 @@ pub enum CrdInputError {
     Several(usize),
     #[error("document nested deeper than {MAX_DOCUMENT_DEPTH} levels; refusing to read it")]
     TooDeep,
-    #[error("CustomResourceDefinition {name:?} does not match the apiextensions.k8s.io/v1 schema: {reason}")]
+    #[error(
+        "CustomResourceDefinition {name:?} does not match the apiextensions.k8s.io/v1 schema: {reason}"
+    )]
     Invalid { name: String, reason: String },
 }
 
@@ -41,7 +45,11 @@ pub fn parse_crd(text: &str) -> Result<CustomResourceDefinition, CrdInputError> 
         options.budget = Some(budget);
         serde_saphyr::from_multiple_with_options(text, options).map_err(|e| {
             let msg = e.to_string();
-            if msg.contains("depth") { CrdInputError::TooDeep } else { CrdInputError::Syntax(msg) }
+            if msg.contains("depth") {
+                CrdInputError::TooDeep
+            } else {
+                CrdInputError::Syntax(msg)
+            }
         })?
     };
     let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
@@ -51,7 +59,9 @@ pub fn parse_crd(text: &str) -> Result<CustomResourceDefinition, CrdInputError> 
     if docs.len() > 1 {
         return Err(CrdInputError::Several(docs.len()));
     }
-    let Some(doc) = docs.into_iter().next() else { return Err(CrdInputError::Empty) };
+    let Some(doc) = docs.into_iter().next() else {
+        return Err(CrdInputError::Empty);
+    };
     if depth(&doc) > MAX_DOCUMENT_DEPTH {
         return Err(CrdInputError::TooDeep);
     }
@@ -68,7 +78,10 @@ pub fn parse_crd(text: &str) -> Result<CustomResourceDefinition, CrdInputError> 
     if kind != "CustomResourceDefinition" || api_version != "apiextensions.k8s.io/v1" {
         return Err(CrdInputError::NotCrd { api_version, kind });
     }
-    serde_json::from_value(doc).map_err(|e| CrdInputError::Invalid { name, reason: e.to_string() })
+    serde_json::from_value(doc).map_err(|e| CrdInputError::Invalid {
+        name,
+        reason: e.to_string(),
+    })
 }
 
 /// Nesting depth of a JSON value, computed without recursion.

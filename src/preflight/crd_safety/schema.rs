@@ -99,16 +99,33 @@ struct Node<'p> {
 
 impl Node<'_> {
     fn push(&mut self, rule: Rule, detail: String) {
-        self.out.push(RawFinding { path: self.path.to_owned(), rule, detail });
+        self.out.push(RawFinding {
+            path: self.path.to_owned(),
+            rule,
+            detail,
+        });
     }
 
     fn unhandled(&mut self, field: &str, before: String, after: String) {
-        let show = |s: String| if s.is_empty() { "<empty>".to_owned() } else { s };
-        self.unhandled.push(format!("{field} {} -> {}", show(before), show(after)));
+        let show = |s: String| {
+            if s.is_empty() {
+                "<empty>".to_owned()
+            } else {
+                s
+            }
+        };
+        self.unhandled
+            .push(format!("{field} {} -> {}", show(before), show(after)));
     }
 }
 
-fn walk(old: &JSONSchemaProps, new: &JSONSchemaProps, path: &mut String, depth: usize, out: &mut Vec<RawFinding>) {
+fn walk(
+    old: &JSONSchemaProps,
+    new: &JSONSchemaProps,
+    path: &mut String,
+    depth: usize,
+    out: &mut Vec<RawFinding>,
+) {
     if old == new {
         return;
     }
@@ -172,40 +189,124 @@ fn walk(old: &JSONSchemaProps, new: &JSONSchemaProps, path: &mut String, depth: 
     } = old;
 
     let here = path.clone();
-    let mut node = Node { path: &here, out: Vec::new(), unhandled: Vec::new() };
+    let mut node = Node {
+        path: &here,
+        out: Vec::new(),
+        unhandled: Vec::new(),
+    };
 
     check_type(old, new, &mut node);
     check_enum(enum_.as_deref(), new.enum_.as_deref(), &mut node);
     check_required(required.as_deref(), new, &mut node);
     check_default(default.as_ref(), new, &mut node);
 
-    max_rule(Rule::Maximum, maximum.map(num), new.maximum.map(num), *maximum, new.maximum, &mut node);
-    max_rule(Rule::MaxItems, max_items.map(|v| v.to_string()), new.max_items.map(|v| v.to_string()), max_items.map(|v| v as f64), new.max_items.map(|v| v as f64), &mut node);
-    max_rule(Rule::MaxLength, max_length.map(|v| v.to_string()), new.max_length.map(|v| v.to_string()), max_length.map(|v| v as f64), new.max_length.map(|v| v as f64), &mut node);
-    max_rule(Rule::MaxProperties, max_properties.map(|v| v.to_string()), new.max_properties.map(|v| v.to_string()), max_properties.map(|v| v as f64), new.max_properties.map(|v| v as f64), &mut node);
-    min_rule(Rule::Minimum, minimum.map(num), new.minimum.map(num), *minimum, new.minimum, &mut node);
-    min_rule(Rule::MinItems, min_items.map(|v| v.to_string()), new.min_items.map(|v| v.to_string()), min_items.map(|v| v as f64), new.min_items.map(|v| v as f64), &mut node);
-    min_rule(Rule::MinLength, min_length.map(|v| v.to_string()), new.min_length.map(|v| v.to_string()), min_length.map(|v| v as f64), new.min_length.map(|v| v as f64), &mut node);
-    min_rule(Rule::MinProperties, min_properties.map(|v| v.to_string()), new.min_properties.map(|v| v.to_string()), min_properties.map(|v| v as f64), new.min_properties.map(|v| v as f64), &mut node);
+    max_rule(
+        Rule::Maximum,
+        maximum.map(num),
+        new.maximum.map(num),
+        *maximum,
+        new.maximum,
+        &mut node,
+    );
+    max_rule(
+        Rule::MaxItems,
+        max_items.map(|v| v.to_string()),
+        new.max_items.map(|v| v.to_string()),
+        max_items.map(|v| v as f64),
+        new.max_items.map(|v| v as f64),
+        &mut node,
+    );
+    max_rule(
+        Rule::MaxLength,
+        max_length.map(|v| v.to_string()),
+        new.max_length.map(|v| v.to_string()),
+        max_length.map(|v| v as f64),
+        new.max_length.map(|v| v as f64),
+        &mut node,
+    );
+    max_rule(
+        Rule::MaxProperties,
+        max_properties.map(|v| v.to_string()),
+        new.max_properties.map(|v| v.to_string()),
+        max_properties.map(|v| v as f64),
+        new.max_properties.map(|v| v as f64),
+        &mut node,
+    );
+    min_rule(
+        Rule::Minimum,
+        minimum.map(num),
+        new.minimum.map(num),
+        *minimum,
+        new.minimum,
+        &mut node,
+    );
+    min_rule(
+        Rule::MinItems,
+        min_items.map(|v| v.to_string()),
+        new.min_items.map(|v| v.to_string()),
+        min_items.map(|v| v as f64),
+        new.min_items.map(|v| v as f64),
+        &mut node,
+    );
+    min_rule(
+        Rule::MinLength,
+        min_length.map(|v| v.to_string()),
+        new.min_length.map(|v| v.to_string()),
+        min_length.map(|v| v as f64),
+        new.min_length.map(|v| v as f64),
+        &mut node,
+    );
+    min_rule(
+        Rule::MinProperties,
+        min_properties.map(|v| v.to_string()),
+        new.min_properties.map(|v| v.to_string()),
+        min_properties.map(|v| v as f64),
+        new.min_properties.map(|v| v as f64),
+        &mut node,
+    );
 
-    flag_turned_on(Rule::ExclusiveMaximum, *exclusive_maximum, new.exclusive_maximum, "exclusiveMaximum added", &mut node);
-    flag_turned_on(Rule::ExclusiveMinimum, *exclusive_minimum, new.exclusive_minimum, "exclusiveMinimum added", &mut node);
-    flag_turned_on(Rule::UniqueItems, *unique_items, new.unique_items, "uniqueItems added", &mut node);
+    flag_turned_on(
+        Rule::ExclusiveMaximum,
+        *exclusive_maximum,
+        new.exclusive_maximum,
+        "exclusiveMaximum added",
+        &mut node,
+    );
+    flag_turned_on(
+        Rule::ExclusiveMinimum,
+        *exclusive_minimum,
+        new.exclusive_minimum,
+        "exclusiveMinimum added",
+        &mut node,
+    );
+    flag_turned_on(
+        Rule::UniqueItems,
+        *unique_items,
+        new.unique_items,
+        "uniqueItems added",
+        &mut node,
+    );
     check_multiple_of(*multiple_of, new.multiple_of, &mut node);
     check_pattern(pattern.as_deref(), new.pattern.as_deref(), &mut node);
     check_format(format.as_deref(), new.format.as_deref(), &mut node);
     if nullable.unwrap_or(false) && !new.nullable.unwrap_or(false) {
-        node.push(Rule::Nullable, "nullable removed : true -> false".to_owned());
+        node.push(
+            Rule::Nullable,
+            "nullable removed : true -> false".to_owned(),
+        );
     }
     if x_kubernetes_preserve_unknown_fields.unwrap_or(false)
         && !new.x_kubernetes_preserve_unknown_fields.unwrap_or(false)
     {
         node.push(
             Rule::PreserveUnknownFields,
-            "unknown fields are no longer preserved (they will be pruned) : true -> false".to_owned(),
+            "unknown fields are no longer preserved (they will be pruned) : true -> false"
+                .to_owned(),
         );
     }
-    if x_kubernetes_embedded_resource.unwrap_or(false) != new.x_kubernetes_embedded_resource.unwrap_or(false) {
+    if x_kubernetes_embedded_resource.unwrap_or(false)
+        != new.x_kubernetes_embedded_resource.unwrap_or(false)
+    {
         node.push(
             Rule::EmbeddedResource,
             format!(
@@ -216,15 +317,27 @@ fn walk(old: &JSONSchemaProps, new: &JSONSchemaProps, path: &mut String, depth: 
         );
     }
     check_list_type(old, new, &mut node);
-    check_cel(x_kubernetes_validations.as_deref(), new.x_kubernetes_validations.as_deref(), &mut node);
+    check_cel(
+        x_kubernetes_validations.as_deref(),
+        new.x_kubernetes_validations.as_deref(),
+        &mut node,
+    );
 
     // Fields that structural schemas forbid or that this check does not model: any
     // difference is reported, never ignored.
     if ref_path != &new.ref_path {
-        node.unhandled("$ref", quoted(ref_path.as_deref()), quoted(new.ref_path.as_deref()));
+        node.unhandled(
+            "$ref",
+            quoted(ref_path.as_deref()),
+            quoted(new.ref_path.as_deref()),
+        );
     }
     if schema != &new.schema {
-        node.unhandled("$schema", quoted(schema.as_deref()), quoted(new.schema.as_deref()));
+        node.unhandled(
+            "$schema",
+            quoted(schema.as_deref()),
+            quoted(new.schema.as_deref()),
+        );
     }
     if id != &new.id {
         node.unhandled("id", quoted(id.as_deref()), quoted(new.id.as_deref()));
@@ -237,10 +350,18 @@ fn walk(old: &JSONSchemaProps, new: &JSONSchemaProps, path: &mut String, depth: 
         );
     }
     if definitions != &new.definitions {
-        node.unhandled("definitions", complex(definitions.is_some()), complex(new.definitions.is_some()));
+        node.unhandled(
+            "definitions",
+            complex(definitions.is_some()),
+            complex(new.definitions.is_some()),
+        );
     }
     if dependencies != &new.dependencies {
-        node.unhandled("dependencies", complex(dependencies.is_some()), complex(new.dependencies.is_some()));
+        node.unhandled(
+            "dependencies",
+            complex(dependencies.is_some()),
+            complex(new.dependencies.is_some()),
+        );
     }
     if pattern_properties != &new.pattern_properties {
         node.unhandled(
@@ -254,9 +375,30 @@ fn walk(old: &JSONSchemaProps, new: &JSONSchemaProps, path: &mut String, depth: 
     }
 
     // Composition keywords.
-    check_of(Rule::AllOf, all_of.as_deref(), new.all_of.as_deref(), path, depth, &mut node);
-    check_of(Rule::AnyOf, any_of.as_deref(), new.any_of.as_deref(), path, depth, &mut node);
-    check_of(Rule::OneOf, one_of.as_deref(), new.one_of.as_deref(), path, depth, &mut node);
+    check_of(
+        Rule::AllOf,
+        all_of.as_deref(),
+        new.all_of.as_deref(),
+        path,
+        depth,
+        &mut node,
+    );
+    check_of(
+        Rule::AnyOf,
+        any_of.as_deref(),
+        new.any_of.as_deref(),
+        path,
+        depth,
+        &mut node,
+    );
+    check_of(
+        Rule::OneOf,
+        one_of.as_deref(),
+        new.one_of.as_deref(),
+        path,
+        depth,
+        &mut node,
+    );
 
     // Children: properties, items, additionalProperties.
     let new_preserves = new.x_kubernetes_preserve_unknown_fields.unwrap_or(false);
@@ -277,10 +419,34 @@ fn walk(old: &JSONSchemaProps, new: &JSONSchemaProps, path: &mut String, depth: 
             path.truncate(len);
         }
     }
+    // A new property of an object that used to accept any key (unknown fields preserved,
+    // or a map) now validates data that may already be stored under that key.
+    let catch_all = if x_kubernetes_preserve_unknown_fields.unwrap_or(false) {
+        Some(empty())
+    } else {
+        match additional_properties {
+            Some(JSONSchemaPropsOrBool::Schema(s)) => Some(s.as_ref()),
+            Some(JSONSchemaPropsOrBool::Bool(true)) => Some(empty()),
+            _ => None,
+        }
+    };
+    if let (Some(catch_all), Some(new_props)) = (catch_all, &new.properties) {
+        for (name, new_child) in new_props {
+            if properties.as_ref().is_some_and(|p| p.contains_key(name)) {
+                continue;
+            }
+            let len = path.len();
+            push_property(path, name);
+            walk(catch_all, new_child, path, depth + 1, &mut node.out);
+            path.truncate(len);
+        }
+    }
 
     match (items, &new.items) {
         (None, None) => {}
-        (Some(JSONSchemaPropsOrArray::Schemas(a)), Some(JSONSchemaPropsOrArray::Schemas(b))) if a.len() == b.len() => {
+        (Some(JSONSchemaPropsOrArray::Schemas(a)), Some(JSONSchemaPropsOrArray::Schemas(b)))
+            if a.len() == b.len() =>
+        {
             for (i, (a, b)) in a.iter().zip(b).enumerate() {
                 let len = path.len();
                 let _ = write!(path, "[{i}]");
@@ -288,8 +454,13 @@ fn walk(old: &JSONSchemaProps, new: &JSONSchemaProps, path: &mut String, depth: 
                 path.truncate(len);
             }
         }
-        (Some(JSONSchemaPropsOrArray::Schemas(_)), _) | (_, Some(JSONSchemaPropsOrArray::Schemas(_))) => {
-            node.unhandled("items", "<complex value>".to_owned(), "<complex value>".to_owned());
+        (Some(JSONSchemaPropsOrArray::Schemas(_)), _)
+        | (_, Some(JSONSchemaPropsOrArray::Schemas(_))) => {
+            node.unhandled(
+                "items",
+                "<complex value>".to_owned(),
+                "<complex value>".to_owned(),
+            );
         }
         (a, b) => {
             let a = match a {
@@ -310,7 +481,11 @@ fn walk(old: &JSONSchemaProps, new: &JSONSchemaProps, path: &mut String, depth: 
     match (additional_properties, &new.additional_properties) {
         (a, b) if a == b => {}
         (_, Some(JSONSchemaPropsOrBool::Bool(false))) => {
-            node.unhandled("additionalProperties", complex(additional_properties.is_some()), "false".to_owned());
+            node.unhandled(
+                "additionalProperties",
+                complex(additional_properties.is_some()),
+                "false".to_owned(),
+            );
         }
         (Some(JSONSchemaPropsOrBool::Bool(false)), _) => {} // was "nothing allowed": anything is looser
         (a, b) => {
@@ -337,7 +512,11 @@ fn walk(old: &JSONSchemaProps, new: &JSONSchemaProps, path: &mut String, depth: 
 }
 
 fn complex(present: bool) -> String {
-    if present { "<complex value>".to_owned() } else { String::new() }
+    if present {
+        "<complex value>".to_owned()
+    } else {
+        String::new()
+    }
 }
 
 /// The set of JSON types a node accepts; `None` means any type.
@@ -345,7 +524,10 @@ fn accepted_types(s: &JSONSchemaProps) -> Option<BTreeSet<&str>> {
     if s.x_kubernetes_int_or_string.unwrap_or(false) {
         return Some(["integer", "string"].into_iter().collect());
     }
-    s.type_.as_deref().filter(|t| !t.is_empty()).map(|t| std::iter::once(t).collect())
+    s.type_
+        .as_deref()
+        .filter(|t| !t.is_empty())
+        .map(|t| std::iter::once(t).collect())
 }
 
 fn type_name(s: &JSONSchemaProps) -> String {
@@ -363,7 +545,14 @@ fn check_type(old: &JSONSchemaProps, new: &JSONSchemaProps, node: &mut Node<'_>)
         (Some(a), Some(b)) => !a.is_subset(&b),
     };
     if narrowed {
-        node.push(Rule::Type, format!("type changed : {} -> {}", quoted(Some(&type_name(old))), quoted(Some(&type_name(new)))));
+        node.push(
+            Rule::Type,
+            format!(
+                "type changed : {} -> {}",
+                quoted(Some(&type_name(old))),
+                quoted(Some(&type_name(new)))
+            ),
+        );
     }
 }
 
@@ -373,13 +562,19 @@ fn check_enum(old: Option<&[JSON]>, new: Option<&[JSON]>, node: &mut Node<'_>) {
     match (old, new) {
         (None, Some(n)) => node.push(
             Rule::Enum,
-            format!("enum constraint added when there was none previously : {}", json_list(n)),
+            format!(
+                "enum constraint added when there was none previously : {}",
+                json_list(n)
+            ),
         ),
         (Some(o), Some(n)) => {
             let kept: HashSet<String> = n.iter().map(json).collect();
             let removed: Vec<&JSON> = o.iter().filter(|v| !kept.contains(&json(v))).collect();
             if !removed.is_empty() {
-                node.push(Rule::Enum, format!("allowed enum values removed : {}", json_list(removed)));
+                node.push(
+                    Rule::Enum,
+                    format!("allowed enum values removed : {}", json_list(removed)),
+                );
             }
         }
         _ => {}
@@ -387,7 +582,9 @@ fn check_enum(old: Option<&[JSON]>, new: Option<&[JSON]>, node: &mut Node<'_>) {
 }
 
 fn check_required(old: Option<&[String]>, new: &JSONSchemaProps, node: &mut Node<'_>) {
-    let Some(new_req) = new.required.as_deref() else { return };
+    let Some(new_req) = new.required.as_deref() else {
+        return;
+    };
     let old_req: HashSet<&str> = old.unwrap_or_default().iter().map(String::as_str).collect();
     let mut seen = HashSet::new();
     let added: Vec<&str> = new_req
@@ -403,7 +600,10 @@ fn check_required(old: Option<&[String]>, new: &JSONSchemaProps, node: &mut Node
         })
         .collect();
     if !added.is_empty() {
-        node.push(Rule::Required, format!("new required fields: [{}]", added.join(", ")));
+        node.push(
+            Rule::Required,
+            format!("new required fields: [{}]", added.join(", ")),
+        );
     }
 }
 
@@ -412,21 +612,26 @@ fn check_default(old: Option<&JSON>, new_schema: &JSONSchemaProps, node: &mut No
         // An object default that only spells out what the fields' own defaults already
         // produce for an empty object (kubebuilder's `default={...}` on a struct whose
         // fields carry defaults) changes nothing an object can observe beyond `{}`.
-        (None, Some(n)) if n.0.is_object() && {
-            let mut a = n.0.clone();
-            let mut b = serde_json::Value::Object(Default::default());
-            apply_defaults(new_schema, &mut a, 0);
-            apply_defaults(new_schema, &mut b, 0);
-            a == b
-        } => {}
+        (None, Some(n))
+            if n.0.is_object() && {
+                let mut a = n.0.clone();
+                let mut b = serde_json::Value::Object(Default::default());
+                apply_defaults(new_schema, &mut a, 0);
+                apply_defaults(new_schema, &mut b, 0);
+                a == b
+            } => {}
         (None, Some(n)) => node.push(
             Rule::Default,
             format!("default added when there was none previously : {}", json(n)),
         ),
-        (Some(o), None) => node.push(Rule::Default, format!("default value removed : {}", json(o))),
-        (Some(o), Some(n)) if o != n => {
-            node.push(Rule::Default, format!("default value changed : {} -> {}", json(o), json(n)))
-        }
+        (Some(o), None) => node.push(
+            Rule::Default,
+            format!("default value removed : {}", json(o)),
+        ),
+        (Some(o), Some(n)) if o != n => node.push(
+            Rule::Default,
+            format!("default value changed : {} -> {}", json(o), json(n)),
+        ),
         _ => {}
     }
 }
@@ -463,27 +668,55 @@ fn apply_defaults(schema: &JSONSchemaProps, value: &mut serde_json::Value, depth
     }
 }
 
-fn max_rule(rule: Rule, old_s: Option<String>, new_s: Option<String>, old: Option<f64>, new: Option<f64>, node: &mut Node<'_>) {
+fn max_rule(
+    rule: Rule,
+    old_s: Option<String>,
+    new_s: Option<String>,
+    old: Option<f64>,
+    new: Option<f64>,
+    node: &mut Node<'_>,
+) {
     match (old, new, new_s) {
-        (None, Some(_), Some(n)) => node.push(rule, format!("maximum constraint added when there was none previously : {n}")),
-        (Some(o), Some(n), Some(ns)) if n < o => {
-            node.push(rule, format!("maximum decreased : {} -> {ns}", old_s.unwrap_or_default()))
-        }
+        (None, Some(_), Some(n)) => node.push(
+            rule,
+            format!("maximum constraint added when there was none previously : {n}"),
+        ),
+        (Some(o), Some(n), Some(ns)) if n < o => node.push(
+            rule,
+            format!("maximum decreased : {} -> {ns}", old_s.unwrap_or_default()),
+        ),
         _ => {}
     }
 }
 
-fn min_rule(rule: Rule, old_s: Option<String>, new_s: Option<String>, old: Option<f64>, new: Option<f64>, node: &mut Node<'_>) {
+fn min_rule(
+    rule: Rule,
+    old_s: Option<String>,
+    new_s: Option<String>,
+    old: Option<f64>,
+    new: Option<f64>,
+    node: &mut Node<'_>,
+) {
     match (old, new, new_s) {
-        (None, Some(_), Some(n)) => node.push(rule, format!("minimum constraint added when there was none previously : {n}")),
-        (Some(o), Some(n), Some(ns)) if n > o => {
-            node.push(rule, format!("minimum increased : {} -> {ns}", old_s.unwrap_or_default()))
-        }
+        (None, Some(_), Some(n)) => node.push(
+            rule,
+            format!("minimum constraint added when there was none previously : {n}"),
+        ),
+        (Some(o), Some(n), Some(ns)) if n > o => node.push(
+            rule,
+            format!("minimum increased : {} -> {ns}", old_s.unwrap_or_default()),
+        ),
         _ => {}
     }
 }
 
-fn flag_turned_on(rule: Rule, old: Option<bool>, new: Option<bool>, what: &str, node: &mut Node<'_>) {
+fn flag_turned_on(
+    rule: Rule,
+    old: Option<bool>,
+    new: Option<bool>,
+    what: &str,
+    node: &mut Node<'_>,
+) {
     if !old.unwrap_or(false) && new.unwrap_or(false) {
         node.push(rule, format!("{what} : false -> true"));
     }
@@ -491,12 +724,21 @@ fn flag_turned_on(rule: Rule, old: Option<bool>, new: Option<bool>, what: &str, 
 
 fn check_multiple_of(old: Option<f64>, new: Option<f64>, node: &mut Node<'_>) {
     match (old, new) {
-        (None, Some(n)) => node.push(Rule::MultipleOf, format!("multipleOf constraint added when there was none previously : {}", num(n))),
+        (None, Some(n)) => node.push(
+            Rule::MultipleOf,
+            format!(
+                "multipleOf constraint added when there was none previously : {}",
+                num(n)
+            ),
+        ),
         (Some(o), Some(n)) if o != n => {
             // Still safe when every old multiple is a new multiple (old is a multiple of new).
             let ratio = o / n;
             if !(n != 0.0 && ratio.is_finite() && ratio.fract() == 0.0) {
-                node.push(Rule::MultipleOf, format!("multipleOf changed : {} -> {}", num(o), num(n)));
+                node.push(
+                    Rule::MultipleOf,
+                    format!("multipleOf changed : {} -> {}", num(o), num(n)),
+                );
             }
         }
         _ => {}
@@ -505,10 +747,18 @@ fn check_multiple_of(old: Option<f64>, new: Option<f64>, node: &mut Node<'_>) {
 
 fn check_pattern(old: Option<&str>, new: Option<&str>, node: &mut Node<'_>) {
     match (old, new) {
-        (None, Some(_)) => node.push(Rule::Pattern, format!("pattern added : \"\" -> {}", quoted(new))),
-        (Some(o), Some(n)) if o != n => {
-            node.push(Rule::Pattern, format!("pattern changed : {} -> {}", quoted(Some(o)), quoted(Some(n))))
-        }
+        (None, Some(_)) => node.push(
+            Rule::Pattern,
+            format!("pattern added : \"\" -> {}", quoted(new)),
+        ),
+        (Some(o), Some(n)) if o != n => node.push(
+            Rule::Pattern,
+            format!(
+                "pattern changed : {} -> {}",
+                quoted(Some(o)),
+                quoted(Some(n))
+            ),
+        ),
         _ => {}
     }
 }
@@ -517,10 +767,18 @@ fn check_format(old: Option<&str>, new: Option<&str>, node: &mut Node<'_>) {
     let old = old.filter(|s| !s.is_empty());
     let new = new.filter(|s| !s.is_empty());
     match (old, new) {
-        (None, Some(_)) => node.push(Rule::Format, format!("format added : \"\" -> {}", quoted(new))),
-        (Some(o), Some(n)) if o != n => {
-            node.push(Rule::Format, format!("format changed : {} -> {}", quoted(Some(o)), quoted(Some(n))))
-        }
+        (None, Some(_)) => node.push(
+            Rule::Format,
+            format!("format added : \"\" -> {}", quoted(new)),
+        ),
+        (Some(o), Some(n)) if o != n => node.push(
+            Rule::Format,
+            format!(
+                "format changed : {} -> {}",
+                quoted(Some(o)),
+                quoted(Some(n))
+            ),
+        ),
         _ => {}
     }
 }
@@ -528,8 +786,13 @@ fn check_format(old: Option<&str>, new: Option<&str>, node: &mut Node<'_>) {
 fn check_list_type(old: &JSONSchemaProps, new: &JSONSchemaProps, node: &mut Node<'_>) {
     let old_t = old.x_kubernetes_list_type.as_deref().unwrap_or("atomic");
     let new_t = new.x_kubernetes_list_type.as_deref().unwrap_or("atomic");
-    let new_keys = new.x_kubernetes_list_map_keys.as_deref().unwrap_or_default();
-    if old_t == new_t && (new_t != "map" || old.x_kubernetes_list_map_keys == new.x_kubernetes_list_map_keys) {
+    let new_keys = new
+        .x_kubernetes_list_map_keys
+        .as_deref()
+        .unwrap_or_default();
+    if old_t == new_t
+        && (new_t != "map" || old.x_kubernetes_list_map_keys == new.x_kubernetes_list_map_keys)
+    {
         return;
     }
     if new_t == "atomic" {
@@ -548,7 +811,10 @@ fn check_list_type(old: &JSONSchemaProps, new: &JSONSchemaProps, node: &mut Node
         let present = |k: &String| {
             item.is_some_and(|i| {
                 i.required.as_ref().is_some_and(|r| r.contains(k))
-                    || i.properties.as_ref().and_then(|p| p.get(k)).is_some_and(|p| p.default.is_some())
+                    || i.properties
+                        .as_ref()
+                        .and_then(|p| p.get(k))
+                        .is_some_and(|p| p.default.is_some())
             })
         };
         if new_keys.iter().all(present) {
@@ -556,7 +822,14 @@ fn check_list_type(old: &JSONSchemaProps, new: &JSONSchemaProps, node: &mut Node
         }
     }
     if old_t != new_t {
-        node.push(Rule::ListType, format!("list type changed : {} -> {}", quoted(Some(old_t)), quoted(Some(new_t))));
+        node.push(
+            Rule::ListType,
+            format!(
+                "list type changed : {} -> {}",
+                quoted(Some(old_t)),
+                quoted(Some(new_t))
+            ),
+        );
     } else {
         let show = |k: Option<&[String]>| format!("[{}]", k.unwrap_or_default().join(", "));
         node.push(
@@ -579,7 +852,8 @@ fn check_cel(old: Option<&[ValidationRule]>, new: Option<&[ValidationRule]>, nod
     let key = |r: &ValidationRule| (r.rule.clone(), r.optional_old_self.unwrap_or(false));
     let old_keys: HashSet<(String, bool)> = old.iter().map(key).collect();
     let new_keys: HashSet<(String, bool)> = new.iter().map(key).collect();
-    let removed: Vec<&ValidationRule> = old.iter().filter(|r| !new_keys.contains(&key(r))).collect();
+    let removed: Vec<&ValidationRule> =
+        old.iter().filter(|r| !new_keys.contains(&key(r))).collect();
     let added: Vec<&ValidationRule> = new.iter().filter(|r| !old_keys.contains(&key(r))).collect();
     let rule_text = |r: &ValidationRule| {
         let mut s = quoted(Some(&r.rule));
@@ -590,7 +864,10 @@ fn check_cel(old: Option<&[ValidationRule]>, new: Option<&[ValidationRule]>, nod
     };
     for (i, n) in added.iter().enumerate() {
         match removed.get(i) {
-            Some(o) => node.push(Rule::Cel, format!("rule changed : {} -> {}", rule_text(o), rule_text(n))),
+            Some(o) => node.push(
+                Rule::Cel,
+                format!("rule changed : {} -> {}", rule_text(o), rule_text(n)),
+            ),
             None => node.push(Rule::Cel, format!("rule added : {}", rule_text(n))),
         }
     }
@@ -611,7 +888,10 @@ fn check_of(
     }
     let name = rule.as_str();
     if old.is_empty() {
-        node.push(rule, format!("{name} constraint added : {} schema(s)", new.len()));
+        node.push(
+            rule,
+            format!("{name} constraint added : {} schema(s)", new.len()),
+        );
         return;
     }
     if new.is_empty() {
@@ -638,6 +918,11 @@ fn check_of(
         _ => {}
     }
     if rule == Rule::OneOf && added > 0 {
-        node.push(rule, format!("oneOf schemas added : {added} (an existing object may now match more than one)"));
+        node.push(
+            rule,
+            format!(
+                "oneOf schemas added : {added} (an existing object may now match more than one)"
+            ),
+        );
     }
 }
