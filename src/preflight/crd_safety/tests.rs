@@ -1222,3 +1222,72 @@ fn every_v1_fixture_crd_is_safe_against_itself() {
     }
     assert!(checked >= 40, "{checked}");
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn schema() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(json!({"type": "string"})),
+            (0i64..10).prop_map(|n| json!({"type": "integer", "minimum": n, "maximum": n + 5})),
+            prop::collection::vec("[a-c]", 1..4).prop_map(|v| json!({"type": "string", "enum": v})),
+            Just(json!({"type": "string", "default": "x", "pattern": "^x"})),
+            Just(
+                json!({"x-kubernetes-int-or-string": true, "x-kubernetes-validations": [{"rule": "true"}]})
+            ),
+        ];
+        leaf.prop_recursive(5, 48, 4, |inner| {
+            prop_oneof![
+                (
+                    prop::collection::btree_map("[a-e]", inner.clone(), 0..4),
+                    prop::collection::vec("[a-e]", 0..2)
+                )
+                    .prop_map(
+                        |(m, req)| json!({"type": "object", "properties": m, "required": req})
+                    ),
+                inner
+                    .clone()
+                    .prop_map(|i| json!({"type": "array", "items": i})),
+                inner.prop_map(|i| json!({"type": "object", "additionalProperties": i})),
+            ]
+        })
+    }
+
+    fn describe_everything(v: &mut Value) {
+        if let Value::Object(o) = v {
+            if o.contains_key("type") || o.contains_key("x-kubernetes-int-or-string") {
+                o.insert("description".into(), json!("documented"));
+            }
+            o.values_mut().for_each(describe_everything);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_crd_is_safe_against_itself_and_its_documented_copy(s in schema()) {
+            let old = crd_spec(s.clone());
+            prop_assert!(check(&old, &old.clone()).is_empty());
+            let mut documented = s;
+            describe_everything(&mut documented);
+            let f = check(&old, &crd_spec(documented));
+            prop_assert!(f.is_empty(), "{:?}", f);
+        }
+
+        #[test]
+        fn messages_never_exceed_the_limit(n in 0usize..400, len in 1usize..2000) {
+            let f: Vec<Finding> = (0..n)
+                .map(|i| Finding {
+                    crd: NAME.into(),
+                    location: Location::Version("v1".into()),
+                    path: format!("^.spec.f{i}"),
+                    rule: Rule::Pattern,
+                    detail: "é".repeat(len),
+                })
+                .collect();
+            let m = message(NAME, &f);
+            prop_assert!(m.len() <= MESSAGE_LIMIT);
+            prop_assert!(m.starts_with("validating upgrade for CRD"));
+        }
+    }
+}
