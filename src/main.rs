@@ -27,6 +27,8 @@ enum Command {
     /// Start or stop a loopback test control plane (used by hack/control-plane.sh).
     #[command(hide = true)]
     Testenv(olmv1::testenv::cli::TestEnvArgs),
+    /// Check whether a new CRD can safely replace an installed one (exit 0 safe, 1 unsafe, 2 bad input).
+    CrdDiff(olmv1::preflight::crd_safety::cli::CrdDiffArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         },
         Command::Controller(args) => block_on(olmv1::controller::run(args)),
         Command::Testenv(args) => block_on(olmv1::testenv::cli::run(args)),
+        Command::CrdDiff(args) => olmv1::preflight::crd_safety::cli::run(args),
     }
 }
 
