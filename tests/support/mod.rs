@@ -170,3 +170,85 @@ pub async fn namespace(client: &kube::Client, prefix: &str) -> String {
         .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
     name
 }
+
+/// The OCI registry of this test binary (a real `docker-registry` on loopback).
+pub fn registry() -> &'static olmv1::testenv::registry::TestRegistry {
+    static REGISTRY: OnceLock<olmv1::testenv::registry::TestRegistry> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        olmv1::testenv::registry::TestRegistry::start().unwrap_or_else(|e| panic!("starting the test registry: {e:#}"))
+    })
+}
+
+/// The controller (`olmv1 controller` in this process, as its own non-admin
+/// ServiceAccount) running against [`cluster`] and pulling from [`registry`].
+pub struct RunningController {
+    /// `http://127.0.0.1:<port>`: the catalog server.
+    pub catalog_server: String,
+    pub cache_dir: PathBuf,
+}
+
+pub fn controller() -> &'static RunningController {
+    static CONTROLLER: OnceLock<RunningController> = OnceLock::new();
+    CONTROLLER.get_or_init(|| {
+        let cluster = cluster();
+        let registry = registry();
+        let free = || olmv1::testenv::control_plane::free_port().unwrap_or_else(|e| panic!("{e}"));
+        let (health, catalogs) = (free(), free());
+        let cache_dir = std::env::temp_dir().join(format!("olmv1-controller-{}-{}", std::process::id(), unique("c")));
+        let args = olmv1::controller::ControllerArgs {
+            kubeconfig: Some(cluster.controller_kubeconfig.clone()),
+            health_probe_bind_address: format!("127.0.0.1:{health}"),
+            catalog_server_bind_address: format!("127.0.0.1:{catalogs}"),
+            external_address: format!("127.0.0.1:{catalogs}"),
+            catalog_server_tls_cert: None,
+            catalog_server_tls_key: None,
+            cache_dir: cache_dir.clone(),
+            insecure_registries: vec![registry.host().to_string()],
+            ca_bundle: None,
+            global_pull_secret: None,
+            namespace: "olmv1-system".into(),
+            service_account: "olmv1-controller".into(),
+            lenient_catalogs: false,
+            poll_unit_seconds: 1,
+        };
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap_or_else(|e| panic!("runtime: {e}"));
+            if let Err(e) = runtime.block_on(olmv1::controller::run(args)) {
+                panic!("the controller stopped: {e:#}");
+            }
+        });
+        let ready = format!("http://127.0.0.1:{health}/readyz");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            let ok = std::net::TcpStream::connect(("127.0.0.1", health)).is_ok();
+            if ok {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = ready;
+        RunningController { catalog_server: format!("http://127.0.0.1:{catalogs}"), cache_dir }
+    })
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics after `seconds`.
+pub async fn eventually<T, F, Fut>(seconds: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if std::time::Instant::now() > deadline {
+            panic!("timed out after {seconds}s waiting for {what}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
