@@ -1,1 +1,3 @@
-//! HTTP servers: the catalogd-compatible catalog API, health probes and metrics.
+//! HTTP servers: the catalogd-compatible catalog API ([`catalog`]), health probes and metrics.
+
+pub mod catalog;
