@@ -12,7 +12,7 @@ pub mod store;
 pub mod validate;
 
 pub use parse::{Blob, Limits, walk_catalog};
-pub use store::{StoredCatalog, delete, store, store_with_limits};
+pub use store::{StoreOptions, StoredCatalog, delete, store, store_with_limits, store_with_options};
 
 use model::PackageContent;
 use serde_json::Value;

@@ -60,6 +60,18 @@ pub struct StoredCatalog {
     pub blobs: u64,
     pub summary: Summary,
     pub last_modified: SystemTime,
+    /// Invariant violations that were stored anyway ([`StoreOptions::lenient`]).
+    pub warnings: Vec<String>,
+}
+
+/// How [`store_with_options`] ingests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreOptions {
+    pub limits: Limits,
+    /// Store a catalog that breaks invariants (as catalogd, which does not validate),
+    /// returning the problems as [`StoredCatalog::warnings`]. Syntax errors and limits
+    /// always fail.
+    pub lenient: bool,
 }
 
 impl StoredCatalog {
@@ -111,6 +123,16 @@ pub fn store_with_limits(
     source_dir: &Path,
     limits: &Limits,
 ) -> Result<StoredCatalog, FbcError> {
+    store_with_options(root, catalog_name, source_dir, &StoreOptions { limits: limits.clone(), lenient: false })
+}
+
+/// [`store`] with explicit options. On any error nothing changes for readers.
+pub fn store_with_options(
+    root: &Path,
+    catalog_name: &str,
+    source_dir: &Path,
+    options: &StoreOptions,
+) -> Result<StoredCatalog, FbcError> {
     validate_catalog_name(catalog_name).map_err(|message| FbcError::InvalidName { message })?;
     std::fs::create_dir_all(root).map_err(io(root))?;
     clean_orphans(root, catalog_name)?;
@@ -118,7 +140,7 @@ pub fn store_with_limits(
     let dir_name = format!(".{catalog_name}_{version}");
     let dir = root.join(&dir_name);
     std::fs::create_dir(&dir).map_err(io(&dir))?;
-    let result = write_version(&dir, source_dir, limits).and_then(|(stats, summary)| {
+    let result = write_version(&dir, source_dir, options).and_then(|(stats, summary, warnings)| {
         let file = dir.join(CATALOG_FILE);
         let meta = std::fs::metadata(&file).map_err(io(&file))?;
         swap_link(root, catalog_name, &dir_name)?;
@@ -130,6 +152,7 @@ pub fn store_with_limits(
             blobs: stats.blobs,
             summary,
             last_modified: meta.modified().map_err(io(&file))?,
+            warnings,
         })
     });
     match result {
@@ -145,14 +168,14 @@ pub fn store_with_limits(
     }
 }
 
-fn write_version(dir: &Path, source: &Path, limits: &Limits) -> Result<(WalkStats, Summary), FbcError> {
+fn write_version(dir: &Path, source: &Path, options: &StoreOptions) -> Result<(WalkStats, Summary, Vec<String>), FbcError> {
     let file_path = dir.join(CATALOG_FILE);
     let file = std::fs::File::create(&file_path).map_err(io(&file_path))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let mut index = Index::default();
     let mut validator = Validator::default();
     let mut offset = 0u64;
-    let stats = walk_catalog(source, limits, &mut |blob| {
+    let stats = walk_catalog(source, &options.limits, &mut |blob| {
         let shown = display_path(source, blob.path);
         let shown_blob = super::parse::Blob { path: &shown, ..*blob };
         validator.add(&shown_blob);
@@ -165,7 +188,11 @@ fn write_version(dir: &Path, source: &Path, limits: &Limits) -> Result<(WalkStat
         Ok(())
     })
     .map_err(|e| relative_error(source, e))?;
-    let summary = validator.finish().map_err(|problems| FbcError::Invalid { problems })?;
+    let (summary, warnings) = match validator.finish() {
+        Ok(summary) => (summary, Vec::new()),
+        Err((summary, problems)) if options.lenient => (summary, problems),
+        Err((_, problems)) => return Err(FbcError::Invalid { problems }),
+    };
     out.into_inner().map_err(|e| FbcError::Io { path: file_path.clone(), source: e.into_error() })?;
     let index_path = dir.join(INDEX_FILE);
     let index_file = std::fs::File::create(&index_path).map_err(io(&index_path))?;
@@ -174,7 +201,7 @@ fn write_version(dir: &Path, source: &Path, limits: &Limits) -> Result<(WalkStat
         .map_err(std::io::Error::from)
         .and_then(|_| w.flush())
         .map_err(io(&index_path))?;
-    Ok((stats, summary))
+    Ok((stats, summary, warnings))
 }
 
 fn relative_error(source: &Path, e: FbcError) -> FbcError {
@@ -311,6 +338,12 @@ mod tests {
         assert!(!delete(root.path(), "cat").unwrap());
         assert!(current_dir(root.path(), "cat").is_none());
         assert!(current_dir(root.path(), "cat-b").unwrap().exists());
+        let bad = source(&CAT.replace("\"defaultChannel\":\"s\"", "\"defaultChannel\":\"x\""));
+        let lenient = StoreOptions { lenient: true, ..StoreOptions::default() };
+        let stored = store_with_options(root.path(), "cat", bad.path(), &lenient).unwrap();
+        assert_eq!(stored.warnings.len(), 1, "{:?}", stored.warnings);
+        assert_eq!(stored.summary.bundles, 1);
+        delete(root.path(), "cat").unwrap();
         let entries = std::fs::read_dir(root.path()).unwrap().count();
         assert_eq!(entries, 2);
     }

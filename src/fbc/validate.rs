@@ -190,8 +190,8 @@ impl Validator {
         }
     }
 
-    /// Cross-blob checks; `Ok` with counts, or every problem found.
-    pub fn finish(mut self) -> Result<Summary, Vec<String>> {
+    /// Cross-blob checks; `Ok` with counts, or the counts and every problem found.
+    pub fn finish(mut self) -> Result<Summary, (Summary, Vec<String>)> {
         let mut summary = Summary { other_blobs: self.other_blobs, ..Summary::default() };
         let packages = std::mem::take(&mut self.packages);
         for (name, st) in &packages {
@@ -258,7 +258,7 @@ impl Validator {
         if self.total_problems > problems.len() {
             problems.push(format!("… and {} more problems", self.total_problems - problems.len()));
         }
-        Err(problems)
+        Err((summary, problems))
     }
 }
 
@@ -276,7 +276,7 @@ mod tests {
             Ok(())
         })
         .unwrap();
-        v.finish()
+        v.finish().map_err(|(_, p)| p)
     }
 
     const GOOD: &str = "schema: olm.package\nname: p\ndefaultChannel: stable\n---\nschema: olm.channel\nname: stable\npackage: p\nentries:\n- name: p.v1.0.0\n- name: p.v1.1.0\n  replaces: p.v1.0.0\n---\nschema: olm.bundle\nname: p.v1.0.0\npackage: p\nimage: quay.io/p:1\nproperties:\n- type: olm.package\n  value: {packageName: p, version: 1.0.0}\n---\nschema: olm.bundle\nname: p.v1.1.0\npackage: p\nimage: quay.io/p:2\nproperties:\n- type: olm.gvk\n  value: {group: a, kind: B, version: v1}\n- type: olm.package\n  value: {packageName: p, version: 1.1.0}\n---\nschema: my.own\nfoo: bar\n";
