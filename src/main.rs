@@ -12,9 +12,14 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Query a file-based catalog: packages, channels, bundles, raw blobs.
+    Catalog(olmv1::fbc::cli::CatalogArgs),
+}
 
 fn main() -> ExitCode {
-    let _cli = Cli::parse();
-    ExitCode::SUCCESS
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Catalog(args) => olmv1::fbc::cli::run(args),
+    }
 }
