@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const CATALOGS: [&str; 2] = ["cop-rendered-csvmeta-linear.jsonl.zst", "large-bundleobject-v4.16.jsonl.zst"];
-const CONCURRENCY: usize = 16;
+const CONCURRENCY: [usize; 2] = [4, 16];
 const LOAD_SECONDS: u64 = 3;
 
 fn status_kib(key: &str) -> u64 {
@@ -113,16 +113,16 @@ fn main() -> anyhow::Result<()> {
             },
         ));
         for (name, (size, package)) in served {
-            for gzip in [false, true] {
+            for (gzip, conc) in [false, true].into_iter().flat_map(|g| CONCURRENCY.map(|c| (g, c))) {
                 let url = format!("{base}/catalogs/{name}/api/v1/metas?package={package}");
-                let (lat, n, secs) = load(&url, gzip).await?;
+                let (lat, n, secs) = load(&url, gzip, conc).await?;
                 println!(
                     "== {name} metas?package={package} ({:.1} KB, {})",
                     size as f64 / 1e3,
                     if gzip { "gzip" } else { "identity" }
                 );
                 println!(
-                    "  {n} requests in {secs:.2} s = {:.0} req/s, p50 {:.2} ms, p99 {:.2} ms (concurrency {CONCURRENCY}, 2 runtime threads, client in-process)",
+                    "  {n} requests in {secs:.2} s = {:.0} req/s, p50 {:.2} ms, p99 {:.2} ms (concurrency {conc}, 2 runtime threads, client in-process)",
                     n as f64 / secs,
                     lat[lat.len() / 2].as_secs_f64() * 1e3,
                     lat[lat.len() * 99 / 100].as_secs_f64() * 1e3
@@ -136,7 +136,7 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn load(url: &str, gzip: bool) -> anyhow::Result<(Vec<Duration>, usize, f64)> {
+async fn load(url: &str, gzip: bool, concurrency: usize) -> anyhow::Result<(Vec<Duration>, usize, f64)> {
     let builder = reqwest::Client::builder();
     let client = if gzip { builder.build()? } else { builder.no_gzip().build()? };
     // Warm-up (loads the index).
@@ -144,7 +144,7 @@ async fn load(url: &str, gzip: bool) -> anyhow::Result<(Vec<Duration>, usize, f6
     let start = Instant::now();
     let deadline = start + Duration::from_secs(LOAD_SECONDS);
     let mut tasks = Vec::new();
-    for _ in 0..CONCURRENCY {
+    for _ in 0..concurrency {
         let client = client.clone();
         let url = url.to_string();
         tasks.push(tokio::spawn(async move {

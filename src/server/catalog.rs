@@ -8,7 +8,11 @@
 //! read from the stored file section by section (small ones at once, large ones
 //! streamed in 64 KiB chunks), so serving memory does not grow with catalog size.
 //! Each stored version's index is loaded once and cached until the catalog's link
-//! points elsewhere.
+//! points elsewhere. Gzip bodies of `metas` responses up to [`GZIP_CACHE_ENTRY`] are
+//! compressed once per catalog version and query and kept in a small bounded cache
+//! ([`GZIP_CACHE_BUDGET`] bytes in total), so repeated queries (the resolver's
+//! `metas?package=`) cost no compression; other bodies are compressed on the fly by
+//! tower-http.
 
 use crate::fbc::store::{CATALOG_FILE, Index, Section, current_dir, read_index, validate_catalog_name};
 use axum::Router;
@@ -32,6 +36,10 @@ const INLINE_BODY: u64 = 256 << 10;
 const CHUNK: usize = 64 << 10;
 /// Responses at least this large are compressed (catalogd's gzip threshold).
 pub const GZIP_MIN_SIZE: u64 = 1400;
+/// Largest compressed `metas` body kept in the gzip cache.
+pub const GZIP_CACHE_ENTRY: u64 = 2 << 20;
+/// Total size of the gzip cache.
+pub const GZIP_CACHE_BUDGET: u64 = 16 << 20;
 /// Time given to open connections after shutdown is requested.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
@@ -49,6 +57,38 @@ struct Loaded {
 struct Shared {
     root: PathBuf,
     cache: RwLock<HashMap<String, Arc<Loaded>>>,
+    gzip: std::sync::Mutex<GzipCache>,
+}
+
+type GzipKey = (PathBuf, [Option<String>; 3]);
+
+/// Compressed `metas` bodies by (version directory, filter); evicts oldest first.
+#[derive(Default)]
+struct GzipCache {
+    entries: HashMap<GzipKey, bytes::Bytes>,
+    order: std::collections::VecDeque<GzipKey>,
+    size: u64,
+}
+
+impl GzipCache {
+    fn get(&self, key: &GzipKey) -> Option<bytes::Bytes> {
+        self.entries.get(key).cloned()
+    }
+
+    fn insert(&mut self, key: GzipKey, body: bytes::Bytes) {
+        if body.len() as u64 > GZIP_CACHE_ENTRY || self.entries.contains_key(&key) {
+            return;
+        }
+        self.size += body.len() as u64;
+        self.order.push_back(key.clone());
+        self.entries.insert(key, body);
+        while self.size > GZIP_CACHE_BUDGET {
+            let Some(old) = self.order.pop_front() else { break };
+            if let Some(b) = self.entries.remove(&old) {
+                self.size -= b.len() as u64;
+            }
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +118,11 @@ impl IntoResponse for ApiError {
 /// The catalog API for the catalogs stored under `root` (the `root` given to
 /// [`crate::fbc::store`]), with gzip compression.
 pub fn router(root: impl Into<PathBuf>) -> Router {
-    let shared = Arc::new(Shared { root: root.into(), cache: RwLock::new(HashMap::new()) });
+    let shared = Arc::new(Shared {
+        root: root.into(),
+        cache: RwLock::new(HashMap::new()),
+        gzip: std::sync::Mutex::new(GzipCache::default()),
+    });
     let compress = SizeAbove::new(GZIP_MIN_SIZE).and(
         |status: StatusCode, _: http::Version, _: &HeaderMap, _: &http::Extensions| status == StatusCode::OK,
     );
@@ -356,11 +400,68 @@ async fn metas(
     }
     let sections = select(&l, &filter);
     let total: u64 = sections.iter().map(|s| s[1]).sum();
+    if method == Method::GET && total >= GZIP_MIN_SIZE && total <= 4 * GZIP_CACHE_ENTRY && accepts_gzip(&headers) {
+        let key = (l.dir.clone(), filter);
+        let cached = shared.gzip.lock().ok().and_then(|c| c.get(&key));
+        let body = match cached {
+            Some(b) => b,
+            None => {
+                let file = l.file.clone();
+                let b = tokio::task::spawn_blocking(move || gzip_sections(&file, &sections, total))
+                    .await
+                    .map_err(|e| ApiError::Internal(e.to_string()))??;
+                if let Ok(mut c) = shared.gzip.lock() {
+                    c.insert(key, b.clone());
+                }
+                b
+            }
+        };
+        let builder = base_response(StatusCode::OK, &l)
+            .header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL)
+            .header(header::CONTENT_ENCODING, "gzip")
+            .header(header::VARY, "accept-encoding")
+            .header(header::CONTENT_LENGTH, b_len(&body));
+        return Ok(build(builder, Body::from(body)));
+    }
     let builder = base_response(StatusCode::OK, &l)
         .header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL)
         .header(header::CONTENT_LENGTH, total);
     let body = if method == Method::HEAD { Body::empty() } else { sections_body(&l.file, sections, total)? };
     Ok(build(builder, body))
+}
+
+fn b_len(b: &bytes::Bytes) -> u64 {
+    b.len() as u64
+}
+
+/// Whether `Accept-Encoding` allows gzip (present with a non-zero q-value).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).any(|v| {
+        v.split(',').any(|item| {
+            let mut parts = item.split(';').map(str::trim);
+            let coding = parts.next().unwrap_or_default();
+            let q_zero = parts.any(|p| {
+                p.strip_prefix("q=").and_then(|q| q.parse::<f32>().ok()).is_some_and(|q| q == 0.0)
+            });
+            (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !q_zero
+        })
+    })
+}
+
+fn gzip_sections(file: &File, sections: &[Section], total: u64) -> Result<bytes::Bytes, ApiError> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(total as usize / 4), flate2::Compression::default());
+    let mut buf = vec![0u8; CHUNK];
+    for &[mut off, len] in sections {
+        let end = off + len;
+        while off < end {
+            let n = ((end - off) as usize).min(CHUNK);
+            file.read_exact_at(&mut buf[..n], off).map_err(|e| ApiError::Internal(format!("reading catalog: {e}")))?;
+            enc.write_all(&buf[..n]).map_err(|e| ApiError::Internal(e.to_string()))?;
+            off += n as u64;
+        }
+    }
+    enc.finish().map(bytes::Bytes::from).map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 /// The sections matching all non-empty filters, in file order.
@@ -422,7 +523,9 @@ fn sections_body(file: &Arc<File>, sections: Vec<Section>, total: u64) -> Result
             }
         }
     });
-    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    let stream = futures::StreamExt::fuse(futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    }));
     Ok(Body::from_stream(stream))
 }
 

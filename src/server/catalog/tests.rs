@@ -193,6 +193,18 @@ async fn gzip_above_threshold_only() {
     let mut text = String::new();
     flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).unwrap();
     assert_eq!(text, full);
+    // metas: compressed once, then served from the cache; identical bodies.
+    for _ in 0..2 {
+        let r = c.get(s.url("/catalogs/cat/api/v1/metas")).header(h::ACCEPT_ENCODING, "br, gzip;q=0.5").send().await.unwrap();
+        assert_eq!(r.headers()[h::CONTENT_ENCODING], "gzip");
+        assert!(r.headers().contains_key(h::ETAG));
+        let bytes = r.bytes().await.unwrap();
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).unwrap();
+        assert_eq!(text, full);
+    }
+    let r = c.get(s.url("/catalogs/cat/api/v1/metas")).header(h::ACCEPT_ENCODING, "gzip;q=0").send().await.unwrap();
+    assert!(!r.headers().contains_key(h::CONTENT_ENCODING), "q=0 refuses gzip");
     let r = c.get(s.url("/catalogs/cat/api/v1/metas?name=q.v1")).header(h::ACCEPT_ENCODING, "gzip").send().await.unwrap();
     assert!(!r.headers().contains_key(h::CONTENT_ENCODING), "small bodies are not compressed");
     let r = c.get(s.url("/catalogs/cat/api/v1/all")).send().await.unwrap();
