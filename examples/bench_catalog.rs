@@ -10,7 +10,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-const CATALOGS: [&str; 2] = ["cop-rendered-csvmeta-linear.jsonl.zst", "large-bundleobject-v4.16.jsonl.zst"];
+const CATALOGS: [&str; 2] = [
+    "cop-rendered-csvmeta-linear.jsonl.zst",
+    "large-bundleobject-v4.16.jsonl.zst",
+];
 const CONCURRENCY: [usize; 2] = [4, 16];
 const LOAD_SECONDS: u64 = 3;
 
@@ -35,8 +38,15 @@ fn main() -> anyhow::Result<()> {
         let base = std::env::var_os("OLMV1_SHARED_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
-        let base = if base.join("bench").exists() { base } else { PathBuf::from("/work/shared") };
-        CATALOGS.iter().map(|c| base.join("bench").join(c)).collect()
+        let base = if base.join("bench").exists() {
+            base
+        } else {
+            PathBuf::from("/work/shared")
+        };
+        CATALOGS
+            .iter()
+            .map(|c| base.join("bench").join(c))
+            .collect()
     } else {
         args
     };
@@ -58,7 +68,10 @@ fn main() -> anyhow::Result<()> {
         let idle = status_kib("VmRSS:");
         let t = Instant::now();
         // Lenient: the rendered catalog has real duplicate bundle names (reported below).
-        let options = olmv1::fbc::StoreOptions { lenient: true, ..Default::default() };
+        let options = olmv1::fbc::StoreOptions {
+            lenient: true,
+            ..Default::default()
+        };
         let stored = olmv1::fbc::store_with_options(&root, &name, &src, &options)?;
         let ingest = t.elapsed();
         let peak = status_kib("VmHWM:");
@@ -82,10 +95,17 @@ fn main() -> anyhow::Result<()> {
             "  peak RSS during ingest: {:.1} MiB above idle ({:.1} MiB idle){}",
             peak.saturating_sub(idle) as f64 / 1024.0,
             idle as f64 / 1024.0,
-            if hwm_ok { "" } else { " [VmHWM could not be reset: figure includes earlier peaks]" }
+            if hwm_ok {
+                ""
+            } else {
+                " [VmHWM could not be reset: figure includes earlier peaks]"
+            }
         );
         if !stored.warnings.is_empty() {
-            println!("  catalog breaks invariants (stored leniently): {}", stored.warnings.join("; "));
+            println!(
+                "  catalog breaks invariants (stored leniently): {}",
+                stored.warnings.join("; ")
+            );
         }
         std::fs::remove_dir_all(&src)?;
         let index = olmv1::fbc::store::read_index(&stored.dir)?;
@@ -100,7 +120,10 @@ fn main() -> anyhow::Result<()> {
         served.push((name, median));
     }
 
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
@@ -136,9 +159,17 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn load(url: &str, gzip: bool, concurrency: usize) -> anyhow::Result<(Vec<Duration>, usize, f64)> {
+async fn load(
+    url: &str,
+    gzip: bool,
+    concurrency: usize,
+) -> anyhow::Result<(Vec<Duration>, usize, f64)> {
     let builder = reqwest::Client::builder();
-    let client = if gzip { builder.build()? } else { builder.no_gzip().build()? };
+    let client = if gzip {
+        builder.build()?
+    } else {
+        builder.no_gzip().build()?
+    };
     // Warm-up (loads the index).
     client.get(url).send().await?.bytes().await?;
     let start = Instant::now();

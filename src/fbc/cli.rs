@@ -196,15 +196,18 @@ fn emit<T: Serialize>(
             serde_json::to_writer_pretty(&mut *out, rows).map_err(out_err)?;
             writeln!(out).map_err(out_err)
         }
-        Output::Yaml => write!(out, "{}", serde_saphyr::to_string(&rows).map_err(out_err)?).map_err(out_err),
+        Output::Yaml => {
+            write!(out, "{}", serde_saphyr::to_string(&rows).map_err(out_err)?).map_err(out_err)
+        }
         Output::Table => write_table(out, &table(rows)),
     }
 }
 
 fn write_table(out: &mut dyn Write, rows: &[Vec<String>]) -> Result<(), CliError> {
     let cols = rows.first().map(Vec::len).unwrap_or(0);
-    let widths: Vec<usize> =
-        (0..cols).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
     for r in rows {
         let mut line = String::new();
         for (c, cell) in r.iter().enumerate() {
@@ -251,11 +254,29 @@ fn channel_table(rows: &[ChannelRecord]) -> Vec<Vec<String>> {
 }
 
 fn bundle_table(rows: &[BundleRecord]) -> Vec<Vec<String>> {
-    let mut t = vec![row(&["PACKAGE", "NAME", "VERSION", "CHANNELS", "INSTALL MODES", "WEBHOOKS", "REPLACES", "SKIPS/RANGE", "DEPENDENCIES"])];
+    let mut t = vec![row(&[
+        "PACKAGE",
+        "NAME",
+        "VERSION",
+        "CHANNELS",
+        "INSTALL MODES",
+        "WEBHOOKS",
+        "REPLACES",
+        "SKIPS/RANGE",
+        "DEPENDENCIES",
+    ])];
     let dash = |s: String| if s.is_empty() { "-".to_string() } else { s };
     for b in rows {
-        let replaces: Vec<String> = b.upgrade_edges.iter().filter_map(|e| e.replaces.clone()).collect();
-        let mut skips: Vec<String> = b.upgrade_edges.iter().flat_map(|e| e.skips.clone()).collect();
+        let replaces: Vec<String> = b
+            .upgrade_edges
+            .iter()
+            .filter_map(|e| e.replaces.clone())
+            .collect();
+        let mut skips: Vec<String> = b
+            .upgrade_edges
+            .iter()
+            .flat_map(|e| e.skips.clone())
+            .collect();
         skips.extend(b.upgrade_edges.iter().filter_map(|e| e.skip_range.clone()));
         skips.dedup();
         let mut replaces = replaces;
@@ -265,7 +286,10 @@ fn bundle_table(rows: &[BundleRecord]) -> Vec<Vec<String>> {
             b.name.clone(),
             b.version.clone(),
             dash(b.channels.join(",")),
-            b.install_modes.as_ref().map(|m| dash(m.join(","))).unwrap_or_else(|| "unknown".into()),
+            b.install_modes
+                .as_ref()
+                .map(|m| dash(m.join(",")))
+                .unwrap_or_else(|| "unknown".into()),
             match b.webhooks {
                 Some(true) => "yes".into(),
                 Some(false) => "no".into(),
@@ -282,11 +306,19 @@ fn bundle_table(rows: &[BundleRecord]) -> Vec<Vec<String>> {
 fn show(a: ShowArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let source = CatalogSource::parse(&a.source.catalog);
     let (schema, name) = match (&a.channel, &a.bundle) {
-        (Some(c), _) => (Some(super::model::SCHEMA_CHANNEL.to_string()), Some(c.clone())),
-        (_, Some(b)) => (Some(super::model::SCHEMA_BUNDLE.to_string()), Some(b.clone())),
+        (Some(c), _) => (
+            Some(super::model::SCHEMA_CHANNEL.to_string()),
+            Some(c.clone()),
+        ),
+        (_, Some(b)) => (
+            Some(super::model::SCHEMA_BUNDLE.to_string()),
+            Some(b.clone()),
+        ),
         _ => (a.schema.clone(), a.name.clone()),
     };
-    let keep = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w.is_empty() || w == have);
+    let keep = |want: &Option<String>, have: &str| {
+        want.as_deref().is_none_or(|w| w.is_empty() || w == have)
+    };
     let mut first = true;
     if a.source.output == Output::Json {
         out.write_all(b"[").map_err(out_err)?;
@@ -296,21 +328,37 @@ fn show(a: ShowArgs, out: &mut dyn Write) -> Result<(), CliError> {
         if !(keep(&schema, v.schema()) && keep(&a.package, v.package()) && keep(&name, v.name())) {
             return Ok(());
         }
-        let w = |e: std::io::Error| FbcError::Io { path: PathBuf::from("<stdout>"), source: e };
+        let w = |e: std::io::Error| FbcError::Io {
+            path: PathBuf::from("<stdout>"),
+            source: e,
+        };
         match a.source.output {
-            Output::Table => out.write_all(blob.json).and_then(|_| out.write_all(b"\n")).map_err(w)?,
+            Output::Table => out
+                .write_all(blob.json)
+                .and_then(|_| out.write_all(b"\n"))
+                .map_err(w)?,
             Output::Json => {
-                let value: serde_json::Value = serde_json::from_slice(blob.json)
-                    .map_err(|e| FbcError::Parse { path: blob.path.to_path_buf(), message: e.to_string() })?;
-                let text = serde_json::to_string_pretty(&value)
-                    .map_err(|e| FbcError::Parse { path: blob.path.to_path_buf(), message: e.to_string() })?;
+                let value: serde_json::Value =
+                    serde_json::from_slice(blob.json).map_err(|e| FbcError::Parse {
+                        path: blob.path.to_path_buf(),
+                        message: e.to_string(),
+                    })?;
+                let text = serde_json::to_string_pretty(&value).map_err(|e| FbcError::Parse {
+                    path: blob.path.to_path_buf(),
+                    message: e.to_string(),
+                })?;
                 write!(out, "{}\n{text}", if first { "" } else { "," }).map_err(w)?;
             }
             Output::Yaml => {
-                let value: serde_json::Value = serde_json::from_slice(blob.json)
-                    .map_err(|e| FbcError::Parse { path: blob.path.to_path_buf(), message: e.to_string() })?;
-                let text = serde_saphyr::to_string(&value)
-                    .map_err(|e| FbcError::Parse { path: blob.path.to_path_buf(), message: e.to_string() })?;
+                let value: serde_json::Value =
+                    serde_json::from_slice(blob.json).map_err(|e| FbcError::Parse {
+                        path: blob.path.to_path_buf(),
+                        message: e.to_string(),
+                    })?;
+                let text = serde_saphyr::to_string(&value).map_err(|e| FbcError::Parse {
+                    path: blob.path.to_path_buf(),
+                    message: e.to_string(),
+                })?;
                 write!(out, "---\n{text}").map_err(w)?;
             }
         }
@@ -335,9 +383,15 @@ mod tests {
     }
 
     fn run_args(args: &[&str]) -> Result<String, CliError> {
-        let cli = Cli::try_parse_from(std::iter::once("catalog").chain(args.iter().copied())).unwrap();
+        let cli =
+            Cli::try_parse_from(std::iter::once("catalog").chain(args.iter().copied())).unwrap();
         let mut out = Vec::new();
-        execute(CatalogArgs { command: cli.command }, &mut out)?;
+        execute(
+            CatalogArgs {
+                command: cli.command,
+            },
+            &mut out,
+        )?;
         Ok(String::from_utf8(out).unwrap())
     }
 
@@ -356,8 +410,20 @@ mod tests {
         let t = run_args(&["packages", "--catalog", c]).unwrap();
         assert!(t.starts_with("NAME"), "{t}");
         assert!(t.contains("p      stable            1.1.0"), "{t}");
-        let j: serde_json::Value =
-            serde_json::from_str(&run_args(&["packages", "--catalog", c, "--install-mode", "AllNamespaces", "--no-webhooks", "-o", "json"]).unwrap()).unwrap();
+        let j: serde_json::Value = serde_json::from_str(
+            &run_args(&[
+                "packages",
+                "--catalog",
+                c,
+                "--install-mode",
+                "AllNamespaces",
+                "--no-webhooks",
+                "-o",
+                "json",
+            ])
+            .unwrap(),
+        )
+        .unwrap();
         assert_eq!(j.as_array().unwrap().len(), 1);
         assert_eq!(j[0]["name"], "p");
     }
@@ -366,11 +432,22 @@ mod tests {
     fn channels_and_bundles() {
         let d = catalog();
         let c = d.path().to_str().unwrap();
-        let j: serde_json::Value =
-            serde_json::from_str(&run_args(&["channels", "--catalog", c, "--package", "p", "-o", "json"]).unwrap()).unwrap();
+        let j: serde_json::Value = serde_json::from_str(
+            &run_args(&["channels", "--catalog", c, "--package", "p", "-o", "json"]).unwrap(),
+        )
+        .unwrap();
         assert_eq!(j[0]["head"], "p.v1.1.0");
         assert_eq!(j[0]["entries"][1]["replaces"], "p.v1.0.0");
-        let t = run_args(&["bundles", "--catalog", c, "--package", "p", "--channel", "stable"]).unwrap();
+        let t = run_args(&[
+            "bundles",
+            "--catalog",
+            c,
+            "--package",
+            "p",
+            "--channel",
+            "stable",
+        ])
+        .unwrap();
         assert_eq!(t.lines().count(), 3, "{t}");
         assert!(t.contains("<1.1.0"), "{t}");
         let y = run_args(&["bundles", "--catalog", c, "--package", "q", "-o", "yaml"]).unwrap();
@@ -383,26 +460,78 @@ mod tests {
     fn show_selects_raw_blobs() {
         let d = catalog();
         let c = d.path().to_str().unwrap();
-        let t = run_args(&["show", "--catalog", c, "--package", "p", "--schema", "olm.package"]).unwrap();
-        assert_eq!(t, "{\"schema\":\"olm.package\",\"name\":\"p\",\"defaultChannel\":\"stable\"}\n");
+        let t = run_args(&[
+            "show",
+            "--catalog",
+            c,
+            "--package",
+            "p",
+            "--schema",
+            "olm.package",
+        ])
+        .unwrap();
+        assert_eq!(
+            t,
+            "{\"schema\":\"olm.package\",\"name\":\"p\",\"defaultChannel\":\"stable\"}\n"
+        );
         let t = run_args(&["show", "--catalog", c, "--package", "p"]).unwrap();
         assert_eq!(t.lines().count(), 4);
-        let j: serde_json::Value =
-            serde_json::from_str(&run_args(&["show", "--catalog", c, "--package", "p", "--bundle", "p.v1.1.0", "-o", "json"]).unwrap()).unwrap();
+        let j: serde_json::Value = serde_json::from_str(
+            &run_args(&[
+                "show",
+                "--catalog",
+                c,
+                "--package",
+                "p",
+                "--bundle",
+                "p.v1.1.0",
+                "-o",
+                "json",
+            ])
+            .unwrap(),
+        )
+        .unwrap();
         assert_eq!(j.as_array().unwrap().len(), 1);
         assert_eq!(j[0]["image"], "quay.io/p:2");
-        let y = run_args(&["show", "--catalog", c, "--package", "p", "--channel", "stable", "-o", "yaml"]).unwrap();
-        assert!(y.starts_with("---\n") && y.contains("replaces: p.v1.0.0"), "{y}");
+        let y = run_args(&[
+            "show",
+            "--catalog",
+            c,
+            "--package",
+            "p",
+            "--channel",
+            "stable",
+            "-o",
+            "yaml",
+        ])
+        .unwrap();
+        assert!(
+            y.starts_with("---\n") && y.contains("replaces: p.v1.0.0"),
+            "{y}"
+        );
     }
 
     #[test]
     fn sources() {
-        assert_eq!(CatalogSource::parse("quay.io/org/cat:v1"), CatalogSource::Image("quay.io/org/cat:v1".into()));
-        assert_eq!(CatalogSource::parse("operatorhubio"), CatalogSource::ClusterCatalog("operatorhubio".into()));
-        assert_eq!(CatalogSource::parse("./x"), CatalogSource::Local("./x".into()));
-        let e = run_args(&["packages", "--catalog", "quay.io/org/cat:v1"]).unwrap_err().to_string();
+        assert_eq!(
+            CatalogSource::parse("quay.io/org/cat:v1"),
+            CatalogSource::Image("quay.io/org/cat:v1".into())
+        );
+        assert_eq!(
+            CatalogSource::parse("operatorhubio"),
+            CatalogSource::ClusterCatalog("operatorhubio".into())
+        );
+        assert_eq!(
+            CatalogSource::parse("./x"),
+            CatalogSource::Local("./x".into())
+        );
+        let e = run_args(&["packages", "--catalog", "quay.io/org/cat:v1"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not wired"), "{e}");
-        let e = run_args(&["packages", "--catalog", "./does-not-exist"]).unwrap_err().to_string();
+        let e = run_args(&["packages", "--catalog", "./does-not-exist"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("does-not-exist"), "{e}");
     }
 }

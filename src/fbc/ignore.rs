@@ -36,7 +36,12 @@ impl IgnoreFile {
             }
             let (negated, line) = match line.strip_prefix('!') {
                 Some(rest) => (true, rest),
-                None => (false, line.strip_prefix("\\").filter(|r| r.starts_with(['#', '!'])).unwrap_or(line)),
+                None => (
+                    false,
+                    line.strip_prefix("\\")
+                        .filter(|r| r.starts_with(['#', '!']))
+                        .unwrap_or(line),
+                ),
             };
             let (dir_only, line) = match line.strip_suffix('/') {
                 Some(rest) => (true, rest),
@@ -50,7 +55,12 @@ impl IgnoreFile {
             let regex = glob_to_regex(line)
                 .and_then(|r| Regex::new(&r).map_err(|e| e.to_string()))
                 .map_err(|e| format!("line {}: invalid pattern {raw:?}: {e}", i + 1))?;
-            patterns.push(Pattern { regex, negated, dir_only, anchored });
+            patterns.push(Pattern {
+                regex,
+                negated,
+                dir_only,
+                anchored,
+            });
         }
         Ok(Self { patterns })
     }
@@ -63,7 +73,12 @@ impl IgnoreFile {
             .iter()
             .rev()
             .find(|p| {
-                (!p.dir_only || is_dir) && if p.anchored { p.regex.is_match(rel) } else { p.regex.is_match(base) }
+                (!p.dir_only || is_dir)
+                    && if p.anchored {
+                        p.regex.is_match(rel)
+                    } else {
+                        p.regex.is_match(base)
+                    }
             })
             .map(|p| !p.negated)
     }
@@ -101,7 +116,8 @@ impl IgnoreStack {
             let sub = if dir.is_empty() {
                 Some(rel)
             } else {
-                rel.strip_prefix(dir.as_str()).and_then(|r| r.strip_prefix('/'))
+                rel.strip_prefix(dir.as_str())
+                    .and_then(|r| r.strip_prefix('/'))
             };
             if let Some(decision) = sub.and_then(|sub| file.decide(sub, is_dir)) {
                 return decision;
@@ -226,7 +242,10 @@ mod tests {
     #[test]
     fn nested_files_apply_below_their_directory_only() {
         let mut s = stack("*.txt\n");
-        s.push("pkg", IgnoreFile::parse("!keep.txt\n/local.json\n").unwrap());
+        s.push(
+            "pkg",
+            IgnoreFile::parse("!keep.txt\n/local.json\n").unwrap(),
+        );
         assert!(s.is_ignored("a.txt", false));
         assert!(!s.is_ignored("pkg/keep.txt", false));
         assert!(s.is_ignored("pkg/local.json", false));

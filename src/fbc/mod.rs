@@ -11,8 +11,13 @@ pub mod query;
 pub mod store;
 pub mod validate;
 
+#[cfg(test)]
+mod hostile_tests;
+
 pub use parse::{Blob, Limits, walk_catalog};
-pub use store::{StoreOptions, StoredCatalog, delete, store, store_with_limits, store_with_options};
+pub use store::{
+    StoreOptions, StoredCatalog, delete, store, store_with_limits, store_with_options,
+};
 
 use model::PackageContent;
 use serde_json::Value;
@@ -41,10 +46,15 @@ pub enum FbcError {
 /// Reads every FBC blob of a file or a directory tree (JSON streams or multi-document
 /// YAML, `.indexignore` honoured), in walk order, and calls `f` with the file it came
 /// from and the blob. Default [`Limits`] apply.
-pub fn walk_blobs(root: &Path, f: &mut dyn FnMut(&Path, Value) -> Result<(), FbcError>) -> Result<(), FbcError> {
+pub fn walk_blobs(
+    root: &Path,
+    f: &mut dyn FnMut(&Path, Value) -> Result<(), FbcError>,
+) -> Result<(), FbcError> {
     walk_catalog(root, &Limits::default(), &mut |blob| {
-        let value: Value = serde_json::from_slice(blob.json)
-            .map_err(|e| FbcError::Parse { path: blob.path.to_path_buf(), message: e.to_string() })?;
+        let value: Value = serde_json::from_slice(blob.json).map_err(|e| FbcError::Parse {
+            path: blob.path.to_path_buf(),
+            message: e.to_string(),
+        })?;
         f(blob.path, value)
     })?;
     Ok(())
@@ -58,8 +68,10 @@ pub fn load_package(root: &Path, package: &str) -> Result<PackageContent, FbcErr
         if blob.view.package() != package {
             return Ok(());
         }
-        let value: Value = serde_json::from_slice(blob.json)
-            .map_err(|e| FbcError::Parse { path: blob.path.to_path_buf(), message: e.to_string() })?;
+        let value: Value = serde_json::from_slice(blob.json).map_err(|e| FbcError::Parse {
+            path: blob.path.to_path_buf(),
+            message: e.to_string(),
+        })?;
         content.push_blob(&value).map_err(|e| FbcError::Parse {
             path: blob.path.to_path_buf(),
             message: format!("{} blob at line {}: {e}", blob.view.schema(), blob.line),

@@ -8,9 +8,12 @@
 
 use super::FbcError;
 use super::ignore::{INDEX_IGNORE, IgnoreFile, IgnoreStack};
-use super::model::{PROPERTY_PACKAGE, PackageProperty, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE};
-use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use super::model::{
+    PROPERTY_PACKAGE, PackageProperty, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS,
+    SCHEMA_PACKAGE,
+};
 use serde::Deserialize;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use std::fmt;
 use std::fs::File;
@@ -30,7 +33,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_total_bytes: 1 << 30, max_files: 100_000, max_blob_bytes: 64 << 20 }
+        Self {
+            max_total_bytes: 1 << 30,
+            max_files: 100_000,
+            max_blob_bytes: 64 << 20,
+        }
     }
 }
 
@@ -120,7 +127,9 @@ impl<'de> Deserialize<'de> for PropertyView {
                     match key.as_ref() {
                         "type" => type_ = Some(map.next_value()?),
                         "value" => match type_.as_deref() {
-                            Some(PROPERTY_PACKAGE) => package = Some(parse_package(map.next_value()?)),
+                            Some(PROPERTY_PACKAGE) => {
+                                package = Some(parse_package(map.next_value()?))
+                            }
                             Some(_) => {
                                 map.next_value::<IgnoredAny>()?;
                             }
@@ -180,8 +189,18 @@ pub struct WalkStats {
 type BlobFn<'f> = dyn FnMut(&Blob<'_>) -> Result<(), FbcError> + 'f;
 
 /// Walks a catalog (a file, or a directory tree) and calls `f` for each blob in order.
-pub fn walk_catalog(source: &Path, limits: &Limits, f: &mut BlobFn<'_>) -> Result<WalkStats, FbcError> {
-    let mut walker = Walker { limits, stats: WalkStats::default(), entries: 0, buf: Vec::new(), compact: Vec::new() };
+pub fn walk_catalog(
+    source: &Path,
+    limits: &Limits,
+    f: &mut BlobFn<'_>,
+) -> Result<WalkStats, FbcError> {
+    let mut walker = Walker {
+        limits,
+        stats: WalkStats::default(),
+        entries: 0,
+        buf: Vec::new(),
+        compact: Vec::new(),
+    };
     let meta = std::fs::metadata(source).map_err(io(source))?;
     if meta.is_dir() {
         let mut ignores = IgnoreStack::default();
@@ -194,7 +213,10 @@ pub fn walk_catalog(source: &Path, limits: &Limits, f: &mut BlobFn<'_>) -> Resul
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> FbcError + '_ {
-    move |source| FbcError::Io { path: path.to_path_buf(), source }
+    move |source| FbcError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 struct Walker<'l> {
@@ -222,7 +244,13 @@ impl Walker<'_> {
         Ok(())
     }
 
-    fn walk_dir(&mut self, dir: &Path, rel: &str, ignores: &mut IgnoreStack, f: &mut BlobFn<'_>) -> Result<(), FbcError> {
+    fn walk_dir(
+        &mut self,
+        dir: &Path,
+        rel: &str,
+        ignores: &mut IgnoreStack,
+        f: &mut BlobFn<'_>,
+    ) -> Result<(), FbcError> {
         let mut entries = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(io(dir))? {
             let entry = entry.map_err(io(dir))?;
@@ -232,13 +260,19 @@ impl Walker<'_> {
         }
         entries.sort_by(|a, b| a.0.as_encoded_bytes().cmp(b.0.as_encoded_bytes()));
         let depth = ignores.len();
-        if entries.iter().any(|(n, t)| n == INDEX_IGNORE && t.is_file()) {
+        if entries
+            .iter()
+            .any(|(n, t)| n == INDEX_IGNORE && t.is_file())
+        {
             let path = dir.join(INDEX_IGNORE);
             let mut text = String::new();
             File::open(&path)
                 .and_then(|f| f.take(self.limits.max_blob_bytes).read_to_string(&mut text))
                 .map_err(io(&path))?;
-            let file = IgnoreFile::parse(&text).map_err(|message| FbcError::Parse { path: path.clone(), message })?;
+            let file = IgnoreFile::parse(&text).map_err(|message| FbcError::Parse {
+                path: path.clone(),
+                message,
+            })?;
             ignores.push(rel, file);
         }
         for (name, file_type) in entries {
@@ -247,7 +281,11 @@ impl Walker<'_> {
             }
             let path = dir.join(&name);
             let name_str = name.to_string_lossy();
-            let child_rel = if rel.is_empty() { name_str.to_string() } else { format!("{rel}/{name_str}") };
+            let child_rel = if rel.is_empty() {
+                name_str.to_string()
+            } else {
+                format!("{rel}/{name_str}")
+            };
             if file_type.is_dir() {
                 if !ignores.is_ignored(&child_rel, true) {
                     self.walk_dir(&path, &child_rel, ignores, f)?;
@@ -265,7 +303,10 @@ impl Walker<'_> {
                     });
                 }
             } else if !ignores.is_ignored(&child_rel, false) {
-                return Err(FbcError::Parse { path, message: "not a regular file or directory".into() });
+                return Err(FbcError::Parse {
+                    path,
+                    message: "not a regular file or directory".into(),
+                });
             }
         }
         ignores.truncate(depth);
@@ -321,7 +362,11 @@ impl Walker<'_> {
             reader.consume(skip);
             self.add_bytes(path, skip as u64)?;
         };
-        if is_json { self.read_json(path, reader, line, f) } else { self.read_yaml(path, reader, line, f) }
+        if is_json {
+            self.read_json(path, reader, line, f)
+        } else {
+            self.read_yaml(path, reader, line, f)
+        }
     }
 
     fn blob_too_large(&self, path: &Path, line: u64) -> FbcError {
@@ -334,7 +379,13 @@ impl Walker<'_> {
         }
     }
 
-    fn read_json(&mut self, path: &Path, mut reader: BufReader<File>, mut line: u64, f: &mut BlobFn<'_>) -> Result<(), FbcError> {
+    fn read_json(
+        &mut self,
+        path: &Path,
+        mut reader: BufReader<File>,
+        mut line: u64,
+        f: &mut BlobFn<'_>,
+    ) -> Result<(), FbcError> {
         let mut sc = Scan::default();
         let mut index = 0u64;
         let max = self.limits.max_blob_bytes as usize;
@@ -351,7 +402,12 @@ impl Walker<'_> {
                         b'\n' => line += 1,
                         b' ' | b'\t' | b'\r' => {}
                         b'{' => {
-                            sc = Scan { in_blob: true, depth: 1, start_line: line, ..Scan::default() };
+                            sc = Scan {
+                                in_blob: true,
+                                depth: 1,
+                                start_line: line,
+                                ..Scan::default()
+                            };
                             self.buf.clear();
                             self.buf.push(b'{');
                         }
@@ -440,7 +496,14 @@ impl Walker<'_> {
     }
 
     /// Parses the blob in `self.buf` and hands it out.
-    fn emit(&mut self, path: &Path, line: u64, index: u64, has_space: bool, f: &mut BlobFn<'_>) -> Result<(), FbcError> {
+    fn emit(
+        &mut self,
+        path: &Path,
+        line: u64,
+        index: u64,
+        has_space: bool,
+        f: &mut BlobFn<'_>,
+    ) -> Result<(), FbcError> {
         let parse_err = |e: &serde_json::Error| FbcError::Parse {
             path: path.to_path_buf(),
             message: format!(
@@ -464,12 +527,24 @@ impl Walker<'_> {
             &self.buf
         };
         self.stats.blobs += 1;
-        let blob = Blob { path, line, index, json, view: &view };
+        let blob = Blob {
+            path,
+            line,
+            index,
+            json,
+            view: &view,
+        };
         check_schema(&blob)?;
         f(&blob)
     }
 
-    fn read_yaml(&mut self, path: &Path, reader: BufReader<File>, first_line: u64, f: &mut BlobFn<'_>) -> Result<(), FbcError> {
+    fn read_yaml(
+        &mut self,
+        path: &Path,
+        reader: BufReader<File>,
+        first_line: u64,
+        f: &mut BlobFn<'_>,
+    ) -> Result<(), FbcError> {
         let max = self.limits.max_blob_bytes as usize;
         let mut reader = reader.take(u64::MAX);
         let mut doc = String::new();
@@ -499,7 +574,8 @@ impl Walker<'_> {
                 })?
             };
             let trimmed = text.trim_end_matches(['\n', '\r']);
-            let separator = trimmed == "---" || trimmed.starts_with("--- ") || trimmed.starts_with("---\t");
+            let separator =
+                trimmed == "---" || trimmed.starts_with("--- ") || trimmed.starts_with("---\t");
             let end_marker = trimmed == "...";
             if eof || separator || end_marker {
                 if !doc.trim().is_empty() {
@@ -531,13 +607,23 @@ impl Walker<'_> {
         }
     }
 
-    fn emit_yaml(&mut self, path: &Path, doc: &str, doc_line: u64, index: &mut u64, f: &mut BlobFn<'_>) -> Result<(), FbcError> {
+    fn emit_yaml(
+        &mut self,
+        path: &Path,
+        doc: &str,
+        doc_line: u64,
+        index: &mut u64,
+        f: &mut BlobFn<'_>,
+    ) -> Result<(), FbcError> {
         let values = serde_saphyr::from_multiple::<Value>(doc).map_err(|e| {
             let at = e.location().map(|l| doc_line + l.line().saturating_sub(1));
             FbcError::Parse {
                 path: path.to_path_buf(),
                 message: match at {
-                    Some(at) => format!("document {} starting at line {doc_line}: line {at}: {e}", *index + 1),
+                    Some(at) => format!(
+                        "document {} starting at line {doc_line}: line {at}: {e}",
+                        *index + 1
+                    ),
                     None => format!("document {} starting at line {doc_line}: {e}", *index + 1),
                 },
             }
@@ -547,7 +633,10 @@ impl Walker<'_> {
             if !value.is_object() {
                 return Err(FbcError::Parse {
                     path: path.to_path_buf(),
-                    message: format!("document {} starting at line {doc_line}: not a mapping", *index),
+                    message: format!(
+                        "document {} starting at line {doc_line}: not a mapping",
+                        *index
+                    ),
                 });
             }
             self.buf.clear();
@@ -579,10 +668,22 @@ fn parse_view(json: &[u8]) -> Result<BlobView, serde_json::Error> {
             // Unknown schemas may use `entries`/`properties` differently: keep only the keys.
             let meta: MetaOnly = serde_json::from_slice(json)?;
             let schema = meta.schema.as_deref().unwrap_or_default();
-            if [SCHEMA_PACKAGE, SCHEMA_CHANNEL, SCHEMA_BUNDLE, SCHEMA_DEPRECATIONS].contains(&schema) {
+            if [
+                SCHEMA_PACKAGE,
+                SCHEMA_CHANNEL,
+                SCHEMA_BUNDLE,
+                SCHEMA_DEPRECATIONS,
+            ]
+            .contains(&schema)
+            {
                 return Err(e);
             }
-            Ok(BlobView { schema: meta.schema, package: meta.package, name: meta.name, ..BlobView::default() })
+            Ok(BlobView {
+                schema: meta.schema,
+                package: meta.package,
+                name: meta.name,
+                ..BlobView::default()
+            })
         }
     }
 }
@@ -591,7 +692,10 @@ fn check_schema(blob: &Blob<'_>) -> Result<(), FbcError> {
     if blob.view.schema().is_empty() {
         return Err(FbcError::Parse {
             path: blob.path.to_path_buf(),
-            message: format!("blob {} starting at line {}: missing or empty \"schema\"", blob.index, blob.line),
+            message: format!(
+                "blob {} starting at line {}: missing or empty \"schema\"",
+                blob.index, blob.line
+            ),
         });
     }
     Ok(())
@@ -644,7 +748,10 @@ fn compact_json(input: &[u8], out: &mut Vec<u8>) {
 pub fn display_path(root: &Path, path: &Path) -> PathBuf {
     match path.strip_prefix(root) {
         Ok(rel) if !rel.as_os_str().is_empty() => rel.to_path_buf(),
-        Ok(_) => path.file_name().map(PathBuf::from).unwrap_or_else(|| path.to_path_buf()),
+        Ok(_) => path
+            .file_name()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| path.to_path_buf()),
         Err(_) => path.to_path_buf(),
     }
 }
@@ -667,7 +774,10 @@ mod tests {
     fn write(dir: &Path, rel: &str, text: &str) {
         let p = dir.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::File::create(p).unwrap().write_all(text.as_bytes()).unwrap();
+        std::fs::File::create(p)
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
     }
 
     #[test]
@@ -689,13 +799,21 @@ mod tests {
     #[test]
     fn yaml_multi_document_and_any_extension_and_order() {
         let d = tempfile::tempdir().unwrap();
-        write(d.path(), "b/catalog.yaml", "---\nschema: olm.package\nname: p\n---\n# only a comment\n---\nschema: olm.bundle\nname: b\npackage: p\n");
+        write(
+            d.path(),
+            "b/catalog.yaml",
+            "---\nschema: olm.package\nname: p\n---\n# only a comment\n---\nschema: olm.bundle\nname: b\npackage: p\n",
+        );
         write(d.path(), "a/z.txt", "{\"schema\":\"first\"}");
         let blobs = collect(d.path(), &Limits::default()).unwrap();
         let names: Vec<_> = blobs.iter().map(|b| b.2.as_str()).collect();
         assert_eq!(
             names,
-            [r#"{"schema":"first"}"#, r#"{"schema":"olm.package","name":"p"}"#, r#"{"schema":"olm.bundle","name":"b","package":"p"}"#]
+            [
+                r#"{"schema":"first"}"#,
+                r#"{"schema":"olm.package","name":"p"}"#,
+                r#"{"schema":"olm.bundle","name":"b","package":"p"}"#
+            ]
         );
         assert_eq!(blobs[2].1, 7);
     }
@@ -708,7 +826,11 @@ mod tests {
         write(d.path(), "docs/x.json", "not json");
         write(d.path(), "pkg/.indexignore", "*.bak\n");
         write(d.path(), "pkg/c.json.bak", "broken {");
-        write(d.path(), "pkg/c.json", "{\"schema\":\"olm.package\",\"name\":\"p\"}");
+        write(
+            d.path(),
+            "pkg/c.json",
+            "{\"schema\":\"olm.package\",\"name\":\"p\"}",
+        );
         let blobs = collect(d.path(), &Limits::default()).unwrap();
         assert_eq!(blobs.len(), 1);
     }
@@ -716,8 +838,14 @@ mod tests {
     #[test]
     fn invalid_json_names_file_blob_and_line() {
         let d = tempfile::tempdir().unwrap();
-        write(d.path(), "c.json", "{\"schema\":\"a\"}\n{\n \"schema\": \"b\",\n \"name\": \"x\" \"y\"\n}\n");
-        let err = collect(d.path(), &Limits::default()).unwrap_err().to_string();
+        write(
+            d.path(),
+            "c.json",
+            "{\"schema\":\"a\"}\n{\n \"schema\": \"b\",\n \"name\": \"x\" \"y\"\n}\n",
+        );
+        let err = collect(d.path(), &Limits::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("c.json"), "{err}");
         assert!(err.contains("blob 2 starting at line 2"), "{err}");
         assert!(err.contains("line 4,"), "{err}");
@@ -733,8 +861,14 @@ mod tests {
     #[test]
     fn invalid_yaml_names_file_and_absolute_line() {
         let d = tempfile::tempdir().unwrap();
-        write(d.path(), "c.yaml", "schema: olm.package\nname: p\n---\nschema: olm.channel\nname: [unclosed\npackage: p\n");
-        let err = collect(d.path(), &Limits::default()).unwrap_err().to_string();
+        write(
+            d.path(),
+            "c.yaml",
+            "schema: olm.package\nname: p\n---\nschema: olm.channel\nname: [unclosed\npackage: p\n",
+        );
+        let err = collect(d.path(), &Limits::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("c.yaml"), "{err}");
         assert!(err.contains("document 2 starting at line 4"), "{err}");
         assert!(err.contains("line 5") || err.contains("line 6"), "{err}");
@@ -743,27 +877,59 @@ mod tests {
     #[test]
     fn unknown_schema_with_odd_fields_is_kept_but_missing_schema_is_not() {
         let d = tempfile::tempdir().unwrap();
-        write(d.path(), "a.json", "{\"schema\":\"my.thing\",\"entries\":\"text\",\"properties\":7}");
+        write(
+            d.path(),
+            "a.json",
+            "{\"schema\":\"my.thing\",\"entries\":\"text\",\"properties\":7}",
+        );
         assert_eq!(collect(d.path(), &Limits::default()).unwrap().len(), 1);
         write(d.path(), "b.json", "{\"name\":\"x\"}");
-        let err = collect(d.path(), &Limits::default()).unwrap_err().to_string();
+        let err = collect(d.path(), &Limits::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("b.json") && err.contains("schema"), "{err}");
     }
 
     #[test]
     fn limits_are_enforced() {
         let d = tempfile::tempdir().unwrap();
-        write(d.path(), "a.json", &format!("{{\"schema\":\"x\",\"v\":\"{}\"}}", "a".repeat(5000)));
-        let small = Limits { max_blob_bytes: 1000, ..Limits::default() };
+        write(
+            d.path(),
+            "a.json",
+            &format!("{{\"schema\":\"x\",\"v\":\"{}\"}}", "a".repeat(5000)),
+        );
+        let small = Limits {
+            max_blob_bytes: 1000,
+            ..Limits::default()
+        };
         let err = collect(d.path(), &small).unwrap_err().to_string();
-        assert!(err.contains("max_blob_bytes") && err.contains("a.json:1"), "{err}");
-        let total = Limits { max_total_bytes: 100, ..Limits::default() };
-        assert!(collect(d.path(), &total).unwrap_err().to_string().contains("max_total_bytes"));
+        assert!(
+            err.contains("max_blob_bytes") && err.contains("a.json:1"),
+            "{err}"
+        );
+        let total = Limits {
+            max_total_bytes: 100,
+            ..Limits::default()
+        };
+        assert!(
+            collect(d.path(), &total)
+                .unwrap_err()
+                .to_string()
+                .contains("max_total_bytes")
+        );
         for i in 0..5 {
             write(d.path(), &format!("f{i}.json"), "{\"schema\":\"x\"}");
         }
-        let files = Limits { max_files: 3, ..Limits::default() };
-        assert!(collect(d.path(), &files).unwrap_err().to_string().contains("max_files"));
+        let files = Limits {
+            max_files: 3,
+            ..Limits::default()
+        };
+        assert!(
+            collect(d.path(), &files)
+                .unwrap_err()
+                .to_string()
+                .contains("max_files")
+        );
     }
 
     #[test]

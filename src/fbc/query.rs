@@ -4,8 +4,9 @@
 //! functions then select from. Raw blobs are only kept for `show`.
 
 use super::model::{
-    Bundle, Channel, ChannelEntry, PROPERTY_BUNDLE_OBJECT, PROPERTY_CONSTRAINT, PROPERTY_CSV_METADATA, PROPERTY_GVK,
-    PROPERTY_GVK_REQUIRED, PROPERTY_PACKAGE_REQUIRED, Package, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE,
+    Bundle, Channel, ChannelEntry, PROPERTY_BUNDLE_OBJECT, PROPERTY_CONSTRAINT,
+    PROPERTY_CSV_METADATA, PROPERTY_GVK, PROPERTY_GVK_REQUIRED, PROPERTY_PACKAGE_REQUIRED, Package,
+    SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE,
 };
 use super::{FbcError, Limits, walk_catalog};
 use base64::Engine;
@@ -93,9 +94,14 @@ impl Filter {
 
     pub fn bundle_ok(&self, b: &BundleRecord) -> bool {
         self.package_ok(&b.package)
-            && self.channel.as_deref().is_none_or(|c| b.channels.iter().any(|x| x == c))
+            && self
+                .channel
+                .as_deref()
+                .is_none_or(|c| b.channels.iter().any(|x| x == c))
             && self.install_mode.as_deref().is_none_or(|m| {
-                b.install_modes.as_ref().is_some_and(|ms| ms.iter().any(|x| x.eq_ignore_ascii_case(m)))
+                b.install_modes
+                    .as_ref()
+                    .is_some_and(|ms| ms.iter().any(|x| x.eq_ignore_ascii_case(m)))
             })
             && !(self.no_webhooks && b.webhooks == Some(true))
     }
@@ -122,8 +128,12 @@ pub fn load(source: &Path, only_package: Option<&str>) -> Result<CatalogData, Fb
             message: format!("{schema} blob at line {}: {e}", blob.line),
         };
         match schema {
-            SCHEMA_PACKAGE => data.packages.push(serde_json::from_slice(blob.json).map_err(err)?),
-            SCHEMA_CHANNEL => data.channels.push(serde_json::from_slice(blob.json).map_err(err)?),
+            SCHEMA_PACKAGE => data
+                .packages
+                .push(serde_json::from_slice(blob.json).map_err(err)?),
+            SCHEMA_CHANNEL => data
+                .channels
+                .push(serde_json::from_slice(blob.json).map_err(err)?),
             _ => {
                 let bundle: Bundle = serde_json::from_slice(blob.json).map_err(err)?;
                 data.bundles.push(bundle_record(&bundle));
@@ -131,11 +141,18 @@ pub fn load(source: &Path, only_package: Option<&str>) -> Result<CatalogData, Fb
         }
         Ok(())
     })?;
-    let by_key: std::collections::HashMap<(String, String), usize> =
-        data.bundles.iter().enumerate().map(|(i, b)| ((b.package.clone(), b.name.clone()), i)).collect();
+    let by_key: std::collections::HashMap<(String, String), usize> = data
+        .bundles
+        .iter()
+        .enumerate()
+        .map(|(i, b)| ((b.package.clone(), b.name.clone()), i))
+        .collect();
     for ch in &data.channels {
         for e in &ch.entries {
-            if let Some(b) = by_key.get(&(ch.package.clone(), e.name.clone())).map(|&i| &mut data.bundles[i]) {
+            if let Some(b) = by_key
+                .get(&(ch.package.clone(), e.name.clone()))
+                .map(|&i| &mut data.bundles[i])
+            {
                 b.channels.push(ch.name.clone());
                 b.upgrade_edges.push(UpgradeEdge {
                     channel: ch.name.clone(),
@@ -179,11 +196,17 @@ pub fn bundle_record(b: &Bundle) -> BundleRecord {
                 }
             }
             PROPERTY_BUNDLE_OBJECT => {
-                if let Some(csv) = decode_object(&p.value).filter(|o| o["kind"] == "ClusterServiceVersion") {
+                if let Some(csv) =
+                    decode_object(&p.value).filter(|o| o["kind"] == "ClusterServiceVersion")
+                {
                     if let Some(modes) = csv["spec"].get("installModes") {
                         rec.install_modes = Some(supported_modes(modes));
                     }
-                    rec.webhooks = Some(csv["spec"]["webhookdefinitions"].as_array().is_some_and(|w| !w.is_empty()));
+                    rec.webhooks = Some(
+                        csv["spec"]["webhookdefinitions"]
+                            .as_array()
+                            .is_some_and(|w| !w.is_empty()),
+                    );
                 }
             }
             _ => {}
@@ -195,7 +218,11 @@ pub fn bundle_record(b: &Bundle) -> BundleRecord {
 fn gvk(v: &Value) -> String {
     let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
     let group = s("group");
-    if group.is_empty() { format!("{}/{}", s("version"), s("kind")) } else { format!("{group}/{}/{}", s("version"), s("kind")) }
+    if group.is_empty() {
+        format!("{}/{}", s("version"), s("kind"))
+    } else {
+        format!("{group}/{}/{}", s("version"), s("kind"))
+    }
 }
 
 fn supported_modes(modes: &Value) -> Vec<String> {
@@ -211,7 +238,9 @@ fn supported_modes(modes: &Value) -> Vec<String> {
 /// The manifest inside an `olm.bundle.object` property (`{"data": base64}`).
 fn decode_object(v: &Value) -> Option<Value> {
     let data = v.get("data")?.as_str()?;
-    let bytes = base64::engine::general_purpose::STANDARD.decode(data).ok()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .ok()?;
     serde_json::from_slice(&bytes).ok().or_else(|| {
         let text = String::from_utf8(bytes).ok()?;
         serde_saphyr::from_str::<Value>(&text).ok()
@@ -229,10 +258,20 @@ pub fn packages(data: &CatalogData, f: &Filter) -> Vec<PackageRecord> {
         .packages
         .iter()
         .filter(|p| f.package_ok(&p.name))
-        .filter(|p| !f.bundle_filters() || data.bundles.iter().any(|b| b.package == p.name && f.bundle_ok(b)))
+        .filter(|p| {
+            !f.bundle_filters()
+                || data
+                    .bundles
+                    .iter()
+                    .any(|b| b.package == p.name && f.bundle_ok(b))
+        })
         .map(|p| {
-            let channels: Vec<String> =
-                data.channels.iter().filter(|c| c.package == p.name).map(|c| c.name.clone()).collect();
+            let channels: Vec<String> = data
+                .channels
+                .iter()
+                .filter(|c| c.package == p.name)
+                .map(|c| c.name.clone())
+                .collect();
             let latest_version = data
                 .bundles
                 .iter()
@@ -240,7 +279,12 @@ pub fn packages(data: &CatalogData, f: &Filter) -> Vec<PackageRecord> {
                 .filter_map(|b| version_of(&b.version))
                 .max()
                 .map(|v| v.to_string());
-            PackageRecord { name: p.name.clone(), default_channel: p.default_channel.clone(), channels, latest_version }
+            PackageRecord {
+                name: p.name.clone(),
+                default_channel: p.default_channel.clone(),
+                channels,
+                latest_version,
+            }
         })
         .collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -249,8 +293,11 @@ pub fn packages(data: &CatalogData, f: &Filter) -> Vec<PackageRecord> {
 
 /// Channels matching the package/channel filter, by package then name.
 pub fn channels(data: &CatalogData, f: &Filter) -> Vec<ChannelRecord> {
-    let versions: BTreeMap<(&str, &str), &str> =
-        data.bundles.iter().map(|b| ((b.package.as_str(), b.name.as_str()), b.version.as_str())).collect();
+    let versions: BTreeMap<(&str, &str), &str> = data
+        .bundles
+        .iter()
+        .map(|b| ((b.package.as_str(), b.name.as_str()), b.version.as_str()))
+        .collect();
     let mut out: Vec<ChannelRecord> = data
         .channels
         .iter()
@@ -260,7 +307,9 @@ pub fn channels(data: &CatalogData, f: &Filter) -> Vec<ChannelRecord> {
                 .entries
                 .iter()
                 .filter_map(|e| {
-                    let v = versions.get(&(c.package.as_str(), e.name.as_str())).and_then(|v| version_of(v))?;
+                    let v = versions
+                        .get(&(c.package.as_str(), e.name.as_str()))
+                        .and_then(|v| version_of(v))?;
                     Some((v, e.name.clone()))
                 })
                 .max();
@@ -279,9 +328,18 @@ pub fn channels(data: &CatalogData, f: &Filter) -> Vec<ChannelRecord> {
 
 /// Bundles matching the filter, by package then ascending version.
 pub fn bundles(data: &CatalogData, f: &Filter) -> Vec<BundleRecord> {
-    let mut out: Vec<BundleRecord> = data.bundles.iter().filter(|b| f.bundle_ok(b)).cloned().collect();
+    let mut out: Vec<BundleRecord> = data
+        .bundles
+        .iter()
+        .filter(|b| f.bundle_ok(b))
+        .cloned()
+        .collect();
     out.sort_by(|a, b| {
-        (&a.package, version_of(&a.version), &a.name).cmp(&(&b.package, version_of(&b.version), &b.name))
+        (&a.package, version_of(&a.version), &a.name).cmp(&(
+            &b.package,
+            version_of(&b.version),
+            &b.name,
+        ))
     });
     out
 }
@@ -297,11 +355,19 @@ mod tests {
 
     #[test]
     fn csv_metadata_style_fixture() {
-        let Some(data) = fixture_data("v4.20") else { return };
-        let f = Filter { package: Some("ecr-secret-operator".into()), ..Filter::default() };
+        let Some(data) = fixture_data("v4.20") else {
+            return;
+        };
+        let f = Filter {
+            package: Some("ecr-secret-operator".into()),
+            ..Filter::default()
+        };
         let bs = bundles(&data, &f);
         assert_eq!(bs.len(), 4);
-        assert!(bs.iter().all(|b| b.install_modes.is_some() && b.webhooks.is_none()));
+        assert!(
+            bs.iter()
+                .all(|b| b.install_modes.is_some() && b.webhooks.is_none())
+        );
         assert!(bs.iter().all(|b| b.channels == ["alpha"]));
         let vs: Vec<_> = bs.iter().map(|b| b.version.as_str()).collect();
         let mut sorted = vs.clone();
@@ -311,12 +377,18 @@ mod tests {
         assert_eq!(ch.len(), 1);
         assert_eq!(ch[0].head_version.as_deref(), Some(sorted[3]));
         let ps = packages(&data, &Filter::default());
-        assert!(ps.iter().any(|p| p.name == "kubevirt-wol" && p.channels.len() == 3), "{ps:?}");
+        assert!(
+            ps.iter()
+                .any(|p| p.name == "kubevirt-wol" && p.channels.len() == 3),
+            "{ps:?}"
+        );
     }
 
     #[test]
     fn bundle_object_style_fixture_reads_the_csv() {
-        let Some(data) = fixture_data("v4.16") else { return };
+        let Some(data) = fixture_data("v4.16") else {
+            return;
+        };
         let bs = bundles(&data, &Filter::default());
         assert_eq!(bs.len(), 4);
         for b in &bs {
@@ -343,7 +415,11 @@ mod tests {
         let data = CatalogData {
             packages: ["a", "b", "c", "d"]
                 .iter()
-                .map(|n| Package { name: n.to_string(), default_channel: "stable".into(), ..Package::default() })
+                .map(|n| Package {
+                    name: n.to_string(),
+                    default_channel: "stable".into(),
+                    ..Package::default()
+                })
                 .collect(),
             channels: vec![],
             bundles: vec![
@@ -353,14 +429,27 @@ mod tests {
                 rec("d", None, None),
             ],
         };
-        let f = Filter { install_mode: Some("AllNamespaces".into()), no_webhooks: true, ..Filter::default() };
+        let f = Filter {
+            install_mode: Some("AllNamespaces".into()),
+            no_webhooks: true,
+            ..Filter::default()
+        };
         let names: Vec<_> = packages(&data, &f).into_iter().map(|p| p.name).collect();
         assert_eq!(names, ["a"]);
-        let f = Filter { install_mode: Some("allnamespaces".into()), ..Filter::default() };
+        let f = Filter {
+            install_mode: Some("allnamespaces".into()),
+            ..Filter::default()
+        };
         assert_eq!(packages(&data, &f).len(), 2);
-        let f = Filter { no_webhooks: true, ..Filter::default() };
+        let f = Filter {
+            no_webhooks: true,
+            ..Filter::default()
+        };
         assert_eq!(bundles(&data, &f).len(), 3);
-        let f = Filter { channel: Some("beta".into()), ..Filter::default() };
+        let f = Filter {
+            channel: Some("beta".into()),
+            ..Filter::default()
+        };
         assert!(bundles(&data, &f).is_empty());
     }
 }

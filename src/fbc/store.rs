@@ -85,7 +85,8 @@ impl StoredCatalog {
 pub fn validate_catalog_name(name: &str) -> Result<(), String> {
     let label_ok = |l: &str| {
         !l.is_empty()
-            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !l.starts_with('-')
             && !l.ends_with('-')
     };
@@ -101,18 +102,32 @@ pub fn validate_catalog_name(name: &str) -> Result<(), String> {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> FbcError + '_ {
-    move |source| FbcError::Io { path: path.to_path_buf(), source }
+    move |source| FbcError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 fn new_version() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
-    format!("{nanos:x}{:x}{:x}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!(
+        "{nanos:x}{:x}{:x}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Ingests the catalog at `source_dir` (a directory tree or one file) as `catalog_name`
 /// under `root` with default [`Limits`].
-pub fn store(root: &Path, catalog_name: &str, source_dir: &Path) -> Result<StoredCatalog, FbcError> {
+pub fn store(
+    root: &Path,
+    catalog_name: &str,
+    source_dir: &Path,
+) -> Result<StoredCatalog, FbcError> {
     store_with_limits(root, catalog_name, source_dir, &Limits::default())
 }
 
@@ -123,7 +138,15 @@ pub fn store_with_limits(
     source_dir: &Path,
     limits: &Limits,
 ) -> Result<StoredCatalog, FbcError> {
-    store_with_options(root, catalog_name, source_dir, &StoreOptions { limits: limits.clone(), lenient: false })
+    store_with_options(
+        root,
+        catalog_name,
+        source_dir,
+        &StoreOptions {
+            limits: limits.clone(),
+            lenient: false,
+        },
+    )
 }
 
 /// [`store`] with explicit options. On any error nothing changes for readers.
@@ -168,7 +191,11 @@ pub fn store_with_options(
     }
 }
 
-fn write_version(dir: &Path, source: &Path, options: &StoreOptions) -> Result<(WalkStats, Summary, Vec<String>), FbcError> {
+fn write_version(
+    dir: &Path,
+    source: &Path,
+    options: &StoreOptions,
+) -> Result<(WalkStats, Summary, Vec<String>), FbcError> {
     let file_path = dir.join(CATALOG_FILE);
     let file = std::fs::File::create(&file_path).map_err(io(&file_path))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
@@ -177,9 +204,14 @@ fn write_version(dir: &Path, source: &Path, options: &StoreOptions) -> Result<(W
     let mut offset = 0u64;
     let stats = walk_catalog(source, &options.limits, &mut |blob| {
         let shown = display_path(source, blob.path);
-        let shown_blob = super::parse::Blob { path: &shown, ..*blob };
+        let shown_blob = super::parse::Blob {
+            path: &shown,
+            ..*blob
+        };
         validator.add(&shown_blob);
-        out.write_all(blob.json).and_then(|_| out.write_all(b"\n")).map_err(io(&file_path))?;
+        out.write_all(blob.json)
+            .and_then(|_| out.write_all(b"\n"))
+            .map_err(io(&file_path))?;
         let section = [offset, blob.json.len() as u64 + 1];
         offset += section[1];
         Index::add(&mut index.by_schema, blob.view.schema(), section);
@@ -193,7 +225,10 @@ fn write_version(dir: &Path, source: &Path, options: &StoreOptions) -> Result<(W
         Err((summary, problems)) if options.lenient => (summary, problems),
         Err((_, problems)) => return Err(FbcError::Invalid { problems }),
     };
-    out.into_inner().map_err(|e| FbcError::Io { path: file_path.clone(), source: e.into_error() })?;
+    out.into_inner().map_err(|e| FbcError::Io {
+        path: file_path.clone(),
+        source: e.into_error(),
+    })?;
     let index_path = dir.join(INDEX_FILE);
     let index_file = std::fs::File::create(&index_path).map_err(io(&index_path))?;
     let mut w = BufWriter::new(index_file);
@@ -206,7 +241,10 @@ fn write_version(dir: &Path, source: &Path, options: &StoreOptions) -> Result<(W
 
 fn relative_error(source: &Path, e: FbcError) -> FbcError {
     match e {
-        FbcError::Parse { path, message } => FbcError::Parse { path: display_path(source, &path), message },
+        FbcError::Parse { path, message } => FbcError::Parse {
+            path: display_path(source, &path),
+            message,
+        },
         other => other,
     }
 }
@@ -223,7 +261,10 @@ fn swap_link(root: &Path, name: &str, target: &str) -> Result<(), FbcError> {
     }
     std::fs::rename(&tmp, &link).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        FbcError::Io { path: link.clone(), source: e }
+        FbcError::Io {
+            path: link.clone(),
+            source: e,
+        }
     })
 }
 
@@ -240,13 +281,19 @@ fn clean_orphans(root: &Path, name: &str) -> Result<(), FbcError> {
     for entry in std::fs::read_dir(root).map_err(io(root))? {
         let entry = entry.map_err(io(root))?;
         let file_name = entry.file_name();
-        let Some(s) = file_name.to_str() else { continue };
+        let Some(s) = file_name.to_str() else {
+            continue;
+        };
         if !s.starts_with(&prefix) || current.as_deref() == Some(Path::new(s)) {
             continue;
         }
         let path = entry.path();
         let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
-        let r = if is_dir { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        let r = if is_dir {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
         r.map_err(io(&path))?;
     }
     Ok(())
@@ -266,7 +313,12 @@ pub fn delete(root: &Path, name: &str) -> Result<bool, FbcError> {
             true
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-        Err(e) => return Err(FbcError::Io { path: link, source: e }),
+        Err(e) => {
+            return Err(FbcError::Io {
+                path: link,
+                source: e,
+            });
+        }
     };
     if root.exists() {
         clean_orphans(root, name)?;
@@ -278,7 +330,10 @@ pub fn delete(root: &Path, name: &str) -> Result<bool, FbcError> {
 pub fn read_index(dir: &Path) -> Result<Index, FbcError> {
     let path = dir.join(INDEX_FILE);
     let bytes = std::fs::read(&path).map_err(io(&path))?;
-    serde_json::from_slice(&bytes).map_err(|e| FbcError::Parse { path, message: e.to_string() })
+    serde_json::from_slice(&bytes).map_err(|e| FbcError::Parse {
+        path,
+        message: e.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -303,7 +358,9 @@ mod tests {
         assert_eq!(body, CAT);
         let index = read_index(&s1.dir).unwrap();
         let [off, len] = index.by_schema["olm.channel"][0];
-        assert!(body[off as usize..(off + len) as usize].starts_with("{\"schema\":\"olm.channel\""));
+        assert!(
+            body[off as usize..(off + len) as usize].starts_with("{\"schema\":\"olm.channel\"")
+        );
         assert_eq!(index.by_package["p"].len(), 3);
         let s2 = store(root.path(), "cat", src.path()).unwrap();
         assert_ne!(s1.version, s2.version);
@@ -316,12 +373,20 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let good = store(root.path(), "cat", source(CAT).path()).unwrap();
         let bad = source(&CAT.replace("\"defaultChannel\":\"s\"", "\"defaultChannel\":\"x\""));
-        let err = store(root.path(), "cat", bad.path()).unwrap_err().to_string();
+        let err = store(root.path(), "cat", bad.path())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("default channel \"x\" not found"), "{err}");
         assert!(err.contains("catalog.json:1"), "{err}");
         assert_eq!(current_dir(root.path(), "cat").unwrap(), good.dir);
-        assert_eq!(std::fs::read_to_string(root.path().join("cat/catalog.jsonl")).unwrap(), CAT);
-        let entries: Vec<_> = std::fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("cat/catalog.jsonl")).unwrap(),
+            CAT
+        );
+        let entries: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(entries.len(), 2, "{entries:?}");
     }
 
@@ -339,7 +404,10 @@ mod tests {
         assert!(current_dir(root.path(), "cat").is_none());
         assert!(current_dir(root.path(), "cat-b").unwrap().exists());
         let bad = source(&CAT.replace("\"defaultChannel\":\"s\"", "\"defaultChannel\":\"x\""));
-        let lenient = StoreOptions { lenient: true, ..StoreOptions::default() };
+        let lenient = StoreOptions {
+            lenient: true,
+            ..StoreOptions::default()
+        };
         let stored = store_with_options(root.path(), "cat", bad.path(), &lenient).unwrap();
         assert_eq!(stored.warnings.len(), 1, "{:?}", stored.warnings);
         assert_eq!(stored.summary.bundles, 1);
@@ -351,10 +419,22 @@ mod tests {
     #[test]
     fn names_must_be_dns_subdomains() {
         assert!(validate_catalog_name("operatorhubio.v1-2").is_ok());
-        for bad in ["", "Upper", "-a", "a-", "a..b", "../x", "a_b", &"a".repeat(254)] {
+        for bad in [
+            "",
+            "Upper",
+            "-a",
+            "a-",
+            "a..b",
+            "../x",
+            "a_b",
+            &"a".repeat(254),
+        ] {
             assert!(validate_catalog_name(bad).is_err(), "{bad}");
         }
         let root = tempfile::tempdir().unwrap();
-        assert!(matches!(store(root.path(), "../evil", source(CAT).path()), Err(FbcError::InvalidName { .. })));
+        assert!(matches!(
+            store(root.path(), "../evil", source(CAT).path()),
+            Err(FbcError::InvalidName { .. })
+        ));
     }
 }

@@ -7,7 +7,9 @@
 //! and bundles, package references without a name, no duplicate references). Every
 //! problem is reported with the names involved and where the blob is.
 
-use super::model::{PROPERTY_PACKAGE, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE};
+use super::model::{
+    PROPERTY_PACKAGE, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE,
+};
 use super::parse::{Blob, ReferenceView};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -69,7 +71,9 @@ impl Validator {
         let name = v.name().to_string();
         let package = v.package().to_string();
         let schema = v.schema();
-        if matches!(schema, SCHEMA_CHANNEL | SCHEMA_BUNDLE | SCHEMA_DEPRECATIONS) && package.is_empty() {
+        if matches!(schema, SCHEMA_CHANNEL | SCHEMA_BUNDLE | SCHEMA_DEPRECATIONS)
+            && package.is_empty()
+        {
             self.problem(format!("{at}: {schema} blob {name:?} has no package"));
             return;
         }
@@ -81,7 +85,9 @@ impl Validator {
                 }
                 let st = self.state(&name, &at);
                 if let Some(prev) = st.declared_at.clone() {
-                    self.problem(format!("{at}: duplicate package {name:?} (first declared at {prev})"));
+                    self.problem(format!(
+                        "{at}: duplicate package {name:?} (first declared at {prev})"
+                    ));
                     return;
                 }
                 st.declared_at = Some(at.clone());
@@ -97,7 +103,9 @@ impl Validator {
                 }
                 let st = self.state(&package, &at);
                 if let Some(prev) = st.channels.get(&name).cloned() {
-                    self.problem(format!("{at}: package {package:?} has duplicate channel {name:?} (first at {prev})"));
+                    self.problem(format!(
+                        "{at}: package {package:?} has duplicate channel {name:?} (first at {prev})"
+                    ));
                     return;
                 }
                 st.channels.insert(name.clone(), at.clone());
@@ -116,7 +124,9 @@ impl Validator {
                     }
                 }
                 if seen.is_empty() && problems.is_empty() {
-                    problems.push(format!("{at}: channel {name:?} of package {package:?} has no entries"));
+                    problems.push(format!(
+                        "{at}: channel {name:?} of package {package:?} has no entries"
+                    ));
                 }
                 for p in problems {
                     self.problem(p);
@@ -129,26 +139,42 @@ impl Validator {
                 }
                 let st = self.state(&package, &at);
                 if !st.bundles.insert(name.clone()) {
-                    self.problem(format!("{at}: package {package:?} has duplicate bundle {name:?}"));
+                    self.problem(format!(
+                        "{at}: package {package:?} has duplicate bundle {name:?}"
+                    ));
                     return;
                 }
-                let props: Vec<_> = v.properties.iter().flatten().filter(|p| p.type_ == PROPERTY_PACKAGE).collect();
+                let props: Vec<_> = v
+                    .properties
+                    .iter()
+                    .flatten()
+                    .filter(|p| p.type_ == PROPERTY_PACKAGE)
+                    .collect();
                 let problem = match props.as_slice() {
                     [] => Some("has no olm.package property".to_string()),
                     [one] => match &one.package {
-                        Some(Ok(p)) if p.package_name != package => {
-                            Some(format!("has olm.package property for package {:?}", p.package_name))
-                        }
-                        Some(Ok(p)) => semver::Version::parse(&p.version)
-                            .err()
-                            .map(|e| format!("has invalid version {:?} in its olm.package property: {e}", p.version)),
+                        Some(Ok(p)) if p.package_name != package => Some(format!(
+                            "has olm.package property for package {:?}",
+                            p.package_name
+                        )),
+                        Some(Ok(p)) => semver::Version::parse(&p.version).err().map(|e| {
+                            format!(
+                                "has invalid version {:?} in its olm.package property: {e}",
+                                p.version
+                            )
+                        }),
                         Some(Err(e)) => Some(format!("has an invalid olm.package property: {e}")),
                         None => Some("has an olm.package property without a value".to_string()),
                     },
-                    many => Some(format!("must have exactly one olm.package property, has {}", many.len())),
+                    many => Some(format!(
+                        "must have exactly one olm.package property, has {}",
+                        many.len()
+                    )),
                 };
                 if let Some(problem) = problem {
-                    self.problem(format!("{at}: bundle {name:?} of package {package:?} {problem}"));
+                    self.problem(format!(
+                        "{at}: bundle {name:?} of package {package:?} {problem}"
+                    ));
                 }
             }
             SCHEMA_DEPRECATIONS => {
@@ -192,12 +218,17 @@ impl Validator {
 
     /// Cross-blob checks; `Ok` with counts, or the counts and every problem found.
     pub fn finish(mut self) -> Result<Summary, (Summary, Vec<String>)> {
-        let mut summary = Summary { other_blobs: self.other_blobs, ..Summary::default() };
+        let mut summary = Summary {
+            other_blobs: self.other_blobs,
+            ..Summary::default()
+        };
         let packages = std::mem::take(&mut self.packages);
         for (name, st) in &packages {
             let Some(declared) = &st.declared_at else {
                 let at = st.first_ref.as_deref().unwrap_or("?");
-                self.problem(format!("{at}: unknown package {name:?} (no olm.package blob declares it)"));
+                self.problem(format!(
+                    "{at}: unknown package {name:?} (no olm.package blob declares it)"
+                ));
                 continue;
             };
             summary.packages += 1;
@@ -205,7 +236,9 @@ impl Validator {
             summary.bundles += st.bundles.len();
             if st.channels.is_empty() {
                 self.problem(format!("{declared}: package {name:?} has no channels"));
-            } else if !st.default_channel.is_empty() && !st.channels.contains_key(&st.default_channel) {
+            } else if !st.default_channel.is_empty()
+                && !st.channels.contains_key(&st.default_channel)
+            {
                 self.problem(format!(
                     "{declared}: package {name:?}: default channel {:?} not found",
                     st.default_channel
@@ -222,20 +255,28 @@ impl Validator {
                     ));
                 }
             }
-            let mut orphans: Vec<_> = st.bundles.iter().filter(|b| !in_channel.contains(b.as_str())).collect();
+            let mut orphans: Vec<_> = st
+                .bundles
+                .iter()
+                .filter(|b| !in_channel.contains(b.as_str()))
+                .collect();
             orphans.sort();
             for b in orphans {
-                self.problem(format!("package {name:?}: bundle {b:?} is not in any channel"));
+                self.problem(format!(
+                    "package {name:?}: bundle {b:?} is not in any channel"
+                ));
             }
             let dep_at = st.deprecations_at.as_deref().unwrap_or("?");
             for r in &st.deprecation_refs {
                 let problem = match r.schema.as_str() {
-                    SCHEMA_BUNDLE if !st.bundles.contains(&r.name) => {
-                        Some(format!("cannot deprecate bundle {:?} for package {name:?}: bundle not found", r.name))
-                    }
-                    SCHEMA_CHANNEL if !st.channels.contains_key(&r.name) => {
-                        Some(format!("cannot deprecate channel {:?} for package {name:?}: channel not found", r.name))
-                    }
+                    SCHEMA_BUNDLE if !st.bundles.contains(&r.name) => Some(format!(
+                        "cannot deprecate bundle {:?} for package {name:?}: bundle not found",
+                        r.name
+                    )),
+                    SCHEMA_CHANNEL if !st.channels.contains_key(&r.name) => Some(format!(
+                        "cannot deprecate channel {:?} for package {name:?}: channel not found",
+                        r.name
+                    )),
                     SCHEMA_PACKAGE if !r.name.is_empty() => Some(format!(
                         "package name must be empty for deprecated package {name:?} (specified {:?})",
                         r.name
@@ -256,7 +297,10 @@ impl Validator {
         }
         let mut problems = self.problems;
         if self.total_problems > problems.len() {
-            problems.push(format!("… and {} more problems", self.total_problems - problems.len()));
+            problems.push(format!(
+                "… and {} more problems",
+                self.total_problems - problems.len()
+            ));
         }
         Err((summary, problems))
     }
@@ -284,11 +328,21 @@ mod tests {
     #[test]
     fn valid_catalog_counts() {
         let s = validate(GOOD).unwrap();
-        assert_eq!(s, Summary { packages: 1, channels: 1, bundles: 2, other_blobs: 1 });
+        assert_eq!(
+            s,
+            Summary {
+                packages: 1,
+                channels: 1,
+                bundles: 2,
+                other_blobs: 1
+            }
+        );
     }
 
     fn problems(extra: &str) -> String {
-        validate(&format!("{GOOD}---\n{extra}")).unwrap_err().join("\n")
+        validate(&format!("{GOOD}---\n{extra}"))
+            .unwrap_err()
+            .join("\n")
     }
 
     #[test]
@@ -300,16 +354,24 @@ mod tests {
 
     #[test]
     fn duplicates_of_channel_and_bundle() {
-        let p = problems("schema: olm.channel\nname: stable\npackage: p\nentries: [{name: p.v1.0.0}]\n");
+        let p = problems(
+            "schema: olm.channel\nname: stable\npackage: p\nentries: [{name: p.v1.0.0}]\n",
+        );
         assert!(p.contains("duplicate channel \"stable\""), "{p}");
-        let p = problems("schema: olm.bundle\nname: p.v1.0.0\npackage: p\nproperties: [{type: olm.package, value: {packageName: p, version: 1.0.0}}]\n");
+        let p = problems(
+            "schema: olm.bundle\nname: p.v1.0.0\npackage: p\nproperties: [{type: olm.package, value: {packageName: p, version: 1.0.0}}]\n",
+        );
         assert!(p.contains("duplicate bundle \"p.v1.0.0\""), "{p}");
     }
 
     #[test]
     fn channel_naming_missing_bundle() {
-        let p = problems("schema: olm.channel\nname: fast\npackage: p\nentries: [{name: p.v9.9.9}]\n");
-        assert!(p.contains("channel \"fast\" of package \"p\" names bundle \"p.v9.9.9\""), "{p}");
+        let p =
+            problems("schema: olm.channel\nname: fast\npackage: p\nentries: [{name: p.v9.9.9}]\n");
+        assert!(
+            p.contains("channel \"fast\" of package \"p\" names bundle \"p.v9.9.9\""),
+            "{p}"
+        );
     }
 
     #[test]
@@ -322,13 +384,25 @@ mod tests {
     #[test]
     fn bundle_package_property_rules() {
         let p = problems("schema: olm.bundle\nname: q1\npackage: p\n");
-        assert!(p.contains("bundle \"q1\" of package \"p\" has no olm.package property"), "{p}");
+        assert!(
+            p.contains("bundle \"q1\" of package \"p\" has no olm.package property"),
+            "{p}"
+        );
         assert!(p.contains("bundle \"q1\" is not in any channel"), "{p}");
-        let p = problems("schema: olm.bundle\nname: q2\npackage: p\nproperties: [{type: olm.package, value: {packageName: other, version: 1.0.0}}]\n");
-        assert!(p.contains("has olm.package property for package \"other\""), "{p}");
-        let p = problems("schema: olm.bundle\nname: q3\npackage: p\nproperties: [{type: olm.package, value: {packageName: p, version: one}}, {type: olm.package, value: {packageName: p, version: 1.0.0}}]\n");
+        let p = problems(
+            "schema: olm.bundle\nname: q2\npackage: p\nproperties: [{type: olm.package, value: {packageName: other, version: 1.0.0}}]\n",
+        );
+        assert!(
+            p.contains("has olm.package property for package \"other\""),
+            "{p}"
+        );
+        let p = problems(
+            "schema: olm.bundle\nname: q3\npackage: p\nproperties: [{type: olm.package, value: {packageName: p, version: one}}, {type: olm.package, value: {packageName: p, version: 1.0.0}}]\n",
+        );
         assert!(p.contains("exactly one olm.package property, has 2"), "{p}");
-        let p = problems("schema: olm.bundle\nname: q4\npackage: p\nproperties: [{type: olm.package, value: {packageName: p, version: one}}]\n");
+        let p = problems(
+            "schema: olm.bundle\nname: q4\npackage: p\nproperties: [{type: olm.package, value: {packageName: p, version: one}}]\n",
+        );
         assert!(p.contains("invalid version \"one\""), "{p}");
     }
 
@@ -343,7 +417,10 @@ mod tests {
         let ok = "schema: olm.deprecations\npackage: p\nentries:\n- reference: {schema: olm.package}\n  message: gone\n- reference: {schema: olm.channel, name: stable}\n  message: use fast\n- reference: {schema: olm.bundle, name: p.v1.0.0}\n  message: old\n";
         validate(&format!("{GOOD}---\n{ok}")).unwrap();
         let p = problems(&format!("{ok}---\n{ok}"));
-        assert!(p.contains("maximum of one olm.deprecations per package"), "{p}");
+        assert!(
+            p.contains("maximum of one olm.deprecations per package"),
+            "{p}"
+        );
         let bad = "schema: olm.deprecations\npackage: p\nentries:\n- reference: {schema: olm.bundle, name: nope}\n  message: m\n- reference: {schema: olm.channel, name: nope}\n  message: m\n- reference: {schema: olm.package, name: x}\n  message: m\n- reference: {schema: olm.bundle, name: nope}\n  message: m\n- reference: {schema: olm.thing, name: t}\n  message: m\n";
         let p = problems(bad);
         assert!(p.contains("cannot deprecate bundle \"nope\""), "{p}");
@@ -359,10 +436,16 @@ mod tests {
     fn problem_list_is_bounded() {
         let mut text = GOOD.to_string();
         for i in 0..300 {
-            text.push_str(&format!("---\nschema: olm.package\nname: p\ndefaultChannel: stable\n# {i}\n"));
+            text.push_str(&format!(
+                "---\nschema: olm.package\nname: p\ndefaultChannel: stable\n# {i}\n"
+            ));
         }
         let p = validate(&text).unwrap_err();
         assert_eq!(p.len(), MAX_LISTED + 1);
-        assert!(p.last().unwrap().contains("200 more problems"), "{:?}", p.last());
+        assert!(
+            p.last().unwrap().contains("200 more problems"),
+            "{:?}",
+            p.last()
+        );
     }
 }

@@ -14,7 +14,9 @@
 //! `metas?package=`) cost no compression; other bodies are compressed on the fly by
 //! tower-http.
 
-use crate::fbc::store::{CATALOG_FILE, Index, Section, current_dir, read_index, validate_catalog_name};
+use crate::fbc::store::{
+    CATALOG_FILE, Index, Section, current_dir, read_index, validate_catalog_name,
+};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, Query, State};
@@ -83,7 +85,9 @@ impl GzipCache {
         self.order.push_back(key.clone());
         self.entries.insert(key, body);
         while self.size > GZIP_CACHE_BUDGET {
-            let Some(old) = self.order.pop_front() else { break };
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
             if let Some(b) = self.entries.remove(&old) {
                 self.size -= b.len() as u64;
             }
@@ -111,7 +115,12 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(message) = &self {
             tracing::error!(%message, "catalog server error");
         }
-        (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{self}\n")).into_response()
+        (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("{self}\n"),
+        )
+            .into_response()
     }
 }
 
@@ -124,7 +133,9 @@ pub fn router(root: impl Into<PathBuf>) -> Router {
         gzip: std::sync::Mutex::new(GzipCache::default()),
     });
     let compress = SizeAbove::new(GZIP_MIN_SIZE).and(
-        |status: StatusCode, _: http::Version, _: &HeaderMap, _: &http::Extensions| status == StatusCode::OK,
+        |status: StatusCode, _: http::Version, _: &HeaderMap, _: &http::Extensions| {
+            status == StatusCode::OK
+        },
     );
     Router::new()
         .route("/catalogs/{name}/api/v1/all", get(all))
@@ -135,7 +146,11 @@ pub fn router(root: impl Into<PathBuf>) -> Router {
 
 /// Serves `router` on `listener` until `shutdown` completes, then gives open requests
 /// [`SHUTDOWN_GRACE`] to finish.
-pub async fn serve<F>(listener: tokio::net::TcpListener, router: Router, shutdown: F) -> std::io::Result<()>
+pub async fn serve<F>(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: F,
+) -> std::io::Result<()>
 where
     F: Future<Output = ()> + Send + 'static,
 {
@@ -190,11 +205,20 @@ fn load(dir: &Path) -> Result<Loaded, ApiError> {
         Ok(f) => f,
         // Deleted or replaced between the link read and the open.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ApiError::NotFound),
-        Err(e) => return Err(ApiError::Internal(format!("opening {}: {e}", path.display()))),
+        Err(e) => {
+            return Err(ApiError::Internal(format!(
+                "opening {}: {e}",
+                path.display()
+            )));
+        }
     };
-    let meta = file.metadata().map_err(|e| ApiError::Internal(format!("{}: {e}", path.display())))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| ApiError::Internal(format!("{}: {e}", path.display())))?;
     let index = read_index(dir).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let modified = meta.modified().map_err(|e| ApiError::Internal(e.to_string()))?;
+    let modified = meta
+        .modified()
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
     let version = dir
         .file_name()
         .and_then(|n| n.to_str())
@@ -206,35 +230,51 @@ fn load(dir: &Path) -> Result<Loaded, ApiError> {
         file: Arc::new(file),
         size: meta.len(),
         modified,
-        last_modified: HeaderValue::from_str(&http_date(modified)).map_err(|e| ApiError::Internal(e.to_string()))?,
-        etag: HeaderValue::from_str(&format!("\"{version}\"")).map_err(|e| ApiError::Internal(e.to_string()))?,
+        last_modified: HeaderValue::from_str(&http_date(modified))
+            .map_err(|e| ApiError::Internal(e.to_string()))?,
+        etag: HeaderValue::from_str(&format!("\"{version}\""))
+            .map_err(|e| ApiError::Internal(e.to_string()))?,
         index,
     })
 }
 
 fn http_date(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default();
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default();
     jiff::Timestamp::from_second(secs)
-        .map(|ts| jiff::fmt::rfc2822::DateTimePrinter::new().timestamp_to_rfc9110_string(&ts).unwrap_or_default())
+        .map(|ts| {
+            jiff::fmt::rfc2822::DateTimePrinter::new()
+                .timestamp_to_rfc9110_string(&ts)
+                .unwrap_or_default()
+        })
         .unwrap_or_default()
 }
 
 fn parse_http_date(v: &HeaderValue) -> Option<i64> {
     let s = v.to_str().ok()?;
-    jiff::fmt::rfc2822::DateTimeParser::new().parse_timestamp(s).ok().map(|t| t.as_second())
+    jiff::fmt::rfc2822::DateTimeParser::new()
+        .parse_timestamp(s)
+        .ok()
+        .map(|t| t.as_second())
 }
 
 fn unix_secs(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default()
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default()
 }
 
 /// Whether an `If-Match`/`If-None-Match` list contains `etag` (`*` matches anything).
 fn etag_matches(list: &HeaderValue, etag: &HeaderValue, weak: bool) -> bool {
-    let Ok(list) = list.to_str() else { return false };
+    let Ok(list) = list.to_str() else {
+        return false;
+    };
     let ours = etag.to_str().unwrap_or_default();
-    list.split(',').map(str::trim).any(|t| {
-        t == "*" || t == ours || (weak && t.strip_prefix("W/").is_some_and(|t| t == ours))
-    })
+    list.split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || t == ours || (weak && t.strip_prefix("W/").is_some_and(|t| t == ours)))
 }
 
 enum Precondition {
@@ -250,7 +290,9 @@ fn check_preconditions(headers: &HeaderMap, l: &Loaded) -> Precondition {
         if !etag_matches(im, &l.etag, false) {
             return Precondition::Failed;
         }
-    } else if let Some(ius) = headers.get(header::IF_UNMODIFIED_SINCE).and_then(parse_http_date)
+    } else if let Some(ius) = headers
+        .get(header::IF_UNMODIFIED_SINCE)
+        .and_then(parse_http_date)
         && modified > ius
     {
         return Precondition::Failed;
@@ -259,7 +301,9 @@ fn check_preconditions(headers: &HeaderMap, l: &Loaded) -> Precondition {
         if etag_matches(inm, &l.etag, true) {
             return Precondition::NotModified;
         }
-    } else if let Some(ims) = headers.get(header::IF_MODIFIED_SINCE).and_then(parse_http_date)
+    } else if let Some(ims) = headers
+        .get(header::IF_MODIFIED_SINCE)
+        .and_then(parse_http_date)
         && modified <= ims
     {
         return Precondition::NotModified;
@@ -284,7 +328,8 @@ fn precondition_response(p: Precondition, l: &Loaded) -> Option<Response> {
 }
 
 fn build(b: http::response::Builder, body: Body) -> Response {
-    b.body(body).unwrap_or_else(|e| ApiError::Internal(e.to_string()).into_response())
+    b.body(body)
+        .unwrap_or_else(|e| ApiError::Internal(e.to_string()).into_response())
 }
 
 async fn all(
@@ -300,7 +345,10 @@ async fn all(
     let mut status = StatusCode::OK;
     let mut section: Section = [0, l.size];
     let mut builder = base_response(StatusCode::OK, &l).header(header::ACCEPT_RANGES, "bytes");
-    if let Some(range) = headers.get(header::RANGE).filter(|_| if_range_holds(&headers, &l)) {
+    if let Some(range) = headers
+        .get(header::RANGE)
+        .filter(|_| if_range_holds(&headers, &l))
+    {
         match parse_range(range, l.size) {
             RangeSpec::Full => {}
             RangeSpec::Unsatisfiable => {
@@ -322,12 +370,18 @@ async fn all(
         .status(status)
         .header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL)
         .header(header::CONTENT_LENGTH, section[1]);
-    let body = if method == Method::HEAD { Body::empty() } else { sections_body(&l.file, vec![section], section[1])? };
+    let body = if method == Method::HEAD {
+        Body::empty()
+    } else {
+        sections_body(&l.file, vec![section], section[1])?
+    };
     Ok(build(builder, body))
 }
 
 fn if_range_holds(headers: &HeaderMap, l: &Loaded) -> bool {
-    let Some(ir) = headers.get(header::IF_RANGE) else { return true };
+    let Some(ir) = headers.get(header::IF_RANGE) else {
+        return true;
+    };
     let Ok(s) = ir.to_str() else { return false };
     if s.starts_with('"') {
         return s == l.etag.to_str().unwrap_or_default();
@@ -344,21 +398,33 @@ enum RangeSpec {
 
 /// One `bytes=` range; several ranges or a malformed header serve the whole content.
 fn parse_range(v: &HeaderValue, size: u64) -> RangeSpec {
-    let Some(spec) = v.to_str().ok().and_then(|s| s.trim().strip_prefix("bytes=")) else { return RangeSpec::Full };
+    let Some(spec) = v
+        .to_str()
+        .ok()
+        .and_then(|s| s.trim().strip_prefix("bytes="))
+    else {
+        return RangeSpec::Full;
+    };
     if spec.contains(',') {
         return RangeSpec::Full;
     }
-    let Some((a, b)) = spec.trim().split_once('-') else { return RangeSpec::Full };
+    let Some((a, b)) = spec.trim().split_once('-') else {
+        return RangeSpec::Full;
+    };
     let (a, b) = (a.trim(), b.trim());
     if a.is_empty() {
-        let Ok(n) = b.parse::<u64>() else { return RangeSpec::Full };
+        let Ok(n) = b.parse::<u64>() else {
+            return RangeSpec::Full;
+        };
         if n == 0 || size == 0 {
             return RangeSpec::Unsatisfiable;
         }
         let n = n.min(size);
         return RangeSpec::Part(size - n, n);
     }
-    let Ok(start) = a.parse::<u64>() else { return RangeSpec::Full };
+    let Ok(start) = a.parse::<u64>() else {
+        return RangeSpec::Full;
+    };
     if start >= size {
         return RangeSpec::Unsatisfiable;
     }
@@ -400,7 +466,10 @@ async fn metas(
     }
     let sections = select(&l, &filter);
     let total: u64 = sections.iter().map(|s| s[1]).sum();
-    if method == Method::GET && total >= GZIP_MIN_SIZE && total <= 4 * GZIP_CACHE_ENTRY && accepts_gzip(&headers) {
+    if method == Method::GET
+        && (GZIP_MIN_SIZE..=4 * GZIP_CACHE_ENTRY).contains(&total)
+        && accepts_gzip(&headers)
+    {
         let key = (l.dir.clone(), filter);
         let cached = shared.gzip.lock().ok().and_then(|c| c.get(&key));
         let body = match cached {
@@ -426,7 +495,11 @@ async fn metas(
     let builder = base_response(StatusCode::OK, &l)
         .header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL)
         .header(header::CONTENT_LENGTH, total);
-    let body = if method == Method::HEAD { Body::empty() } else { sections_body(&l.file, sections, total)? };
+    let body = if method == Method::HEAD {
+        Body::empty()
+    } else {
+        sections_body(&l.file, sections, total)?
+    };
     Ok(build(builder, body))
 }
 
@@ -436,32 +509,45 @@ fn b_len(b: &bytes::Bytes) -> u64 {
 
 /// Whether `Accept-Encoding` allows gzip (present with a non-zero q-value).
 fn accepts_gzip(headers: &HeaderMap) -> bool {
-    headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).any(|v| {
-        v.split(',').any(|item| {
-            let mut parts = item.split(';').map(str::trim);
-            let coding = parts.next().unwrap_or_default();
-            let q_zero = parts.any(|p| {
-                p.strip_prefix("q=").and_then(|q| q.parse::<f32>().ok()).is_some_and(|q| q == 0.0)
-            });
-            (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !q_zero
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.split(',').any(|item| {
+                let mut parts = item.split(';').map(str::trim);
+                let coding = parts.next().unwrap_or_default();
+                let q_zero = parts.any(|p| {
+                    p.strip_prefix("q=")
+                        .and_then(|q| q.parse::<f32>().ok())
+                        .is_some_and(|q| q == 0.0)
+                });
+                (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !q_zero
+            })
         })
-    })
 }
 
 fn gzip_sections(file: &File, sections: &[Section], total: u64) -> Result<bytes::Bytes, ApiError> {
     use std::io::Write;
-    let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(total as usize / 4), flate2::Compression::default());
+    let mut enc = flate2::write::GzEncoder::new(
+        Vec::with_capacity(total as usize / 4),
+        flate2::Compression::default(),
+    );
     let mut buf = vec![0u8; CHUNK];
     for &[mut off, len] in sections {
         let end = off + len;
         while off < end {
             let n = ((end - off) as usize).min(CHUNK);
-            file.read_exact_at(&mut buf[..n], off).map_err(|e| ApiError::Internal(format!("reading catalog: {e}")))?;
-            enc.write_all(&buf[..n]).map_err(|e| ApiError::Internal(e.to_string()))?;
+            file.read_exact_at(&mut buf[..n], off)
+                .map_err(|e| ApiError::Internal(format!("reading catalog: {e}")))?;
+            enc.write_all(&buf[..n])
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
             off += n as u64;
         }
     }
-    enc.finish().map(bytes::Bytes::from).map_err(|e| ApiError::Internal(e.to_string()))
+    enc.finish()
+        .map(bytes::Bytes::from)
+        .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 /// The sections matching all non-empty filters, in file order.
@@ -501,7 +587,8 @@ fn sections_body(file: &Arc<File>, sections: Vec<Section>, total: u64) -> Result
         let mut at = 0usize;
         for [off, len] in sections {
             let len = len as usize;
-            file.read_exact_at(&mut buf[at..at + len], off).map_err(|e| ApiError::Internal(format!("reading catalog: {e}")))?;
+            file.read_exact_at(&mut buf[at..at + len], off)
+                .map_err(|e| ApiError::Internal(format!("reading catalog: {e}")))?;
             at += len;
         }
         return Ok(Body::from(buf));
