@@ -29,6 +29,8 @@ enum Command {
     Testenv(olmv1::testenv::cli::TestEnvArgs),
     /// Check whether a new CRD can safely replace an installed one (exit 0 safe, 1 unsafe, 2 bad input).
     CrdDiff(olmv1::preflight::crd_safety::cli::CrdDiffArgs),
+    /// Query a file-based catalog: packages, channels, bundles, raw blobs.
+    Catalog(olmv1::fbc::cli::CatalogArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Controller(args) => block_on(olmv1::controller::run(args)),
         Command::Testenv(args) => block_on(olmv1::testenv::cli::run(args)),
         Command::CrdDiff(args) => olmv1::preflight::crd_safety::cli::run(args),
+        Command::Catalog(args) => olmv1::fbc::cli::run(args),
     }
 }
 

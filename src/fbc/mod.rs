@@ -1,7 +1,23 @@
-//! File-based catalogs: the typed model of FBC blobs ([`model`]) and reading catalogs
-//! from files and directories. Validation and indexing are added beside it.
+//! File-based catalogs: the typed model of FBC blobs ([`model`]), streaming parsing of
+//! catalogs from files and directories ([`parse`], honouring [`ignore`]), validation of
+//! catalog invariants ([`validate`]), on-disk storage with an index ([`store`]) and the
+//! `olmv1 catalog` query command ([`cli`]).
 
+pub mod cli;
+pub mod ignore;
 pub mod model;
+pub mod parse;
+pub mod query;
+pub mod store;
+pub mod validate;
+
+#[cfg(test)]
+mod hostile_tests;
+
+pub use parse::{Blob, Limits, walk_catalog};
+pub use store::{
+    StoreOptions, StoredCatalog, delete, store, store_with_limits, store_with_options,
+};
 
 use model::PackageContent;
 use serde_json::Value;
@@ -17,78 +33,49 @@ pub enum FbcError {
     },
     #[error("parsing {path}: {message}")]
     Parse { path: PathBuf, message: String },
+    /// A hard limit against hostile input was exceeded.
+    #[error("{message}")]
+    Limit { message: String },
+    /// The catalog parsed but breaks catalog invariants; every problem is listed.
+    #[error("invalid catalog: {}", problems.join("; "))]
+    Invalid { problems: Vec<String> },
+    #[error("invalid catalog name: {message}")]
+    InvalidName { message: String },
 }
 
-/// Reads every FBC blob of a file or a directory tree (JSON or multi-document YAML),
-/// in path order, and calls `f` with the file it came from and the blob.
+/// Reads every FBC blob of a file or a directory tree (JSON streams or multi-document
+/// YAML, `.indexignore` honoured), in walk order, and calls `f` with the file it came
+/// from and the blob. Default [`Limits`] apply.
 pub fn walk_blobs(
     root: &Path,
     f: &mut dyn FnMut(&Path, Value) -> Result<(), FbcError>,
 ) -> Result<(), FbcError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| FbcError::Io { path, source }
-    };
-    if root.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(root)
-            .map_err(io(root))?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<Result<_, _>>()
-            .map_err(io(root))?;
-        entries.sort();
-        for entry in entries {
-            walk_blobs(&entry, f)?;
-        }
-        return Ok(());
-    }
-    let ext = root
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or_default();
-    if !matches!(ext, "json" | "yaml" | "yml") {
-        return Ok(());
-    }
-    let text = std::fs::read_to_string(root).map_err(io(root))?;
-    let docs: Vec<Value> = if ext == "json" {
-        serde_json::Deserializer::from_str(&text)
-            .into_iter::<Value>()
-            .collect::<Result<_, _>>()
-            .map_err(|e| FbcError::Parse {
-                path: root.to_path_buf(),
-                message: e.to_string(),
-            })?
-    } else {
-        serde_saphyr::from_multiple::<Value>(&text).map_err(|e| FbcError::Parse {
-            path: root.to_path_buf(),
+    walk_catalog(root, &Limits::default(), &mut |blob| {
+        let value: Value = serde_json::from_slice(blob.json).map_err(|e| FbcError::Parse {
+            path: blob.path.to_path_buf(),
             message: e.to_string(),
-        })?
-    };
-    for doc in docs.into_iter().filter(|d| !d.is_null()) {
-        f(root, doc)?;
-    }
+        })?;
+        f(blob.path, value)
+    })?;
     Ok(())
 }
 
-/// Everything a catalog on disk holds for one package.
+/// Everything a catalog on disk holds for one package. Only that package's blobs are
+/// fully parsed.
 pub fn load_package(root: &Path, package: &str) -> Result<PackageContent, FbcError> {
     let mut content = PackageContent::default();
-    walk_blobs(root, &mut |path, blob| {
-        let schema = blob
-            .get("schema")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let owner = if schema == model::SCHEMA_PACKAGE {
-            "name"
-        } else {
-            "package"
-        };
-        if blob.get(owner).and_then(Value::as_str) == Some(package) {
-            content.push_blob(&blob).map_err(|e| FbcError::Parse {
-                path: path.to_path_buf(),
-                message: format!("{schema} blob: {e}"),
-            })?;
+    walk_catalog(root, &Limits::default(), &mut |blob| {
+        if blob.view.package() != package {
+            return Ok(());
         }
-        Ok(())
+        let value: Value = serde_json::from_slice(blob.json).map_err(|e| FbcError::Parse {
+            path: blob.path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        content.push_blob(&value).map_err(|e| FbcError::Parse {
+            path: blob.path.to_path_buf(),
+            message: format!("{} blob at line {}: {e}", blob.view.schema(), blob.line),
+        })
     })?;
     Ok(content)
 }

@@ -1,4 +1,6 @@
-//! HTTP servers: the catalogd-compatible catalog API, health probes and metrics.
+//! HTTP servers: the catalogd-compatible catalog API ([`catalog`]), health probes
+//! ([`health`]), TLS serving ([`tls`]) and metrics.
 
+pub mod catalog;
 pub mod health;
 pub mod tls;

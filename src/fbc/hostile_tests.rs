@@ -1,0 +1,172 @@
+//! Broken and hostile catalogs, each its own test: every one must fail with a message
+//! naming the problem, and leave the previously stored content in place.
+
+use super::store::{CATALOG_FILE, current_dir};
+use super::{FbcError, Limits, store, store_with_limits};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const GOOD: &str = "{\"schema\":\"olm.package\",\"name\":\"p\",\"defaultChannel\":\"s\"}\n{\"schema\":\"olm.channel\",\"name\":\"s\",\"package\":\"p\",\"entries\":[{\"name\":\"p.v1\"}]}\n{\"schema\":\"olm.bundle\",\"name\":\"p.v1\",\"package\":\"p\",\"properties\":[{\"type\":\"olm.package\",\"value\":{\"packageName\":\"p\",\"version\":\"1.0.0\"}}]}\n";
+
+/// A root with `GOOD` stored as catalog "cat".
+fn stored_root() -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(src.path().join("catalog.json"), GOOD).unwrap();
+    store(root.path(), "cat", src.path()).unwrap();
+    root
+}
+
+fn assert_previous_kept(root: &Path) {
+    let dir = current_dir(root, "cat").expect("still stored");
+    assert_eq!(
+        std::fs::read_to_string(dir.join(CATALOG_FILE)).unwrap(),
+        GOOD
+    );
+    let names: Vec<_> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        names.len(),
+        2,
+        "only the link and its version remain: {names:?}"
+    );
+}
+
+fn ingest_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
+    let root = stored_root();
+    let src = tempfile::tempdir().unwrap();
+    std::fs::create_dir(src.path().join("pkg")).unwrap();
+    std::fs::write(src.path().join("pkg").join(name), text).unwrap();
+    let err = store(root.path(), "cat", src.path())
+        .unwrap_err()
+        .to_string();
+    assert_previous_kept(root.path());
+    (root, err)
+}
+
+#[test]
+fn invalid_json_at_known_line() {
+    let text = GOOD.replace("\"entries\":[", "\"entries\":[,");
+    let (_r, err) = ingest_file("catalog.json", &text);
+    assert!(err.contains("pkg/catalog.json"), "{err}");
+    assert!(err.contains("blob 2 starting at line 2: line 2,"), "{err}");
+}
+
+#[test]
+fn invalid_yaml_at_known_line() {
+    let text = "schema: olm.package\nname: p\ndefaultChannel: s\n---\nschema: olm.channel\nname: s\npackage: p\nentries:\n  - name: p.v1\n   bad: indentation\n";
+    let (_r, err) = ingest_file("catalog.yaml", text);
+    assert!(err.contains("pkg/catalog.yaml"), "{err}");
+    assert!(
+        err.contains("document 2 starting at line 5: line 10"),
+        "{err}"
+    );
+}
+
+#[test]
+fn duplicate_package() {
+    let text = format!("{GOOD}{}\n", GOOD.lines().next().unwrap());
+    let (_r, err) = ingest_file("catalog.json", &text);
+    assert!(
+        err.contains(
+            "pkg/catalog.json:4: duplicate package \"p\" (first declared at pkg/catalog.json:1)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn channel_naming_missing_bundle() {
+    let text = GOOD.replace(
+        "[{\"name\":\"p.v1\"}]",
+        "[{\"name\":\"p.v1\"},{\"name\":\"p.v2\",\"replaces\":\"p.v1\"}]",
+    );
+    let (_r, err) = ingest_file("catalog.json", &text);
+    assert!(err.contains("channel \"s\" of package \"p\" names bundle \"p.v2\", which is not a bundle of that package"), "{err}");
+}
+
+#[test]
+fn missing_default_channel() {
+    let text = GOOD.replace("\"defaultChannel\":\"s\"", "\"defaultChannel\":\"stable\"");
+    let (_r, err) = ingest_file("catalog.json", &text);
+    assert!(
+        err.contains("package \"p\": default channel \"stable\" not found"),
+        "{err}"
+    );
+}
+
+#[test]
+fn catalog_larger_than_size_limit() {
+    let root = stored_root();
+    let src = tempfile::tempdir().unwrap();
+    for i in 0..10 {
+        std::fs::write(src.path().join(format!("{i}.json")), GOOD).unwrap();
+    }
+    let limits = Limits {
+        max_total_bytes: 3 * GOOD.len() as u64,
+        ..Limits::default()
+    };
+    let err = store_with_limits(root.path(), "cat", src.path(), &limits).unwrap_err();
+    assert!(matches!(err, FbcError::Limit { .. }), "{err}");
+    assert!(err.to_string().contains("larger than"), "{err}");
+    assert_previous_kept(root.path());
+}
+
+#[test]
+fn blob_larger_than_limit() {
+    let root = stored_root();
+    let src = tempfile::tempdir().unwrap();
+    // One endless string: the reader must stop at the limit, not buffer the file.
+    let mut text = String::from("{\"schema\":\"x\",\"v\":\"");
+    text.push_str(&"a".repeat(3 << 20));
+    std::fs::write(src.path().join("big.json"), &text).unwrap();
+    let limits = Limits {
+        max_blob_bytes: 1 << 20,
+        ..Limits::default()
+    };
+    let err = store_with_limits(root.path(), "cat", src.path(), &limits)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("big.json:1: blob is larger than 1048576 bytes"),
+        "{err}"
+    );
+    assert_previous_kept(root.path());
+}
+
+#[test]
+fn symlinks_are_refused() {
+    let root = stored_root();
+    let src = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", src.path().join("catalog.json")).unwrap();
+    let err = store(root.path(), "cat", src.path())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("symbolic links are not allowed"), "{err}");
+    assert_previous_kept(root.path());
+}
+
+#[test]
+fn one_million_tiny_files_fail_fast_on_the_file_count_limit() {
+    let root = stored_root();
+    let src = tempfile::tempdir().unwrap();
+    let dir = src.path();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            s.spawn(move || {
+                for i in (t..1_000_000).step_by(4) {
+                    std::fs::File::create(dir.join(format!("{i:07}.json"))).unwrap();
+                }
+            });
+        }
+    });
+    let start = Instant::now();
+    let err = store(root.path(), "cat", src.path()).unwrap_err();
+    let took = start.elapsed();
+    assert!(matches!(err, FbcError::Limit { .. }), "{err}");
+    assert!(err.to_string().contains("more than 100000 files"), "{err}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    assert_previous_kept(root.path());
+}

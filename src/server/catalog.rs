@@ -1,0 +1,620 @@
+//! The catalogd-compatible catalog content API (reference §9.3) over the storage of
+//! [`crate::fbc::store`]: `GET|HEAD /catalogs/{name}/api/v1/all` (whole `catalog.jsonl`,
+//! with Range and conditional requests as Go's `ServeContent`) and
+//! `GET|HEAD /catalogs/{name}/api/v1/metas?schema=&package=&name=` (the index
+//! intersection, in file order). Responses are `application/jsonl` with `Last-Modified`
+//! (mtime of the stored file) and an `ETag` (`"<version>"`, unique per ingest); bodies
+//! larger than 1400 bytes are gzip-compressed for clients that accept it. Bodies are
+//! read from the stored file section by section (small ones at once, large ones
+//! streamed in 64 KiB chunks), so serving memory does not grow with catalog size.
+//! Each stored version's index is loaded once and cached until the catalog's link
+//! points elsewhere. Gzip bodies of `metas` responses up to [`GZIP_CACHE_ENTRY`] are
+//! compressed once per catalog version and query and kept in a small bounded cache
+//! ([`GZIP_CACHE_BUDGET`] bytes in total), so repeated queries (the resolver's
+//! `metas?package=`) cost no compression; other bodies are compressed on the fly by
+//! tower-http.
+
+use crate::fbc::store::{
+    CATALOG_FILE, Index, Section, current_dir, read_index, validate_catalog_name,
+};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tower_http::compression::CompressionLayer;
+use tower_http::compression::predicate::{Predicate, SizeAbove};
+
+pub const CONTENT_TYPE_JSONL: &str = "application/jsonl";
+/// Bodies up to this size are read at once; larger ones are streamed.
+const INLINE_BODY: u64 = 256 << 10;
+const CHUNK: usize = 64 << 10;
+/// Responses at least this large are compressed (catalogd's gzip threshold).
+pub const GZIP_MIN_SIZE: u64 = 1400;
+/// Largest compressed `metas` body kept in the gzip cache.
+pub const GZIP_CACHE_ENTRY: u64 = 2 << 20;
+/// Total size of the gzip cache.
+pub const GZIP_CACHE_BUDGET: u64 = 16 << 20;
+/// Time given to open connections after shutdown is requested.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// One stored catalog version, open for serving.
+struct Loaded {
+    dir: PathBuf,
+    file: Arc<File>,
+    size: u64,
+    modified: SystemTime,
+    last_modified: HeaderValue,
+    etag: HeaderValue,
+    index: Index,
+}
+
+struct Shared {
+    root: PathBuf,
+    cache: RwLock<HashMap<String, Arc<Loaded>>>,
+    gzip: std::sync::Mutex<GzipCache>,
+}
+
+type GzipKey = (PathBuf, [Option<String>; 3]);
+
+/// Compressed `metas` bodies by (version directory, filter); evicts oldest first.
+#[derive(Default)]
+struct GzipCache {
+    entries: HashMap<GzipKey, bytes::Bytes>,
+    order: std::collections::VecDeque<GzipKey>,
+    size: u64,
+}
+
+impl GzipCache {
+    fn get(&self, key: &GzipKey) -> Option<bytes::Bytes> {
+        self.entries.get(key).cloned()
+    }
+
+    fn insert(&mut self, key: GzipKey, body: bytes::Bytes) {
+        if body.len() as u64 > GZIP_CACHE_ENTRY || self.entries.contains_key(&key) {
+            return;
+        }
+        self.size += body.len() as u64;
+        self.order.push_back(key.clone());
+        self.entries.insert(key, body);
+        while self.size > GZIP_CACHE_BUDGET {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(b) = self.entries.remove(&old) {
+                self.size -= b.len() as u64;
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("404 page not found")]
+    NotFound,
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        if let ApiError::Internal(message) = &self {
+            tracing::error!(%message, "catalog server error");
+        }
+        (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("{self}\n"),
+        )
+            .into_response()
+    }
+}
+
+/// The catalog API for the catalogs stored under `root` (the `root` given to
+/// [`crate::fbc::store`]), with gzip compression.
+pub fn router(root: impl Into<PathBuf>) -> Router {
+    let shared = Arc::new(Shared {
+        root: root.into(),
+        cache: RwLock::new(HashMap::new()),
+        gzip: std::sync::Mutex::new(GzipCache::default()),
+    });
+    let compress = SizeAbove::new(GZIP_MIN_SIZE).and(
+        |status: StatusCode, _: http::Version, _: &HeaderMap, _: &http::Extensions| {
+            status == StatusCode::OK
+        },
+    );
+    Router::new()
+        .route("/catalogs/{name}/api/v1/all", get(all))
+        .route("/catalogs/{name}/api/v1/metas", get(metas))
+        .layer(CompressionLayer::new().gzip(true).compress_when(compress))
+        .with_state(shared)
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then gives open requests
+/// [`SHUTDOWN_GRACE`] to finish.
+pub async fn serve<F>(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: F,
+) -> std::io::Result<()>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = tx.send(());
+    });
+    tokio::select! {
+        r = server => r,
+        _ = async {
+            if rx.await.is_ok() {
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        } => {
+            tracing::warn!("catalog server: graceful shutdown timed out, closing connections");
+            Ok(())
+        }
+    }
+}
+
+impl Shared {
+    /// The current stored version of `name`, loading its index on first use.
+    async fn lookup(self: &Arc<Self>, name: &str) -> Result<Arc<Loaded>, ApiError> {
+        validate_catalog_name(name).map_err(ApiError::BadRequest)?;
+        let dir = current_dir(&self.root, name).ok_or(ApiError::NotFound)?;
+        if let Ok(cache) = self.cache.read()
+            && let Some(l) = cache.get(name)
+            && l.dir == dir
+        {
+            return Ok(l.clone());
+        }
+        let this = self.clone();
+        let name = name.to_string();
+        tokio::task::spawn_blocking(move || {
+            let loaded = Arc::new(load(&dir)?);
+            if let Ok(mut cache) = this.cache.write() {
+                cache.insert(name, loaded.clone());
+            }
+            Ok(loaded)
+        })
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+    }
+}
+
+fn load(dir: &Path) -> Result<Loaded, ApiError> {
+    let path = dir.join(CATALOG_FILE);
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        // Deleted or replaced between the link read and the open.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ApiError::NotFound),
+        Err(e) => {
+            return Err(ApiError::Internal(format!(
+                "opening {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| ApiError::Internal(format!("{}: {e}", path.display())))?;
+    let index = read_index(dir).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let modified = meta
+        .modified()
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let version = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.rsplit('_').next())
+        .unwrap_or("0")
+        .to_string();
+    Ok(Loaded {
+        dir: dir.to_path_buf(),
+        file: Arc::new(file),
+        size: meta.len(),
+        modified,
+        last_modified: HeaderValue::from_str(&http_date(modified))
+            .map_err(|e| ApiError::Internal(e.to_string()))?,
+        etag: HeaderValue::from_str(&format!("\"{version}\""))
+            .map_err(|e| ApiError::Internal(e.to_string()))?,
+        index,
+    })
+}
+
+fn http_date(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default();
+    jiff::Timestamp::from_second(secs)
+        .map(|ts| {
+            jiff::fmt::rfc2822::DateTimePrinter::new()
+                .timestamp_to_rfc9110_string(&ts)
+                .unwrap_or_default()
+        })
+        .unwrap_or_default()
+}
+
+fn parse_http_date(v: &HeaderValue) -> Option<i64> {
+    let s = v.to_str().ok()?;
+    jiff::fmt::rfc2822::DateTimeParser::new()
+        .parse_timestamp(s)
+        .ok()
+        .map(|t| t.as_second())
+}
+
+fn unix_secs(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default()
+}
+
+/// Whether an `If-Match`/`If-None-Match` list contains `etag` (`*` matches anything).
+fn etag_matches(list: &HeaderValue, etag: &HeaderValue, weak: bool) -> bool {
+    let Ok(list) = list.to_str() else {
+        return false;
+    };
+    let ours = etag.to_str().unwrap_or_default();
+    list.split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || t == ours || (weak && t.strip_prefix("W/").is_some_and(|t| t == ours)))
+}
+
+enum Precondition {
+    Proceed,
+    NotModified,
+    Failed,
+}
+
+/// RFC 9110 §13.2.2 evaluation order, as Go's `checkPreconditions`.
+fn check_preconditions(headers: &HeaderMap, l: &Loaded) -> Precondition {
+    let modified = unix_secs(l.modified);
+    if let Some(im) = headers.get(header::IF_MATCH) {
+        if !etag_matches(im, &l.etag, false) {
+            return Precondition::Failed;
+        }
+    } else if let Some(ius) = headers
+        .get(header::IF_UNMODIFIED_SINCE)
+        .and_then(parse_http_date)
+        && modified > ius
+    {
+        return Precondition::Failed;
+    }
+    if let Some(inm) = headers.get(header::IF_NONE_MATCH) {
+        if etag_matches(inm, &l.etag, true) {
+            return Precondition::NotModified;
+        }
+    } else if let Some(ims) = headers
+        .get(header::IF_MODIFIED_SINCE)
+        .and_then(parse_http_date)
+        && modified <= ims
+    {
+        return Precondition::NotModified;
+    }
+    Precondition::Proceed
+}
+
+fn base_response(status: StatusCode, l: &Loaded) -> http::response::Builder {
+    Response::builder()
+        .status(status)
+        .header(header::LAST_MODIFIED, l.last_modified.clone())
+        .header(header::ETAG, l.etag.clone())
+}
+
+fn precondition_response(p: Precondition, l: &Loaded) -> Option<Response> {
+    let status = match p {
+        Precondition::Proceed => return None,
+        Precondition::NotModified => StatusCode::NOT_MODIFIED,
+        Precondition::Failed => StatusCode::PRECONDITION_FAILED,
+    };
+    Some(build(base_response(status, l), Body::empty()))
+}
+
+fn build(b: http::response::Builder, body: Body) -> Response {
+    b.body(body)
+        .unwrap_or_else(|e| ApiError::Internal(e.to_string()).into_response())
+}
+
+async fn all(
+    State(shared): State<Arc<Shared>>,
+    UrlPath(name): UrlPath<String>,
+    method: Method,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let l = shared.lookup(&name).await?;
+    if let Some(r) = precondition_response(check_preconditions(&headers, &l), &l) {
+        return Ok(r);
+    }
+    let mut status = StatusCode::OK;
+    let mut section: Section = [0, l.size];
+    let mut builder = base_response(StatusCode::OK, &l).header(header::ACCEPT_RANGES, "bytes");
+    if let Some(range) = headers
+        .get(header::RANGE)
+        .filter(|_| if_range_holds(&headers, &l))
+    {
+        match parse_range(range, l.size) {
+            RangeSpec::Full => {}
+            RangeSpec::Unsatisfiable => {
+                let r = base_response(StatusCode::RANGE_NOT_SATISFIABLE, &l)
+                    .header(header::CONTENT_RANGE, format!("bytes */{}", l.size));
+                return Ok(build(r, Body::empty()));
+            }
+            RangeSpec::Part(start, len) => {
+                status = StatusCode::PARTIAL_CONTENT;
+                section = [start, len];
+                builder = builder.header(
+                    header::CONTENT_RANGE,
+                    format!("bytes {start}-{}/{}", start + len - 1, l.size),
+                );
+            }
+        }
+    }
+    let builder = builder
+        .status(status)
+        .header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL)
+        .header(header::CONTENT_LENGTH, section[1]);
+    let body = if method == Method::HEAD {
+        Body::empty()
+    } else {
+        sections_body(&l.file, vec![section], section[1])?
+    };
+    Ok(build(builder, body))
+}
+
+fn if_range_holds(headers: &HeaderMap, l: &Loaded) -> bool {
+    let Some(ir) = headers.get(header::IF_RANGE) else {
+        return true;
+    };
+    let Ok(s) = ir.to_str() else { return false };
+    if s.starts_with('"') {
+        return s == l.etag.to_str().unwrap_or_default();
+    }
+    parse_http_date(ir) == Some(unix_secs(l.modified))
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum RangeSpec {
+    Full,
+    Unsatisfiable,
+    Part(u64, u64),
+}
+
+/// One `bytes=` range; several ranges or a malformed header serve the whole content.
+fn parse_range(v: &HeaderValue, size: u64) -> RangeSpec {
+    let Some(spec) = v
+        .to_str()
+        .ok()
+        .and_then(|s| s.trim().strip_prefix("bytes="))
+    else {
+        return RangeSpec::Full;
+    };
+    if spec.contains(',') {
+        return RangeSpec::Full;
+    }
+    let Some((a, b)) = spec.trim().split_once('-') else {
+        return RangeSpec::Full;
+    };
+    let (a, b) = (a.trim(), b.trim());
+    if a.is_empty() {
+        let Ok(n) = b.parse::<u64>() else {
+            return RangeSpec::Full;
+        };
+        if n == 0 || size == 0 {
+            return RangeSpec::Unsatisfiable;
+        }
+        let n = n.min(size);
+        return RangeSpec::Part(size - n, n);
+    }
+    let Ok(start) = a.parse::<u64>() else {
+        return RangeSpec::Full;
+    };
+    if start >= size {
+        return RangeSpec::Unsatisfiable;
+    }
+    let end = if b.is_empty() {
+        size - 1
+    } else {
+        match b.parse::<u64>() {
+            Ok(e) if e >= start => e.min(size - 1),
+            _ => return RangeSpec::Full,
+        }
+    };
+    RangeSpec::Part(start, end - start + 1)
+}
+
+async fn metas(
+    State(shared): State<Arc<Shared>>,
+    UrlPath(name): UrlPath<String>,
+    Query(params): Query<Vec<(String, String)>>,
+    method: Method,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let mut filter: [Option<String>; 3] = [None, None, None];
+    for (k, v) in params {
+        let slot = match k.as_str() {
+            "schema" => 0,
+            "package" => 1,
+            "name" => 2,
+            other => {
+                return Err(ApiError::BadRequest(format!(
+                    "invalid query parameter {other:?}: allowed are schema, package and name"
+                )));
+            }
+        };
+        filter[slot].get_or_insert(v);
+    }
+    let l = shared.lookup(&name).await?;
+    if let Some(r) = precondition_response(check_preconditions(&headers, &l), &l) {
+        return Ok(r);
+    }
+    let sections = select(&l, &filter);
+    let total: u64 = sections.iter().map(|s| s[1]).sum();
+    if method == Method::GET
+        && (GZIP_MIN_SIZE..=4 * GZIP_CACHE_ENTRY).contains(&total)
+        && accepts_gzip(&headers)
+    {
+        let key = (l.dir.clone(), filter);
+        let cached = shared.gzip.lock().ok().and_then(|c| c.get(&key));
+        let body = match cached {
+            Some(b) => b,
+            None => {
+                let file = l.file.clone();
+                let b = tokio::task::spawn_blocking(move || gzip_sections(&file, &sections, total))
+                    .await
+                    .map_err(|e| ApiError::Internal(e.to_string()))??;
+                if let Ok(mut c) = shared.gzip.lock() {
+                    c.insert(key, b.clone());
+                }
+                b
+            }
+        };
+        let builder = base_response(StatusCode::OK, &l)
+            .header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL)
+            .header(header::CONTENT_ENCODING, "gzip")
+            .header(header::VARY, "accept-encoding")
+            .header(header::CONTENT_LENGTH, b_len(&body));
+        return Ok(build(builder, Body::from(body)));
+    }
+    let builder = base_response(StatusCode::OK, &l)
+        .header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL)
+        .header(header::CONTENT_LENGTH, total);
+    let body = if method == Method::HEAD {
+        Body::empty()
+    } else {
+        sections_body(&l.file, sections, total)?
+    };
+    Ok(build(builder, body))
+}
+
+fn b_len(b: &bytes::Bytes) -> u64 {
+    b.len() as u64
+}
+
+/// Whether `Accept-Encoding` allows gzip (present with a non-zero q-value).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.split(',').any(|item| {
+                let mut parts = item.split(';').map(str::trim);
+                let coding = parts.next().unwrap_or_default();
+                let q_zero = parts.any(|p| {
+                    p.strip_prefix("q=")
+                        .and_then(|q| q.parse::<f32>().ok())
+                        .is_some_and(|q| q == 0.0)
+                });
+                (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !q_zero
+            })
+        })
+}
+
+fn gzip_sections(file: &File, sections: &[Section], total: u64) -> Result<bytes::Bytes, ApiError> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(
+        Vec::with_capacity(total as usize / 4),
+        flate2::Compression::default(),
+    );
+    let mut buf = vec![0u8; CHUNK];
+    for &[mut off, len] in sections {
+        let end = off + len;
+        while off < end {
+            let n = ((end - off) as usize).min(CHUNK);
+            file.read_exact_at(&mut buf[..n], off)
+                .map_err(|e| ApiError::Internal(format!("reading catalog: {e}")))?;
+            enc.write_all(&buf[..n])
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
+            off += n as u64;
+        }
+    }
+    enc.finish()
+        .map(bytes::Bytes::from)
+        .map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+/// The sections matching all non-empty filters, in file order.
+fn select(l: &Loaded, filter: &[Option<String>; 3]) -> Vec<Section> {
+    let maps = [&l.index.by_schema, &l.index.by_package, &l.index.by_name];
+    let mut lists = Vec::new();
+    for (map, value) in maps.iter().zip(filter) {
+        match value.as_deref() {
+            None | Some("") => {}
+            Some(v) => match map.get(v) {
+                Some(list) => lists.push(list.as_slice()),
+                None => return Vec::new(),
+            },
+        }
+    }
+    if lists.is_empty() {
+        return vec![[0, l.size]];
+    }
+    lists.sort_by_key(|l| l.len());
+    let mut result: Vec<Section> = lists[0].to_vec();
+    for other in &lists[1..] {
+        let mut j = 0;
+        result.retain(|s| {
+            while j < other.len() && other[j][0] < s[0] {
+                j += 1;
+            }
+            j < other.len() && other[j][0] == s[0]
+        });
+    }
+    result
+}
+
+/// A body with the given sections of `file`, read at once when small, else streamed.
+fn sections_body(file: &Arc<File>, sections: Vec<Section>, total: u64) -> Result<Body, ApiError> {
+    if total <= INLINE_BODY {
+        let mut buf = vec![0u8; total as usize];
+        let mut at = 0usize;
+        for [off, len] in sections {
+            let len = len as usize;
+            file.read_exact_at(&mut buf[at..at + len], off)
+                .map_err(|e| ApiError::Internal(format!("reading catalog: {e}")))?;
+            at += len;
+        }
+        return Ok(Body::from(buf));
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(4);
+    let file = file.clone();
+    tokio::task::spawn_blocking(move || {
+        for [mut off, len] in sections {
+            let end = off + len;
+            while off < end {
+                let n = ((end - off) as usize).min(CHUNK);
+                let mut buf = vec![0u8; n];
+                let r = file.read_exact_at(&mut buf, off).map(|_| buf);
+                let failed = r.is_err();
+                if tx.blocking_send(r).is_err() || failed {
+                    return; // client went away, or read error already sent
+                }
+                off += n as u64;
+            }
+        }
+    });
+    let stream = futures::StreamExt::fuse(futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    }));
+    Ok(Body::from_stream(stream))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,540 @@
+//! Real HTTP tests: a server on 127.0.0.1:0 and a reqwest client.
+
+use super::*;
+use crate::fbc::{Limits, store, store_with_limits};
+use reqwest::header as h;
+use std::io::Read;
+
+const CAT: &str = "{\"schema\":\"olm.package\",\"name\":\"p\",\"defaultChannel\":\"s\"}\n{\"schema\":\"olm.channel\",\"name\":\"s\",\"package\":\"p\",\"entries\":[{\"name\":\"p.v1\"},{\"name\":\"p.v2\",\"replaces\":\"p.v1\"}]}\n{\"schema\":\"olm.bundle\",\"name\":\"p.v1\",\"package\":\"p\",\"properties\":[{\"type\":\"olm.package\",\"value\":{\"packageName\":\"p\",\"version\":\"1.0.0\"}}]}\n{\"schema\":\"olm.bundle\",\"name\":\"p.v2\",\"package\":\"p\",\"properties\":[{\"type\":\"olm.package\",\"value\":{\"packageName\":\"p\",\"version\":\"2.0.0\"}}]}\n{\"schema\":\"olm.package\",\"name\":\"q\",\"defaultChannel\":\"s\"}\n{\"schema\":\"olm.channel\",\"name\":\"s\",\"package\":\"q\",\"entries\":[{\"name\":\"q.v1\"}]}\n{\"schema\":\"olm.bundle\",\"name\":\"q.v1\",\"package\":\"q\",\"properties\":[{\"type\":\"olm.package\",\"value\":{\"packageName\":\"q\",\"version\":\"1.0.0\"}}]}\n{\"schema\":\"my.unknown\",\"package\":\"q\",\"name\":\"x\",\"data\":[1,2]}\n";
+
+struct Server {
+    base: String,
+    root: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    handle: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    async fn start() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let handle = tokio::spawn(serve(listener, router(root.path()), async move {
+            let _ = rx.await;
+        }));
+        Server {
+            base,
+            root,
+            stop: Some(tx),
+            handle,
+        }
+    }
+
+    fn store_text(&self, name: &str, text: &str) -> crate::fbc::StoredCatalog {
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("catalog.json"), text).unwrap();
+        store(self.root.path(), name, src.path()).unwrap()
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn shutdown(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.handle.await.unwrap().unwrap();
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_gzip().build().unwrap()
+}
+
+fn lines(body: &str) -> Vec<serde_json::Value> {
+    body.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn all_and_head_and_errors() {
+    let s = Server::start().await;
+    s.store_text("cat", CAT);
+    let c = client();
+    let r = c
+        .get(s.url("/catalogs/cat/api/v1/all"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()[h::CONTENT_TYPE], "application/jsonl");
+    assert!(r.headers().contains_key(h::LAST_MODIFIED));
+    assert!(r.headers()[h::ETAG].to_str().unwrap().starts_with('"'));
+    assert_eq!(r.text().await.unwrap(), CAT);
+
+    let r = c
+        .head(s.url("/catalogs/cat/api/v1/all"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()[h::CONTENT_LENGTH],
+        CAT.len().to_string().as_str()
+    );
+    assert_eq!(r.bytes().await.unwrap().len(), 0);
+
+    for (path, status) in [
+        ("/catalogs/nope/api/v1/all", 404),
+        ("/catalogs/nope/api/v1/metas", 404),
+        ("/catalogs/Bad_Name/api/v1/all", 400),
+        ("/catalogs/cat/api/v1/metas?schema=olm.package&foo=1", 400),
+        ("/catalogs/cat/api/v1/other", 404),
+        ("/", 404),
+    ] {
+        let r = c.get(s.url(path)).send().await.unwrap();
+        assert_eq!(r.status(), status, "{path}");
+    }
+    let r = c
+        .get(s.url("/catalogs/Bad_Name/api/v1/all"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.text().await.unwrap().contains("RFC 1123 subdomain"));
+    for m in [
+        reqwest::Method::POST,
+        reqwest::Method::PUT,
+        reqwest::Method::DELETE,
+    ] {
+        let r = c
+            .request(m.clone(), s.url("/catalogs/cat/api/v1/all"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 405, "{m}");
+        let r = c
+            .request(m.clone(), s.url("/catalogs/cat/api/v1/metas"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 405, "{m}");
+    }
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn metas_filters() {
+    let s = Server::start().await;
+    s.store_text("cat", CAT);
+    let c = client();
+    let get = |q: &str| {
+        let url = s.url(&format!("/catalogs/cat/api/v1/metas{q}"));
+        let c = c.clone();
+        async move {
+            let r = c.get(url).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            assert_eq!(r.headers()[h::CONTENT_TYPE], "application/jsonl");
+            r.text().await.unwrap()
+        }
+    };
+    assert_eq!(get("").await, CAT);
+    let b = lines(&get("?schema=olm.bundle").await);
+    assert_eq!(
+        b.iter()
+            .map(|v| v["name"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["p.v1", "p.v2", "q.v1"]
+    );
+    let p = lines(&get("?package=p").await);
+    assert_eq!(p.len(), 4, "the olm.package blob counts as its own package");
+    assert_eq!(p[0]["schema"], "olm.package");
+    let pb = lines(&get("?schema=olm.bundle&package=p&name=p.v2").await);
+    assert_eq!(pb.len(), 1);
+    assert_eq!(pb[0]["name"], "p.v2");
+    let ch = lines(&get("?schema=olm.channel&name=s").await);
+    assert_eq!(ch.len(), 2);
+    assert_eq!(lines(&get("?package=q&schema=").await).len(), 4);
+    assert_eq!(
+        lines(&get("?schema=my.unknown").await)[0]["data"],
+        serde_json::json!([1, 2])
+    );
+    assert_eq!(get("?package=ghost").await, "");
+    assert_eq!(get("?schema=olm.bundle&package=q&name=p.v1").await, "");
+    let r = c
+        .head(s.url("/catalogs/cat/api/v1/metas?package=p"))
+        .send()
+        .await
+        .unwrap();
+    let len: usize = r.headers()[h::CONTENT_LENGTH]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(len, get("?package=p").await.len());
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn conditional_requests() {
+    let s = Server::start().await;
+    s.store_text("cat", CAT);
+    let c = client();
+    for path in [
+        "/catalogs/cat/api/v1/all",
+        "/catalogs/cat/api/v1/metas?package=p",
+    ] {
+        let r = c.get(s.url(path)).send().await.unwrap();
+        let etag = r.headers()[h::ETAG].clone();
+        let lm = r.headers()[h::LAST_MODIFIED].clone();
+        let r = c
+            .get(s.url(path))
+            .header(h::IF_NONE_MATCH, etag.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 304, "{path}");
+        assert_eq!(r.headers()[h::ETAG], etag);
+        assert_eq!(r.bytes().await.unwrap().len(), 0);
+        let r = c
+            .get(s.url(path))
+            .header(
+                h::IF_NONE_MATCH,
+                "\"other\", W/".to_string() + etag.to_str().unwrap(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 304, "weak comparison for If-None-Match");
+        let r = c
+            .get(s.url(path))
+            .header(h::IF_MODIFIED_SINCE, lm.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 304, "{path}");
+        let r = c
+            .get(s.url(path))
+            .header(h::IF_MODIFIED_SINCE, "Mon, 01 Jan 2001 00:00:00 GMT")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        // If-None-Match wins over If-Modified-Since.
+        let r = c
+            .get(s.url(path))
+            .header(h::IF_NONE_MATCH, "\"other\"")
+            .header(h::IF_MODIFIED_SINCE, lm.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let r = c
+            .get(s.url(path))
+            .header(h::IF_MATCH, "\"other\"")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 412, "{path}");
+        let r = c
+            .get(s.url(path))
+            .header(h::IF_MATCH, etag.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let r = c
+            .get(s.url(path))
+            .header(h::IF_UNMODIFIED_SINCE, "Mon, 01 Jan 2001 00:00:00 GMT")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 412, "{path}");
+        let r = c
+            .get(s.url(path))
+            .header(h::IF_UNMODIFIED_SINCE, lm)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn range_requests_on_all() {
+    let s = Server::start().await;
+    s.store_text("cat", CAT);
+    let c = client();
+    let url = s.url("/catalogs/cat/api/v1/all");
+    let r = c
+        .get(&url)
+        .header(h::RANGE, "bytes=0-9")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 206);
+    assert_eq!(
+        r.headers()[h::CONTENT_RANGE],
+        format!("bytes 0-9/{}", CAT.len()).as_str()
+    );
+    assert_eq!(r.text().await.unwrap(), &CAT[..10]);
+    let r = c
+        .get(&url)
+        .header(h::RANGE, "bytes=-5")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.text().await.unwrap(), &CAT[CAT.len() - 5..]);
+    let r = c
+        .get(&url)
+        .header(h::RANGE, format!("bytes={}-", CAT.len() + 10))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 416);
+    assert_eq!(
+        r.headers()[h::CONTENT_RANGE],
+        format!("bytes */{}", CAT.len()).as_str()
+    );
+    let r = c
+        .get(&url)
+        .header(h::RANGE, "bytes=0-9")
+        .header(h::IF_RANGE, "\"stale\"")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "If-Range mismatch serves everything");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn gzip_above_threshold_only() {
+    let s = Server::start().await;
+    let full = format!(
+        "{CAT}{{\"schema\":\"pad\",\"v\":\"{}\"}}\n",
+        "abc".repeat(500)
+    );
+    s.store_text("cat", &full);
+    let c = client();
+    let r = c
+        .get(s.url("/catalogs/cat/api/v1/all"))
+        .header(h::ACCEPT_ENCODING, "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert!(full.len() as u64 > GZIP_MIN_SIZE);
+    assert_eq!(r.headers()[h::CONTENT_ENCODING], "gzip");
+    let bytes = r.bytes().await.unwrap();
+    assert!(bytes.len() < full.len());
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&bytes[..])
+        .read_to_string(&mut text)
+        .unwrap();
+    assert_eq!(text, full);
+    // metas: compressed once, then served from the cache; identical bodies.
+    for _ in 0..2 {
+        let r = c
+            .get(s.url("/catalogs/cat/api/v1/metas"))
+            .header(h::ACCEPT_ENCODING, "br, gzip;q=0.5")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()[h::CONTENT_ENCODING], "gzip");
+        assert!(r.headers().contains_key(h::ETAG));
+        let bytes = r.bytes().await.unwrap();
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&bytes[..])
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, full);
+    }
+    let r = c
+        .get(s.url("/catalogs/cat/api/v1/metas"))
+        .header(h::ACCEPT_ENCODING, "gzip;q=0")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        !r.headers().contains_key(h::CONTENT_ENCODING),
+        "q=0 refuses gzip"
+    );
+    let r = c
+        .get(s.url("/catalogs/cat/api/v1/metas?name=q.v1"))
+        .header(h::ACCEPT_ENCODING, "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        !r.headers().contains_key(h::CONTENT_ENCODING),
+        "small bodies are not compressed"
+    );
+    let r = c
+        .get(s.url("/catalogs/cat/api/v1/all"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        !r.headers().contains_key(h::CONTENT_ENCODING),
+        "no Accept-Encoding, no gzip"
+    );
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn replacement_is_served_and_failed_ingest_keeps_old_content() {
+    let s = Server::start().await;
+    let first = s.store_text("cat", CAT);
+    let c = client();
+    let url = s.url("/catalogs/cat/api/v1/all");
+    let r = c.get(&url).send().await.unwrap();
+    let etag1 = r.headers()[h::ETAG].clone();
+    assert_eq!(r.text().await.unwrap(), CAT);
+    // A broken new version: duplicate package.
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(
+        src.path().join("a.json"),
+        format!("{CAT}{}", CAT.lines().next().unwrap()),
+    )
+    .unwrap();
+    let err = store(s.root.path(), "cat", src.path())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("duplicate package \"p\""), "{err}");
+    // Too large for the limit.
+    let err = store_with_limits(
+        s.root.path(),
+        "cat",
+        src.path(),
+        &Limits {
+            max_total_bytes: 100,
+            ..Limits::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("max_total_bytes"), "{err}");
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.headers()[h::ETAG], etag1);
+    assert_eq!(r.text().await.unwrap(), CAT);
+    assert!(first.dir.exists());
+    // A good new version replaces it.
+    let smaller: String = CAT.lines().take(4).map(|l| format!("{l}\n")).collect();
+    s.store_text("cat", &smaller);
+    let r = c.get(&url).send().await.unwrap();
+    assert_ne!(r.headers()[h::ETAG], etag1);
+    assert_eq!(r.text().await.unwrap(), smaller);
+    assert_eq!(
+        c.get(s.url("/catalogs/cat/api/v1/metas?package=q"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        ""
+    );
+    crate::fbc::delete(s.root.path(), "cat").unwrap();
+    assert_eq!(c.get(&url).send().await.unwrap().status(), 404);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn large_bodies_stream() {
+    let s = Server::start().await;
+    let mut text = String::from(
+        "{\"schema\":\"olm.package\",\"name\":\"p\",\"defaultChannel\":\"s\"}\n{\"schema\":\"olm.channel\",\"name\":\"s\",\"package\":\"p\",\"entries\":[{\"name\":\"p.v1\"}]}\n",
+    );
+    let big = "x".repeat(300_000);
+    text.push_str(&format!("{{\"schema\":\"olm.bundle\",\"name\":\"p.v1\",\"package\":\"p\",\"properties\":[{{\"type\":\"olm.package\",\"value\":{{\"packageName\":\"p\",\"version\":\"1.0.0\"}}}},{{\"type\":\"big\",\"value\":\"{big}\"}}]}}\n"));
+    for i in 0..3 {
+        text.push_str(&format!(
+            "{{\"schema\":\"blob\",\"package\":\"p\",\"name\":\"{i}\",\"v\":\"{big}\"}}\n"
+        ));
+    }
+    s.store_text("big", &text);
+    let c = client();
+    let body = c
+        .get(s.url("/catalogs/big/api/v1/metas?package=p"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(body, text);
+    let body = c
+        .get(s.url("/catalogs/big/api/v1/metas?schema=blob"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(lines(&body).len(), 3);
+    s.shutdown().await;
+}
+
+/// The real catalogs in shared/fixtures (olm.bundle.object and olm.csv.metadata styles).
+#[tokio::test]
+async fn real_fixture_catalogs_load_validate_and_serve() {
+    let Some(catalogs) = crate::testenv::shared_dir("fixtures/catalogs") else {
+        return;
+    };
+    let s = Server::start().await;
+    let c = client();
+    for (name, dir) in [("v4-16", "v4.16"), ("v4-20", "v4.20")] {
+        let stored = store(s.root.path(), name, &catalogs.join(dir)).unwrap();
+        assert!(stored.summary.bundles >= 4, "{stored:?}");
+        let all = c
+            .get(s.url(&format!("/catalogs/{name}/api/v1/all")))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(all.lines().count() as u64, stored.blobs);
+        let bundles = lines(
+            &c.get(s.url(&format!(
+                "/catalogs/{name}/api/v1/metas?schema=olm.bundle&package=ecr-secret-operator"
+            )))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        );
+        assert_eq!(bundles.len(), 4);
+        let style = if dir == "v4.16" {
+            "olm.bundle.object"
+        } else {
+            "olm.csv.metadata"
+        };
+        for b in &bundles {
+            assert_eq!(b["package"], "ecr-secret-operator");
+            let types: Vec<_> = b["properties"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["type"].as_str().unwrap())
+                .collect();
+            assert!(types.contains(&style), "{types:?}");
+        }
+        let pkg = lines(
+            &c.get(s.url(&format!(
+                "/catalogs/{name}/api/v1/metas?schema=olm.package&name=ecr-secret-operator"
+            )))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        );
+        assert_eq!(pkg.len(), 1);
+        assert_eq!(pkg[0]["defaultChannel"], "alpha");
+    }
+    s.shutdown().await;
+}
