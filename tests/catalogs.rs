@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 fn fbc(package: &str, versions: &[&str], registry_host: &str) -> Vec<u8> {
-    let mut docs = vec![json!({"schema": "olm.package", "name": package, "defaultChannel": "stable"})];
+    let mut docs =
+        vec![json!({"schema": "olm.package", "name": package, "defaultChannel": "stable"})];
     let entries: Vec<Value> = versions
         .iter()
         .enumerate()
@@ -24,7 +25,9 @@ fn fbc(package: &str, versions: &[&str], registry_host: &str) -> Vec<u8> {
             e
         })
         .collect();
-    docs.push(json!({"schema": "olm.channel", "name": "stable", "package": package, "entries": entries}));
+    docs.push(
+        json!({"schema": "olm.channel", "name": "stable", "package": package, "entries": entries}),
+    );
     for v in versions {
         docs.push(json!({
             "schema": "olm.bundle", "name": format!("{package}.v{v}"), "package": package,
@@ -32,12 +35,20 @@ fn fbc(package: &str, versions: &[&str], registry_host: &str) -> Vec<u8> {
             "properties": [{"type": "olm.package", "value": {"packageName": package, "version": v}}]
         }));
     }
-    docs.iter().map(|d| format!("{d}\n")).collect::<String>().into_bytes()
+    docs.iter()
+        .map(|d| format!("{d}\n"))
+        .collect::<String>()
+        .into_bytes()
 }
 
 async fn push_catalog(repo_tag: &str, files: &[(&str, Vec<u8>)]) -> registry::PushedImage {
-    let files: BTreeMap<String, Vec<u8>> = files.iter().map(|(p, d)| (p.to_string(), d.clone())).collect();
-    registry::push_catalog_image(support::registry(), repo_tag, &files).await.expect("push catalog image")
+    let files: BTreeMap<String, Vec<u8>> = files
+        .iter()
+        .map(|(p, d)| (p.to_string(), d.clone()))
+        .collect();
+    registry::push_catalog_image(support::registry(), repo_tag, &files)
+        .await
+        .expect("push catalog image")
 }
 
 fn catalog(name: &str, image_ref: &str, poll: Option<i32>) -> ClusterCatalog {
@@ -59,14 +70,23 @@ async fn api() -> Api<ClusterCatalog> {
 }
 
 fn condition(c: &ClusterCatalog, type_: &str) -> Option<Condition> {
-    c.status.as_ref().and_then(|s| conditions::find(&s.conditions, type_).cloned())
+    c.status
+        .as_ref()
+        .and_then(|s| conditions::find(&s.conditions, type_).cloned())
 }
 
 async fn wait_serving(api: &Api<ClusterCatalog>, name: &str, resolved: &str) -> ClusterCatalog {
     support::eventually(60, &format!("{name} serving {resolved}"), || async {
         let c = api.get(name).await.ok()?;
         let serving = condition(&c, "Serving")?;
-        let got = c.status.as_ref()?.resolved_source.as_ref()?.image.ref_.clone();
+        let got = c
+            .status
+            .as_ref()?
+            .resolved_source
+            .as_ref()?
+            .image
+            .ref_
+            .clone();
         (serving.status == "True" && got == resolved).then_some(c)
     })
     .await
@@ -83,31 +103,67 @@ async fn catalog_becomes_serving_with_the_image_content() {
     let api = api().await;
     let host = support::registry().host().to_string();
     let name = support::unique("serving");
-    let pushed = push_catalog(&format!("catalogs/{name}:v1"), &[("foo/catalog.json", fbc("foo", &["1.0.0", "1.1.0"], &host))]).await;
-    api.create(&PostParams::default(), &catalog(&name, &format!("{host}/catalogs/{name}:v1"), None)).await.expect("create");
+    let pushed = push_catalog(
+        &format!("catalogs/{name}:v1"),
+        &[("foo/catalog.json", fbc("foo", &["1.0.0", "1.1.0"], &host))],
+    )
+    .await;
+    api.create(
+        &PostParams::default(),
+        &catalog(&name, &format!("{host}/catalogs/{name}:v1"), None),
+    )
+    .await
+    .expect("create");
     let c = wait_serving(&api, &name, &pushed.reference).await;
 
-    assert_eq!(c.labels().get("olm.operatorframework.io/metadata.name"), Some(&name));
-    assert!(c.finalizers().iter().any(|f| f == "olm.operatorframework.io/delete-server-cache"));
+    assert_eq!(
+        c.labels().get("olm.operatorframework.io/metadata.name"),
+        Some(&name)
+    );
+    assert!(
+        c.finalizers()
+            .iter()
+            .any(|f| f == "olm.operatorframework.io/delete-server-cache")
+    );
     let status = c.status.clone().expect("status");
     let serving = condition(&c, "Serving").expect("serving");
-    assert_eq!((serving.reason.as_str(), serving.message.as_str()), ("Available", "Serving desired content from resolved source"));
+    assert_eq!(
+        (serving.reason.as_str(), serving.message.as_str()),
+        ("Available", "Serving desired content from resolved source")
+    );
     let progressing = condition(&c, "Progressing").expect("progressing");
     assert_eq!(
-        (progressing.status.as_str(), progressing.reason.as_str(), progressing.message.as_str()),
-        ("True", "Succeeded", "Successfully unpacked and stored content from resolved source")
+        (
+            progressing.status.as_str(),
+            progressing.reason.as_str(),
+            progressing.message.as_str()
+        ),
+        (
+            "True",
+            "Succeeded",
+            "Successfully unpacked and stored content from resolved source"
+        )
     );
     assert_eq!(progressing.observed_generation, c.metadata.generation);
     assert!(status.last_unpacked.is_some());
     let base = status.urls.expect("urls").base;
-    assert_eq!(base, format!("{}/catalogs/{name}", support::controller().catalog_server));
+    assert_eq!(
+        base,
+        format!("{}/catalogs/{name}", support::controller().catalog_server)
+    );
 
     let (code, all) = get_body(&format!("{base}/api/v1/all")).await;
     assert_eq!(code, 200);
-    let blobs: Vec<Value> = all.lines().map(|l| serde_json::from_str(l).expect("jsonl")).collect();
+    let blobs: Vec<Value> = all
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("jsonl"))
+        .collect();
     assert_eq!(blobs.len(), 4, "{all}");
     assert_eq!(blobs[0]["schema"], "olm.package");
-    let (code, bundles) = get_body(&format!("{base}/api/v1/metas?schema=olm.bundle&package=foo")).await;
+    let (code, bundles) = get_body(&format!(
+        "{base}/api/v1/metas?schema=olm.bundle&package=foo"
+    ))
+    .await;
     assert_eq!(code, 200);
     assert_eq!(bundles.lines().count(), 2);
     assert!(bundles.contains("foo.v1.1.0"));
@@ -122,15 +178,27 @@ async fn a_new_image_on_the_same_tag_is_picked_up_by_polling() {
     let name = support::unique("poll");
     let tag = format!("catalogs/{name}:latest");
     let first = push_catalog(&tag, &[("foo/catalog.json", fbc("foo", &["1.0.0"], &host))]).await;
-    api.create(&PostParams::default(), &catalog(&name, &format!("{host}/{tag}"), Some(1))).await.expect("create");
+    api.create(
+        &PostParams::default(),
+        &catalog(&name, &format!("{host}/{tag}"), Some(1)),
+    )
+    .await
+    .expect("create");
     let c = wait_serving(&api, &name, &first.reference).await;
     let base = c.status.and_then(|s| s.urls).expect("urls").base;
 
-    let second = push_catalog(&tag, &[("foo/catalog.json", fbc("foo", &["1.0.0", "2.0.0"], &host))]).await;
+    let second = push_catalog(
+        &tag,
+        &[("foo/catalog.json", fbc("foo", &["1.0.0", "2.0.0"], &host))],
+    )
+    .await;
     assert_ne!(first.digest, second.digest);
     wait_serving(&api, &name, &second.reference).await;
     let (_, all) = get_body(&format!("{base}/api/v1/all")).await;
-    assert!(all.contains("foo.v2.0.0"), "new content must be served: {all}");
+    assert!(
+        all.contains("foo.v2.0.0"),
+        "new content must be served: {all}"
+    );
 }
 
 #[tokio::test]
@@ -138,37 +206,72 @@ async fn availability_mode_unavailable_stops_serving_and_deletion_cleans_up() {
     let api = api().await;
     let host = support::registry().host().to_string();
     let name = support::unique("avail");
-    let pushed = push_catalog(&format!("catalogs/{name}:v1"), &[("bar/catalog.json", fbc("bar", &["0.1.0"], &host))]).await;
-    api.create(&PostParams::default(), &catalog(&name, &pushed.reference, None)).await.expect("create");
+    let pushed = push_catalog(
+        &format!("catalogs/{name}:v1"),
+        &[("bar/catalog.json", fbc("bar", &["0.1.0"], &host))],
+    )
+    .await;
+    api.create(
+        &PostParams::default(),
+        &catalog(&name, &pushed.reference, None),
+    )
+    .await
+    .expect("create");
     let c = wait_serving(&api, &name, &pushed.reference).await;
     let base = c.status.and_then(|s| s.urls).expect("urls").base;
     assert_eq!(get_body(&format!("{base}/api/v1/all")).await.0, 200);
 
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"availabilityMode": "Unavailable"}})))
-        .await
-        .expect("patch");
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"availabilityMode": "Unavailable"}})),
+    )
+    .await
+    .expect("patch");
     let c = support::eventually(30, "Serving=False UserSpecifiedUnavailable", || async {
         let c = api.get(&name).await.ok()?;
         (condition(&c, "Serving")?.reason == "UserSpecifiedUnavailable").then_some(c)
     })
     .await;
     let status = c.status.clone().expect("status");
-    assert!(status.resolved_source.is_none() && status.urls.is_none() && status.last_unpacked.is_none());
-    assert_eq!(condition(&c, "Serving").expect("serving").message, "Catalog availability mode is set to Unavailable");
+    assert!(
+        status.resolved_source.is_none() && status.urls.is_none() && status.last_unpacked.is_none()
+    );
+    assert_eq!(
+        condition(&c, "Serving").expect("serving").message,
+        "Catalog availability mode is set to Unavailable"
+    );
     assert_eq!(get_body(&format!("{base}/api/v1/all")).await.0, 404);
-    assert!(!c.finalizers().iter().any(|f| f.contains("delete-server-cache")));
+    assert!(
+        !c.finalizers()
+            .iter()
+            .any(|f| f.contains("delete-server-cache"))
+    );
 
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"availabilityMode": "Available"}})))
-        .await
-        .expect("patch");
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"availabilityMode": "Available"}})),
+    )
+    .await
+    .expect("patch");
     wait_serving(&api, &name, &pushed.reference).await;
     assert_eq!(get_body(&format!("{base}/api/v1/all")).await.0, 200);
 
-    api.delete(&name, &DeleteParams::default()).await.expect("delete");
-    support::eventually(30, "catalog deleted", || async { api.get_opt(&name).await.ok()?.is_none().then_some(()) }).await;
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    support::eventually(30, "catalog deleted", || async {
+        api.get_opt(&name).await.ok()?.is_none().then_some(())
+    })
+    .await;
     assert_eq!(get_body(&format!("{base}/api/v1/all")).await.0, 404);
     let stored = support::controller().cache_dir.join("catalogs").join(&name);
-    assert!(!stored.exists(), "stored content must be removed: {}", stored.display());
+    assert!(
+        !stored.exists(),
+        "stored content must be removed: {}",
+        stored.display()
+    );
 }
 
 /// Serves `good`, then switches the spec to `bad`: the failure shows up in
@@ -177,22 +280,52 @@ async fn bad_image_keeps_previous_content(bad: &str, expected: &str) {
     let api = api().await;
     let host = support::registry().host().to_string();
     let name = support::unique("bad");
-    let good = push_catalog(&format!("catalogs/{name}:good"), &[("ok/catalog.json", fbc("ok", &["1.0.0"], &host))]).await;
-    api.create(&PostParams::default(), &catalog(&name, &good.reference, None)).await.expect("create");
+    let good = push_catalog(
+        &format!("catalogs/{name}:good"),
+        &[("ok/catalog.json", fbc("ok", &["1.0.0"], &host))],
+    )
+    .await;
+    api.create(
+        &PostParams::default(),
+        &catalog(&name, &good.reference, None),
+    )
+    .await
+    .expect("create");
     let c = wait_serving(&api, &name, &good.reference).await;
     let base = c.status.and_then(|s| s.urls).expect("urls").base;
 
-    api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"source": {"image": {"ref": bad}}}})))
-        .await
-        .expect("patch");
-    let c = support::eventually(60, &format!("Progressing to report {expected:?}"), || async {
-        let c = api.get(&name).await.ok()?;
-        condition(&c, "Progressing")?.message.contains(expected).then_some(c)
-    })
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"source": {"image": {"ref": bad}}}})),
+    )
+    .await
+    .expect("patch");
+    let c = support::eventually(
+        60,
+        &format!("Progressing to report {expected:?}"),
+        || async {
+            let c = api.get(&name).await.ok()?;
+            condition(&c, "Progressing")?
+                .message
+                .contains(expected)
+                .then_some(c)
+        },
+    )
     .await;
     let serving = condition(&c, "Serving").expect("serving");
-    assert_eq!(serving.status, "True", "previous content keeps being served");
-    assert_eq!(c.status.and_then(|s| s.resolved_source).expect("resolved").image.ref_, good.reference);
+    assert_eq!(
+        serving.status, "True",
+        "previous content keeps being served"
+    );
+    assert_eq!(
+        c.status
+            .and_then(|s| s.resolved_source)
+            .expect("resolved")
+            .image
+            .ref_,
+        good.reference
+    );
     let (code, all) = get_body(&format!("{base}/api/v1/all")).await;
     assert_eq!(code, 200);
     assert!(all.contains("ok.v1.0.0"));
@@ -203,11 +336,20 @@ async fn image_without_the_configs_label_is_reported() {
     let host = support::registry().host().to_string();
     let repo = format!("catalogs/{}:nolabel", support::unique("nolabel"));
     let spec = ImageSpec {
-        files: BTreeMap::from([("configs/x/catalog.json".to_string(), fbc("x", &["1.0.0"], &host))]),
+        files: BTreeMap::from([(
+            "configs/x/catalog.json".to_string(),
+            fbc("x", &["1.0.0"], &host),
+        )]),
         ..Default::default()
     };
-    let pushed = registry::push_image(support::registry(), &repo, &spec).await.expect("push");
-    bad_image_keeps_previous_content(&pushed.reference, "missing the required label \"operators.operatorframework.io.index.configs.v1\"").await;
+    let pushed = registry::push_image(support::registry(), &repo, &spec)
+        .await
+        .expect("push");
+    bad_image_keeps_previous_content(
+        &pushed.reference,
+        "missing the required label \"operators.operatorframework.io.index.configs.v1\"",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -215,7 +357,9 @@ async fn invalid_catalog_content_is_reported() {
     let host = support::registry().host().to_string();
     let repo = format!("catalogs/{}:dup", support::unique("dup"));
     let mut dup = fbc("dup", &["1.0.0"], &host);
-    dup.extend_from_slice(b"{\"schema\":\"olm.package\",\"name\":\"dup\",\"defaultChannel\":\"stable\"}\n");
+    dup.extend_from_slice(
+        b"{\"schema\":\"olm.package\",\"name\":\"dup\",\"defaultChannel\":\"stable\"}\n",
+    );
     let pushed = push_catalog(&repo, &[("dup/catalog.json", dup)]).await;
     bad_image_keeps_previous_content(&pushed.reference, "error storing fbc").await;
 }
@@ -223,24 +367,47 @@ async fn invalid_catalog_content_is_reported() {
 #[tokio::test]
 async fn unknown_image_is_reported() {
     let host = support::registry().host().to_string();
-    bad_image_keeps_previous_content(&format!("{host}/catalogs/does-not-exist:v1"), "source catalog content").await;
+    bad_image_keeps_previous_content(
+        &format!("{host}/catalogs/does-not-exist:v1"),
+        "source catalog content",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn real_catalogs_load_and_serve() {
-    let Some(dir) = olmv1::testenv::shared_dir("fixtures/catalogs") else { return };
+    let Some(dir) = olmv1::testenv::shared_dir("fixtures/catalogs") else {
+        return;
+    };
     let api = api().await;
-    for (version, package) in [("v4.16", "ecr-secret-operator"), ("v4.20", "ecr-secret-operator"), ("v4.20", "kubevirt-wol")] {
-        let content = std::fs::read(dir.join(version).join(package).join("catalog.yaml")).expect("fixture");
+    for (version, package) in [
+        ("v4.16", "ecr-secret-operator"),
+        ("v4.20", "ecr-secret-operator"),
+        ("v4.20", "kubevirt-wol"),
+    ] {
+        let content =
+            std::fs::read(dir.join(version).join(package).join("catalog.yaml")).expect("fixture");
         let name = support::unique("real");
-        let pushed = push_catalog(&format!("catalogs/{name}:v1"), &[(&format!("{package}/catalog.yaml"), content)]).await;
-        api.create(&PostParams::default(), &catalog(&name, &pushed.reference, None)).await.expect("create");
+        let pushed = push_catalog(
+            &format!("catalogs/{name}:v1"),
+            &[(&format!("{package}/catalog.yaml"), content)],
+        )
+        .await;
+        api.create(
+            &PostParams::default(),
+            &catalog(&name, &pushed.reference, None),
+        )
+        .await
+        .expect("create");
         let c = wait_serving(&api, &name, &pushed.reference).await;
         let base = c.status.and_then(|s| s.urls).expect("urls").base;
         let (code, body) = get_body(&format!("{base}/api/v1/metas?schema=olm.package")).await;
         assert_eq!(code, 200);
         assert!(body.contains(package), "{version}/{package}: {body}");
-        let (code, bundles) = get_body(&format!("{base}/api/v1/metas?schema=olm.bundle&package={package}")).await;
+        let (code, bundles) = get_body(&format!(
+            "{base}/api/v1/metas?schema=olm.bundle&package={package}"
+        ))
+        .await;
         assert_eq!(code, 200);
         assert!(bundles.lines().count() >= 1, "{version}/{package}");
     }

@@ -44,14 +44,25 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let readiness = Readiness::default();
     let health_listener = tokio::net::TcpListener::bind(&args.health_probe_bind_address)
         .await
-        .with_context(|| format!("binding health probe address {}", args.health_probe_bind_address))?;
+        .with_context(|| {
+            format!(
+                "binding health probe address {}",
+                args.health_probe_bind_address
+            )
+        })?;
     let catalog_listener = tokio::net::TcpListener::bind(&args.catalog_server_bind_address)
         .await
-        .with_context(|| format!("binding catalog server address {}", args.catalog_server_bind_address))?;
+        .with_context(|| {
+            format!(
+                "binding catalog server address {}",
+                args.catalog_server_bind_address
+            )
+        })?;
     tracing::info!(address = %args.health_probe_bind_address, "serving /healthz and /readyz");
 
     let storage_dir = args.cache_dir.join("catalogs");
-    std::fs::create_dir_all(&storage_dir).with_context(|| format!("creating {}", storage_dir.display()))?;
+    std::fs::create_dir_all(&storage_dir)
+        .with_context(|| format!("creating {}", storage_dir.display()))?;
     let mut puller_config = crate::image::PullerConfig::new(args.cache_dir.join("images"));
     puller_config.insecure_registries = args.insecure_registries.clone();
     if let Some(ca) = &args.ca_bundle {
@@ -82,7 +93,11 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     let health = health::serve(health_listener, readiness.clone(), client.clone());
-    let catalogs = crate::server::tls::serve(catalog_listener, crate::server::catalog::router(storage_dir), tls);
+    let catalogs = crate::server::tls::serve(
+        catalog_listener,
+        crate::server::catalog::router(storage_dir),
+        tls,
+    );
     let catalog_reconciler = catalog::run(catalog_ctx);
     readiness.set_ready(true);
     tokio::select! {

@@ -16,8 +16,13 @@ pub fn load(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>> {
         .with_context(|| format!("reading TLS certificate {}", cert.display()))?
         .collect::<Result<_, _>>()
         .with_context(|| format!("parsing TLS certificate {}", cert.display()))?;
-    anyhow::ensure!(!certs.is_empty(), "no certificate found in {}", cert.display());
-    let key = PrivateKeyDer::from_pem_file(key).with_context(|| format!("reading TLS private key {}", key.display()))?;
+    anyhow::ensure!(
+        !certs.is_empty(),
+        "no certificate found in {}",
+        cert.display()
+    );
+    let key = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("reading TLS private key {}", key.display()))?;
     let mut config = rustls::ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(certs, key)
@@ -27,7 +32,11 @@ pub fn load(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>> {
 }
 
 /// Serves `router` on `listener`, with TLS when `tls` is given.
-pub async fn serve(listener: tokio::net::TcpListener, router: Router, tls: Option<Arc<rustls::ServerConfig>>) -> std::io::Result<()> {
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> std::io::Result<()> {
     let Some(tls) = tls else {
         return axum::serve(listener, router).await;
     };
@@ -45,7 +54,10 @@ pub async fn serve(listener: tokio::net::TcpListener, router: Router, tls: Optio
                 }
             };
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            if let Err(e) = builder.serve_connection(TokioIo::new(stream), service).await {
+            if let Err(e) = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });

@@ -175,7 +175,8 @@ pub async fn namespace(client: &kube::Client, prefix: &str) -> String {
 pub fn registry() -> &'static olmv1::testenv::registry::TestRegistry {
     static REGISTRY: OnceLock<olmv1::testenv::registry::TestRegistry> = OnceLock::new();
     REGISTRY.get_or_init(|| {
-        olmv1::testenv::registry::TestRegistry::start().unwrap_or_else(|e| panic!("starting the test registry: {e:#}"))
+        olmv1::testenv::registry::TestRegistry::start()
+            .unwrap_or_else(|e| panic!("starting the test registry: {e:#}"))
     })
 }
 
@@ -194,7 +195,11 @@ pub fn controller() -> &'static RunningController {
         let registry = registry();
         let free = || olmv1::testenv::control_plane::free_port().unwrap_or_else(|e| panic!("{e}"));
         let (health, catalogs) = (free(), free());
-        let cache_dir = std::env::temp_dir().join(format!("olmv1-controller-{}-{}", std::process::id(), unique("c")));
+        let cache_dir = std::env::temp_dir().join(format!(
+            "olmv1-controller-{}-{}",
+            std::process::id(),
+            unique("c")
+        ));
         let args = olmv1::controller::ControllerArgs {
             kubeconfig: Some(cluster.controller_kubeconfig.clone()),
             health_probe_bind_address: format!("127.0.0.1:{health}"),
@@ -231,7 +236,10 @@ pub fn controller() -> &'static RunningController {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         let _ = ready;
-        RunningController { catalog_server: format!("http://127.0.0.1:{catalogs}"), cache_dir }
+        RunningController {
+            catalog_server: format!("http://127.0.0.1:{catalogs}"),
+            cache_dir,
+        }
     })
 }
 

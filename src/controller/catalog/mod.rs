@@ -23,7 +23,8 @@ use status::Outcome;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// Field manager of everything the controllers write.
 pub const FIELD_MANAGER: &str = "olmv1";
@@ -56,7 +57,6 @@ struct Record {
     resolved_ref: String,
     last_unpacked: Time,
     last_poll: Instant,
-    failures: u32,
 }
 
 pub struct CatalogContext {
@@ -75,7 +75,13 @@ pub enum CatalogError {
 
 impl CatalogContext {
     pub fn new(client: kube::Client, puller: Arc<ImagePuller>, settings: CatalogSettings) -> Self {
-        CatalogContext { client, puller, settings, records: Mutex::default(), failures: Mutex::default() }
+        CatalogContext {
+            client,
+            puller,
+            settings,
+            records: Mutex::default(),
+            failures: Mutex::default(),
+        }
     }
 
     fn record(&self, name: &str) -> Option<Record> {
@@ -119,7 +125,11 @@ pub async fn run(ctx: Arc<CatalogContext>) {
         .await;
 }
 
-fn error_policy(catalog: Arc<ClusterCatalog>, error: &CatalogError, ctx: Arc<CatalogContext>) -> Action {
+fn error_policy(
+    catalog: Arc<ClusterCatalog>,
+    error: &CatalogError,
+    ctx: Arc<CatalogContext>,
+) -> Action {
     let n = ctx.next_failure(&catalog.name_any());
     tracing::warn!(catalog = %catalog.name_any(), error = %error, "reconcile failed");
     Action::requeue(backoff(n))
@@ -141,10 +151,20 @@ fn now() -> Time {
     Time(jiff::Timestamp::now())
 }
 
-async fn reconcile(catalog: Arc<ClusterCatalog>, ctx: Arc<CatalogContext>) -> Result<Action, CatalogError> {
+async fn reconcile(
+    catalog: Arc<ClusterCatalog>,
+    ctx: Arc<CatalogContext>,
+) -> Result<Action, CatalogError> {
+    let span = tracing::info_span!("reconcile", catalog = %catalog.name_any());
+    reconcile_catalog(catalog, ctx).instrument(span).await
+}
+
+async fn reconcile_catalog(
+    catalog: Arc<ClusterCatalog>,
+    ctx: Arc<CatalogContext>,
+) -> Result<Action, CatalogError> {
     let name = catalog.name_any();
     let api: Api<ClusterCatalog> = Api::all(ctx.client.clone());
-    let _span = tracing::info_span!("reconcile", catalog = %name).entered();
 
     if catalog.meta().deletion_timestamp.is_some() {
         remove_content(&ctx, &name);
@@ -156,7 +176,8 @@ async fn reconcile(catalog: Arc<ClusterCatalog>, ctx: Arc<CatalogContext>) -> Re
     // The label users select catalogs by is always present and right.
     if catalog.labels().get(api::LABEL_METADATA_NAME) != Some(&name) {
         let patch = json!({"metadata": {"labels": {api::LABEL_METADATA_NAME: name}}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
     }
 
     if catalog.spec.availability_mode == AvailabilityMode::Unavailable {
@@ -166,16 +187,24 @@ async fn reconcile(catalog: Arc<ClusterCatalog>, ctx: Arc<CatalogContext>) -> Re
         return Ok(Action::await_change());
     }
 
-    if !catalog.finalizers().iter().any(|f| f == api::FINALIZER_CATALOG) {
+    if !catalog
+        .finalizers()
+        .iter()
+        .any(|f| f == api::FINALIZER_CATALOG)
+    {
         let mut finalizers = catalog.finalizers().to_vec();
         finalizers.push(api::FINALIZER_CATALOG.to_string());
         let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": catalog.resource_version()}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
         return Ok(Action::requeue(Duration::ZERO));
     }
 
     let Some(image) = catalog.spec.source.image.as_ref() else {
-        let outcome = Outcome::Failed { message: "image is required when source type is Image".into(), terminal: true };
+        let outcome = Outcome::Failed {
+            message: "image is required when source type is Image".into(),
+            terminal: true,
+        };
         write_status(&api, &catalog, &outcome).await?;
         return Ok(Action::await_change());
     };
@@ -184,9 +213,17 @@ async fn reconcile(catalog: Arc<ClusterCatalog>, ctx: Arc<CatalogContext>) -> Re
     let generation = catalog.meta().generation;
     let record = ctx.record(&name);
     let content_present = fbc::store::current_dir(&ctx.settings.storage_dir, &name).is_some();
-    let status_resolved = catalog.status.as_ref().and_then(|s| s.resolved_source.as_ref()).map(|r| r.image.ref_.clone());
+    let status_resolved = catalog
+        .status
+        .as_ref()
+        .and_then(|s| s.resolved_source.as_ref())
+        .map(|r| r.image.ref_.clone());
     let requeue = |ctx: &CatalogContext| match poll {
-        Some(minutes) => Action::requeue(poll_delay(minutes, ctx.settings.poll_unit, rand::random::<f64>() * 0.01)),
+        Some(minutes) => Action::requeue(poll_delay(
+            minutes,
+            ctx.settings.poll_unit,
+            rand::random::<f64>() * 0.01,
+        )),
         None => Action::await_change(),
     };
 
@@ -197,40 +234,70 @@ async fn reconcile(catalog: Arc<ClusterCatalog>, ctx: Arc<CatalogContext>) -> Re
         && content_present
         && status_resolved.as_deref() == Some(r.resolved_ref.as_str())
     {
-        let due = poll.is_some_and(|m| r.last_poll.elapsed() >= poll_delay(m, ctx.settings.poll_unit, 0.0));
+        let due = poll
+            .is_some_and(|m| r.last_poll.elapsed() >= poll_delay(m, ctx.settings.poll_unit, 0.0));
         if !due {
-            let wait = poll.map(|m| poll_delay(m, ctx.settings.poll_unit, 0.0).saturating_sub(r.last_poll.elapsed()));
-            return Ok(wait.map(Action::requeue).unwrap_or_else(Action::await_change));
+            let wait = poll.map(|m| {
+                poll_delay(m, ctx.settings.poll_unit, 0.0).saturating_sub(r.last_poll.elapsed())
+            });
+            return Ok(wait
+                .map(Action::requeue)
+                .unwrap_or_else(Action::await_change));
         }
         // Poll: one manifest request; unchanged digest ⇒ nothing to do.
         let secrets = pull_secrets(&ctx).await;
         match ctx.puller.resolve(&spec_ref, &secrets).await {
             Ok(resolved) if resolved == r.resolved_ref => {
-                ctx.set_record(&name, Some(Record { last_poll: Instant::now(), ..r.clone() }));
+                ctx.set_record(
+                    &name,
+                    Some(Record {
+                        last_poll: Instant::now(),
+                        ..r.clone()
+                    }),
+                );
                 ctx.clear_failures(&name);
                 return Ok(requeue(&ctx));
             }
-            Ok(_) => tracing::info!(catalog = %name, "the image tag moved to a new digest; unpacking it"),
+            Ok(_) => {
+                tracing::info!(catalog = %name, "the image tag moved to a new digest; unpacking it")
+            }
             Err(e) => return fail(&api, &catalog, &ctx, &spec_ref, Failure::Image(e)).await,
         }
     }
 
     let secrets = pull_secrets(&ctx).await;
     let started = Instant::now();
-    let pulled = match ctx.puller.pull(&spec_ref, &Extract::CatalogConfigs, &secrets).await {
+    let pulled = match ctx
+        .puller
+        .pull(&spec_ref, &Extract::CatalogConfigs, &secrets)
+        .await
+    {
         Ok(p) => p,
         Err(e) => return fail(&api, &catalog, &ctx, &spec_ref, Failure::Image(e)).await,
     };
-    let reused = record.as_ref().is_some_and(|r| r.resolved_ref == pulled.reference) && content_present;
+    let reused = record
+        .as_ref()
+        .is_some_and(|r| r.resolved_ref == pulled.reference)
+        && content_present;
     let last_unpacked = if reused {
-        record.as_ref().map(|r| r.last_unpacked.clone()).unwrap_or_else(now)
+        record
+            .as_ref()
+            .map(|r| r.last_unpacked.clone())
+            .unwrap_or_else(now)
     } else {
         let storage = ctx.settings.storage_dir.clone();
-        let options = fbc::store::StoreOptions { limits: ctx.settings.limits.clone(), lenient: ctx.settings.lenient };
+        let options = fbc::store::StoreOptions {
+            limits: ctx.settings.limits.clone(),
+            lenient: ctx.settings.lenient,
+        };
         let (catalog_name, dir) = (name.clone(), pulled.dir.clone());
-        let stored = tokio::task::spawn_blocking(move || fbc::store::store_with_options(&storage, &catalog_name, &dir, &options))
-            .await
-            .map_err(|e| FbcError::Limit { message: format!("ingest task failed: {e}") });
+        let stored = tokio::task::spawn_blocking(move || {
+            fbc::store::store_with_options(&storage, &catalog_name, &dir, &options)
+        })
+        .await
+        .map_err(|e| FbcError::Limit {
+            message: format!("ingest task failed: {e}"),
+        });
         match stored.and_then(|r| r) {
             Ok(stored) => {
                 for warning in &stored.warnings {
@@ -251,7 +318,10 @@ async fn reconcile(catalog: Arc<ClusterCatalog>, ctx: Arc<CatalogContext>) -> Re
     };
     let outcome = Outcome::Serving {
         resolved_ref: pulled.reference.clone(),
-        base_url: format!("{}/catalogs/{name}", ctx.settings.base_url.trim_end_matches('/')),
+        base_url: format!(
+            "{}/catalogs/{name}",
+            ctx.settings.base_url.trim_end_matches('/')
+        ),
         last_unpacked: last_unpacked.clone(),
     };
     write_status(&api, &catalog, &outcome).await?;
@@ -263,7 +333,6 @@ async fn reconcile(catalog: Arc<ClusterCatalog>, ctx: Arc<CatalogContext>) -> Re
             resolved_ref: pulled.reference.clone(),
             last_unpacked,
             last_poll: Instant::now(),
-            failures: 0,
         }),
     );
     ctx.clear_failures(&name);
@@ -316,7 +385,11 @@ fn remove_content(ctx: &CatalogContext, name: &str) {
     }
 }
 
-async fn write_status(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog, outcome: &Outcome) -> Result<(), CatalogError> {
+async fn write_status(
+    api: &Api<ClusterCatalog>,
+    catalog: &ClusterCatalog,
+    outcome: &Outcome,
+) -> Result<(), CatalogError> {
     let current = catalog.status.clone().unwrap_or_default();
     let next = status::next_status(&current, outcome, catalog.meta().generation, &now());
     if next == current {
@@ -325,24 +398,50 @@ async fn write_status(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog, outco
     put_status(api, catalog, &next).await
 }
 
-async fn put_status(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog, status: &ClusterCatalogStatus) -> Result<(), CatalogError> {
+async fn put_status(
+    api: &Api<ClusterCatalog>,
+    catalog: &ClusterCatalog,
+    status: &ClusterCatalogStatus,
+) -> Result<(), CatalogError> {
     let patch = json!({
         "apiVersion": "olm.operatorframework.io/v1",
         "kind": "ClusterCatalog",
         "status": status,
     });
-    api.patch_status(&catalog.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
-        .await?;
+    api.patch_status(
+        &catalog.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
     Ok(())
 }
 
-async fn remove_finalizer(api: &Api<ClusterCatalog>, catalog: &ClusterCatalog) -> Result<(), CatalogError> {
-    if !catalog.finalizers().iter().any(|f| f == api::FINALIZER_CATALOG) {
+async fn remove_finalizer(
+    api: &Api<ClusterCatalog>,
+    catalog: &ClusterCatalog,
+) -> Result<(), CatalogError> {
+    if !catalog
+        .finalizers()
+        .iter()
+        .any(|f| f == api::FINALIZER_CATALOG)
+    {
         return Ok(());
     }
-    let finalizers: Vec<&String> = catalog.finalizers().iter().filter(|f| *f != api::FINALIZER_CATALOG).collect();
+    let finalizers: Vec<&String> = catalog
+        .finalizers()
+        .iter()
+        .filter(|f| *f != api::FINALIZER_CATALOG)
+        .collect();
     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": catalog.resource_version()}});
-    match api.patch(&catalog.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+    match api
+        .patch(
+            &catalog.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
@@ -356,9 +455,16 @@ pub async fn pull_secrets(ctx: &CatalogContext) -> DockerConfig {
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &settings.namespace);
     let mut names: Vec<String> = settings.global_pull_secret.iter().cloned().collect();
     if let Some(sa) = &settings.service_account {
-        let accounts: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &settings.namespace);
+        let accounts: Api<ServiceAccount> =
+            Api::namespaced(ctx.client.clone(), &settings.namespace);
         if let Ok(Some(account)) = accounts.get_opt(sa).await {
-            names.extend(account.image_pull_secrets.into_iter().flatten().map(|r| r.name));
+            names.extend(
+                account
+                    .image_pull_secrets
+                    .into_iter()
+                    .flatten()
+                    .map(|r| r.name),
+            );
         }
     }
     let mut config = DockerConfig::default();
@@ -366,7 +472,9 @@ pub async fn pull_secrets(ctx: &CatalogContext) -> DockerConfig {
         match secrets.get_opt(&name).await {
             Ok(Some(secret)) => match DockerConfig::from_secret(&secret) {
                 Ok(parsed) => config.merge(&parsed),
-                Err(e) => tracing::warn!(secret = %name, error = %e, "ignoring unusable pull secret"),
+                Err(e) => {
+                    tracing::warn!(secret = %name, error = %e, "ignoring unusable pull secret")
+                }
             },
             Ok(None) => tracing::warn!(secret = %name, "pull secret not found"),
             Err(e) => tracing::warn!(secret = %name, error = %e, "reading pull secret"),

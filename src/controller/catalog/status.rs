@@ -18,7 +18,11 @@ pub enum Outcome {
     /// `availabilityMode: Unavailable`: content removed, nothing served.
     Unavailable,
     /// Content stored and served.
-    Serving { resolved_ref: String, base_url: String, last_unpacked: Time },
+    Serving {
+        resolved_ref: String,
+        base_url: String,
+        last_unpacked: Time,
+    },
     /// Something failed; `terminal` failures are not retried until the spec changes.
     Failed { message: String, terminal: bool },
     /// The catalog is being deleted and its content is gone.
@@ -26,40 +30,97 @@ pub enum Outcome {
 }
 
 /// The status to write after `outcome`.
-pub fn next_status(current: &ClusterCatalogStatus, outcome: &Outcome, generation: Option<i64>, now: &Time) -> ClusterCatalogStatus {
+pub fn next_status(
+    current: &ClusterCatalogStatus,
+    outcome: &Outcome,
+    generation: Option<i64>,
+    now: &Time,
+) -> ClusterCatalogStatus {
     let mut status = current.clone();
-    status.conditions.retain(|c| c.type_ == TYPE_SERVING || c.type_ == TYPE_PROGRESSING);
+    status
+        .conditions
+        .retain(|c| c.type_ == TYPE_SERVING || c.type_ == TYPE_PROGRESSING);
     let mut set = |c| {
         conditions::set_condition(&mut status.conditions, c, now.clone());
     };
     match outcome {
         Outcome::Unavailable => {
-            set(condition(TYPE_SERVING, false, REASON_USER_SPECIFIED_UNAVAILABLE, MSG_UNAVAILABLE, generation));
-            set(condition(TYPE_PROGRESSING, true, REASON_SUCCEEDED, MSG_UNAVAILABLE, generation));
+            set(condition(
+                TYPE_SERVING,
+                false,
+                REASON_USER_SPECIFIED_UNAVAILABLE,
+                MSG_UNAVAILABLE,
+                generation,
+            ));
+            set(condition(
+                TYPE_PROGRESSING,
+                true,
+                REASON_SUCCEEDED,
+                MSG_UNAVAILABLE,
+                generation,
+            ));
             status.resolved_source = None;
             status.urls = None;
             status.last_unpacked = None;
         }
-        Outcome::Serving { resolved_ref, base_url, last_unpacked } => {
-            set(condition(TYPE_SERVING, true, REASON_AVAILABLE, MSG_SERVING, generation));
-            set(condition(TYPE_PROGRESSING, true, REASON_SUCCEEDED, MSG_UNPACKED, generation));
+        Outcome::Serving {
+            resolved_ref,
+            base_url,
+            last_unpacked,
+        } => {
+            set(condition(
+                TYPE_SERVING,
+                true,
+                REASON_AVAILABLE,
+                MSG_SERVING,
+                generation,
+            ));
+            set(condition(
+                TYPE_PROGRESSING,
+                true,
+                REASON_SUCCEEDED,
+                MSG_UNPACKED,
+                generation,
+            ));
             status.resolved_source = Some(ResolvedCatalogSource {
                 type_: SourceKind::Image,
-                image: ResolvedImageSource { ref_: resolved_ref.clone() },
+                image: ResolvedImageSource {
+                    ref_: resolved_ref.clone(),
+                },
             });
-            status.urls = Some(ClusterCatalogUrls { base: base_url.clone() });
+            status.urls = Some(ClusterCatalogUrls {
+                base: base_url.clone(),
+            });
             status.last_unpacked = Some(last_unpacked.clone());
         }
         Outcome::Failed { message, terminal } => {
             let c = if *terminal {
-                condition(TYPE_PROGRESSING, false, REASON_BLOCKED, message.clone(), generation)
+                condition(
+                    TYPE_PROGRESSING,
+                    false,
+                    REASON_BLOCKED,
+                    message.clone(),
+                    generation,
+                )
             } else {
-                condition(TYPE_PROGRESSING, true, REASON_RETRYING, message.clone(), generation)
+                condition(
+                    TYPE_PROGRESSING,
+                    true,
+                    REASON_RETRYING,
+                    message.clone(),
+                    generation,
+                )
             };
             set(c);
         }
         Outcome::Deleted => {
-            set(condition(TYPE_SERVING, false, REASON_UNAVAILABLE, "", generation));
+            set(condition(
+                TYPE_SERVING,
+                false,
+                REASON_UNAVAILABLE,
+                "",
+                generation,
+            ));
             status.resolved_source = None;
             status.urls = None;
             status.last_unpacked = None;
@@ -70,7 +131,10 @@ pub fn next_status(current: &ClusterCatalogStatus, outcome: &Outcome, generation
 
 /// `lastUnpacked` is reported with second precision.
 pub fn truncate_to_seconds(t: std::time::SystemTime) -> Time {
-    let secs = t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default();
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default();
     Time(jiff::Timestamp::from_second(secs).unwrap_or(jiff::Timestamp::UNIX_EPOCH))
 }
 
@@ -88,31 +152,74 @@ mod tests {
     }
 
     fn serving() -> Outcome {
-        Outcome::Serving { resolved_ref: "r@sha256:1".into(), base_url: "https://x/catalogs/c".into(), last_unpacked: t(5) }
+        Outcome::Serving {
+            resolved_ref: "r@sha256:1".into(),
+            base_url: "https://x/catalogs/c".into(),
+            last_unpacked: t(5),
+        }
     }
 
     #[test]
     fn serving_sets_both_conditions_and_status_fields() {
         let s = next_status(&Default::default(), &serving(), Some(3), &t(10));
         let serving = cond(&s, TYPE_SERVING);
-        assert_eq!((serving.status.as_str(), serving.reason.as_str(), serving.message.as_str()), ("True", "Available", MSG_SERVING));
+        assert_eq!(
+            (
+                serving.status.as_str(),
+                serving.reason.as_str(),
+                serving.message.as_str()
+            ),
+            ("True", "Available", MSG_SERVING)
+        );
         assert_eq!(serving.observed_generation, Some(3));
         let progressing = cond(&s, TYPE_PROGRESSING);
-        assert_eq!((progressing.status.as_str(), progressing.reason.as_str(), progressing.message.as_str()), ("True", "Succeeded", MSG_UNPACKED));
-        assert_eq!(s.resolved_source.as_ref().map(|r| r.image.ref_.as_str()), Some("r@sha256:1"));
-        assert_eq!(s.urls.as_ref().map(|u| u.base.as_str()), Some("https://x/catalogs/c"));
+        assert_eq!(
+            (
+                progressing.status.as_str(),
+                progressing.reason.as_str(),
+                progressing.message.as_str()
+            ),
+            ("True", "Succeeded", MSG_UNPACKED)
+        );
+        assert_eq!(
+            s.resolved_source.as_ref().map(|r| r.image.ref_.as_str()),
+            Some("r@sha256:1")
+        );
+        assert_eq!(
+            s.urls.as_ref().map(|u| u.base.as_str()),
+            Some("https://x/catalogs/c")
+        );
         assert_eq!(s.last_unpacked, Some(t(5)));
     }
 
     #[test]
     fn errors_keep_serving_untouched() {
         let s = next_status(&Default::default(), &serving(), Some(1), &t(10));
-        let failed = next_status(&s, &Outcome::Failed { message: "source catalog content: boom".into(), terminal: false }, Some(2), &t(20));
+        let failed = next_status(
+            &s,
+            &Outcome::Failed {
+                message: "source catalog content: boom".into(),
+                terminal: false,
+            },
+            Some(2),
+            &t(20),
+        );
         assert_eq!(cond(&failed, TYPE_SERVING), cond(&s, TYPE_SERVING));
         let p = cond(&failed, TYPE_PROGRESSING);
-        assert_eq!((p.status.as_str(), p.reason.as_str(), p.message.as_str()), ("True", "Retrying", "source catalog content: boom"));
+        assert_eq!(
+            (p.status.as_str(), p.reason.as_str(), p.message.as_str()),
+            ("True", "Retrying", "source catalog content: boom")
+        );
         assert_eq!(failed.resolved_source, s.resolved_source);
-        let blocked = next_status(&s, &Outcome::Failed { message: "bad ref".into(), terminal: true }, Some(2), &t(20));
+        let blocked = next_status(
+            &s,
+            &Outcome::Failed {
+                message: "bad ref".into(),
+                terminal: true,
+            },
+            Some(2),
+            &t(20),
+        );
         let p = cond(&blocked, TYPE_PROGRESSING);
         assert_eq!((p.status.as_str(), p.reason.as_str()), ("False", "Blocked"));
     }
@@ -122,20 +229,38 @@ mod tests {
         let s = next_status(&Default::default(), &serving(), Some(1), &t(10));
         let u = next_status(&s, &Outcome::Unavailable, Some(2), &t(20));
         let serving = cond(&u, TYPE_SERVING);
-        assert_eq!((serving.status.as_str(), serving.reason.as_str(), serving.message.as_str()), ("False", "UserSpecifiedUnavailable", MSG_UNAVAILABLE));
+        assert_eq!(
+            (
+                serving.status.as_str(),
+                serving.reason.as_str(),
+                serving.message.as_str()
+            ),
+            ("False", "UserSpecifiedUnavailable", MSG_UNAVAILABLE)
+        );
         let p = cond(&u, TYPE_PROGRESSING);
-        assert_eq!((p.status.as_str(), p.reason.as_str(), p.message.as_str()), ("True", "Succeeded", MSG_UNAVAILABLE));
+        assert_eq!(
+            (p.status.as_str(), p.reason.as_str(), p.message.as_str()),
+            ("True", "Succeeded", MSG_UNAVAILABLE)
+        );
         assert!(u.resolved_source.is_none() && u.urls.is_none() && u.last_unpacked.is_none());
     }
 
     #[test]
     fn unknown_conditions_are_dropped_and_deleted_is_unavailable() {
         let mut s = next_status(&Default::default(), &serving(), Some(1), &t(10));
-        s.conditions.push(condition("Foo", true, "Bar", "x", Some(1)));
+        s.conditions
+            .push(condition("Foo", true, "Bar", "x", Some(1)));
         let d = next_status(&s, &Outcome::Deleted, Some(1), &t(20));
         assert!(conditions::find(&d.conditions, "Foo").is_none());
         let serving = cond(&d, TYPE_SERVING);
-        assert_eq!((serving.status.as_str(), serving.reason.as_str(), serving.message.as_str()), ("False", "Unavailable", ""));
+        assert_eq!(
+            (
+                serving.status.as_str(),
+                serving.reason.as_str(),
+                serving.message.as_str()
+            ),
+            ("False", "Unavailable", "")
+        );
     }
 
     #[test]
