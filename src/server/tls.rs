@@ -63,3 +63,55 @@ pub async fn serve(
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+
+    #[tokio::test]
+    async fn serves_https_with_the_configured_certificate() {
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pki = crate::testenv::pki::generate(dir.path()).expect("pki");
+        let config = load(&pki.serving_cert, &pki.serving_key).expect("load");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let router = Router::new().route("/ping", get(|| async { "pong" }));
+        let server = tokio::spawn(serve(listener, router, Some(config)));
+
+        let client = reqwest::Client::builder()
+            .add_root_certificate(
+                reqwest::Certificate::from_pem(pki.ca_pem.as_bytes()).expect("ca"),
+            )
+            .build()
+            .expect("client");
+        let body = client
+            .get(format!("https://127.0.0.1:{port}/ping"))
+            .send()
+            .await
+            .expect("https request")
+            .text()
+            .await
+            .expect("body");
+        assert_eq!(body, "pong");
+        // A client that does not trust the CA is refused.
+        let untrusted = reqwest::get(format!("https://127.0.0.1:{port}/ping")).await;
+        assert!(untrusted.is_err());
+        server.abort();
+    }
+
+    #[test]
+    fn mismatched_or_missing_files_are_clear_errors() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err =
+            load(&dir.path().join("nope.crt"), &dir.path().join("nope.key")).expect_err("missing");
+        assert!(format!("{err:#}").contains("nope.crt"), "{err:#}");
+        let a = crate::testenv::pki::generate(&dir.path().join("a")).expect("pki");
+        let b = crate::testenv::pki::generate(&dir.path().join("b")).expect("pki");
+        let err = load(&a.serving_cert, &b.serving_key).expect_err("mismatch");
+        assert!(format!("{err:#}").contains("do not match"), "{err:#}");
+    }
+}
