@@ -12,9 +12,14 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Resolve a package against catalogs and print the bundle that would be installed.
+    Resolve(olmv1::resolve::cli::ResolveArgs),
+}
 
 fn main() -> ExitCode {
-    let _cli = Cli::parse();
-    ExitCode::SUCCESS
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Resolve(args) => olmv1::resolve::cli::run(args),
+    }
 }

@@ -574,18 +574,6 @@ mod tests {
         }
     }
 
-    fn part() -> impl Strategy<Value = Option<u64>> {
-        prop_oneof![3 => (0u64..4).prop_map(Some), 1 => Just(None)]
-    }
-
-    fn render(parts: &[Option<u64>], wild: &str, len: usize) -> String {
-        parts[..len]
-            .iter()
-            .map(|p| p.map_or(wild.to_string(), |n| n.to_string()))
-            .collect::<Vec<_>>()
-            .join(".")
-    }
-
     proptest! {
         #[test]
         fn single_constraint_matches_reference(
