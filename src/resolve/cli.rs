@@ -3,7 +3,8 @@
 //! sources are a [`CatalogSource`]; only FBC files and directories are read today.
 
 use super::{
-    Availability, CatalogInput, Explanation, InstalledBundle, ResolveRequest, UpgradePolicy, explain, resolve,
+    Availability, CatalogInput, Explanation, InstalledBundle, ResolveRequest, UpgradePolicy,
+    explain, resolve,
 };
 use crate::fbc::model::PackageContent;
 use crate::version::BundleVersion;
@@ -62,7 +63,9 @@ pub enum CatalogSource {
 pub enum SourceError {
     #[error("catalog {0:?}: reading catalogs from images is not supported by this command yet")]
     ImageUnsupported(String),
-    #[error("catalog {0:?}: no such file or directory, and reading ClusterCatalogs is not supported by this command yet")]
+    #[error(
+        "catalog {0:?}: no such file or directory, and reading ClusterCatalogs is not supported by this command yet"
+    )]
     ClusterCatalogUnsupported(String),
     #[error("catalog {path}: {source}")]
     Fbc {
@@ -89,10 +92,16 @@ impl CatalogSource {
     /// The package's content from this source.
     pub fn load(&self, package: &str) -> Result<PackageContent, SourceError> {
         match self {
-            CatalogSource::Path(p) => crate::fbc::load_package(p, package)
-                .map_err(|source| SourceError::Fbc { path: p.display().to_string(), source }),
+            CatalogSource::Path(p) => {
+                crate::fbc::load_package(p, package).map_err(|source| SourceError::Fbc {
+                    path: p.display().to_string(),
+                    source,
+                })
+            }
             CatalogSource::Image(r) => Err(SourceError::ImageUnsupported(r.clone())),
-            CatalogSource::ClusterCatalog(n) => Err(SourceError::ClusterCatalogUnsupported(n.clone())),
+            CatalogSource::ClusterCatalog(n) => {
+                Err(SourceError::ClusterCatalogUnsupported(n.clone()))
+            }
         }
     }
 }
@@ -100,23 +109,39 @@ impl CatalogSource {
 /// Turns `--installed` into an installed-bundle record: a bundle name found in a
 /// catalog gives its version; a version finds the bundle's name; a name ending in
 /// `.v<version>` that no catalog has is still usable by version.
-pub fn installed_from_arg(arg: &str, contents: &[PackageContent]) -> Result<InstalledBundle, String> {
+pub fn installed_from_arg(
+    arg: &str,
+    contents: &[PackageContent],
+) -> Result<InstalledBundle, String> {
     let bundles = || contents.iter().flat_map(|c| &c.bundles);
     if let Some(b) = bundles().find(|b| b.name == arg) {
-        let v = BundleVersion::of_bundle(b).map_err(|e| format!("installed bundle {arg:?}: {e}"))?;
-        return Ok(InstalledBundle { name: b.name.clone(), version: v.status_version(), release: None });
+        let v =
+            BundleVersion::of_bundle(b).map_err(|e| format!("installed bundle {arg:?}: {e}"))?;
+        return Ok(InstalledBundle {
+            name: b.name.clone(),
+            version: v.status_version(),
+            release: None,
+        });
     }
     if let Ok(v) = BundleVersion::new_lenient(arg, None) {
         let name = bundles()
             .find(|b| BundleVersion::of_bundle(b).is_ok_and(|bv| bv.same_as(&v)))
             .map(|b| b.name.clone())
             .unwrap_or_default();
-        return Ok(InstalledBundle { name, version: v.status_version(), release: None });
+        return Ok(InstalledBundle {
+            name,
+            version: v.status_version(),
+            release: None,
+        });
     }
     if let Some((_, tail)) = arg.rsplit_once(".v")
         && let Ok(v) = BundleVersion::new(tail, None)
     {
-        return Ok(InstalledBundle { name: arg.to_string(), version: v.status_version(), release: None });
+        return Ok(InstalledBundle {
+            name: arg.to_string(),
+            version: v.status_version(),
+            release: None,
+        });
     }
     Err(format!(
         "installed bundle {arg:?} is not in any given catalog and is not a version; pass its version instead"
@@ -141,10 +166,20 @@ fn run_inner(args: &ResolveArgs) -> Result<ExitCode, String> {
             args.catalogs.len()
         ));
     }
-    let sources: Vec<CatalogSource> = args.catalogs.iter().map(|c| CatalogSource::parse(c)).collect();
-    let contents: Vec<PackageContent> =
-        sources.iter().map(|s| s.load(&args.package).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
-    let installed = args.installed.as_deref().map(|i| installed_from_arg(i, &contents)).transpose()?;
+    let sources: Vec<CatalogSource> = args
+        .catalogs
+        .iter()
+        .map(|c| CatalogSource::parse(c))
+        .collect();
+    let contents: Vec<PackageContent> = sources
+        .iter()
+        .map(|s| s.load(&args.package).map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    let installed = args
+        .installed
+        .as_deref()
+        .map(|i| installed_from_arg(i, &contents))
+        .transpose()?;
     let request = ResolveRequest {
         package: args.package.clone(),
         channels: args.channels.clone(),
@@ -170,7 +205,10 @@ fn run_inner(args: &ResolveArgs) -> Result<ExitCode, String> {
     let Explanation { result, bundles } = if args.explain {
         explain(&request, &inputs)
     } else {
-        Explanation { result: resolve(&request, &inputs), bundles: Vec::new() }
+        Explanation {
+            result: resolve(&request, &inputs),
+            bundles: Vec::new(),
+        }
     };
     match args.output {
         Output::Json => {
@@ -179,7 +217,10 @@ fn run_inner(args: &ResolveArgs) -> Result<ExitCode, String> {
                 "error": result.as_ref().err().map(ToString::to_string),
                 "explanation": args.explain.then_some(&bundles),
             });
-            println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+            );
         }
         Output::Text => {
             if args.explain {
@@ -211,11 +252,21 @@ pub fn explanation_table(rows: &[super::BundleExplanation]) -> String {
     let cells: Vec<[String; 4]> = rows
         .iter()
         .map(|r| {
-            let mut verdict = r.reasons.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+            let mut verdict = r
+                .reasons
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
             if r.deprecated && !verdict.contains("deprecated") {
                 verdict.push_str(" (deprecated)");
             }
-            [r.catalog.clone(), r.bundle.clone(), r.version.clone().unwrap_or_else(|| "-".into()), verdict]
+            [
+                r.catalog.clone(),
+                r.bundle.clone(),
+                r.version.clone().unwrap_or_else(|| "-".into()),
+                verdict,
+            ]
         })
         .collect();
     let mut widths = header.map(str::len);

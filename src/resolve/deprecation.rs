@@ -54,8 +54,18 @@ pub enum CatalogData<'a> {
     Available(Option<&'a Deprecation>),
 }
 
-fn cond(type_: &'static str, status: ConditionStatus, reason: &'static str, message: impl Into<String>) -> DeprecationCondition {
-    DeprecationCondition { type_, status, reason, message: message.into() }
+fn cond(
+    type_: &'static str,
+    status: ConditionStatus,
+    reason: &'static str,
+    message: impl Into<String>,
+) -> DeprecationCondition {
+    DeprecationCondition {
+        type_,
+        status,
+        reason,
+        message: message.into(),
+    }
 }
 
 /// Computes the four conditions, in the order Deprecated, PackageDeprecated,
@@ -67,7 +77,14 @@ pub fn deprecation_conditions(
     installed_bundle: Option<&str>,
 ) -> [DeprecationCondition; 4] {
     use ConditionStatus::*;
-    let no_bundle = || cond(TYPE_BUNDLE_DEPRECATED, Unknown, REASON_ABSENT, MESSAGE_NO_BUNDLE);
+    let no_bundle = || {
+        cond(
+            TYPE_BUNDLE_DEPRECATED,
+            Unknown,
+            REASON_ABSENT,
+            MESSAGE_NO_BUNDLE,
+        )
+    };
     let deprecation = match data {
         CatalogData::Unavailable => {
             let unknown = |t| cond(t, Unknown, REASON_UNKNOWN, MESSAGE_UNKNOWN);
@@ -75,20 +92,34 @@ pub fn deprecation_conditions(
                 unknown(TYPE_DEPRECATED),
                 unknown(TYPE_PACKAGE_DEPRECATED),
                 unknown(TYPE_CHANNEL_DEPRECATED),
-                if installed_bundle.is_some() { unknown(TYPE_BUNDLE_DEPRECATED) } else { no_bundle() },
+                if installed_bundle.is_some() {
+                    unknown(TYPE_BUNDLE_DEPRECATED)
+                } else {
+                    no_bundle()
+                },
             ];
         }
         CatalogData::Available(d) => d,
     };
-    let entries = deprecation.map(|d| d.entries.as_slice()).unwrap_or_default();
+    let entries = deprecation
+        .map(|d| d.entries.as_slice())
+        .unwrap_or_default();
     let select = |pred: &dyn Fn(&str, &str) -> bool| -> (bool, Vec<&str>) {
-        let hits: Vec<_> = entries.iter().filter(|e| pred(&e.reference.schema, &e.reference.name)).collect();
-        let messages = hits.iter().map(|e| e.message.as_str()).filter(|m| !m.is_empty()).collect();
+        let hits: Vec<_> = entries
+            .iter()
+            .filter(|e| pred(&e.reference.schema, &e.reference.name))
+            .collect();
+        let messages = hits
+            .iter()
+            .map(|e| e.message.as_str())
+            .filter(|m| !m.is_empty())
+            .collect();
         (!hits.is_empty(), messages)
     };
     let (pkg_hit, pkg_msgs) = select(&|schema, _| schema == SCHEMA_PACKAGE);
     let (ch_hit, ch_msgs) = select(&|schema, name| {
-        schema == SCHEMA_CHANNEL && (requested_channels.is_empty() || requested_channels.iter().any(|c| c == name))
+        schema == SCHEMA_CHANNEL
+            && (requested_channels.is_empty() || requested_channels.iter().any(|c| c == name))
     });
     let (b_hit, b_msgs) = match installed_bundle {
         Some(b) => select(&|schema, name| schema == SCHEMA_BUNDLE && name == b),
@@ -101,18 +132,43 @@ pub fn deprecation_conditions(
             cond(t, False, REASON_NOT_DEPRECATED, not_msg)
         }
     };
-    let all: Vec<&str> = pkg_msgs.iter().chain(&ch_msgs).chain(&b_msgs).copied().collect();
+    let all: Vec<&str> = pkg_msgs
+        .iter()
+        .chain(&ch_msgs)
+        .chain(&b_msgs)
+        .copied()
+        .collect();
     let rollup = if all.is_empty() {
-        cond(TYPE_DEPRECATED, False, REASON_NOT_DEPRECATED, "not deprecated")
+        cond(
+            TYPE_DEPRECATED,
+            False,
+            REASON_NOT_DEPRECATED,
+            "not deprecated",
+        )
     } else {
         cond(TYPE_DEPRECATED, True, REASON_DEPRECATED, all.join("\n"))
     };
     [
         rollup,
-        sub(TYPE_PACKAGE_DEPRECATED, pkg_hit, &pkg_msgs, "package not deprecated"),
-        sub(TYPE_CHANNEL_DEPRECATED, ch_hit, &ch_msgs, "channel not deprecated"),
+        sub(
+            TYPE_PACKAGE_DEPRECATED,
+            pkg_hit,
+            &pkg_msgs,
+            "package not deprecated",
+        ),
+        sub(
+            TYPE_CHANNEL_DEPRECATED,
+            ch_hit,
+            &ch_msgs,
+            "channel not deprecated",
+        ),
         if installed_bundle.is_some() {
-            sub(TYPE_BUNDLE_DEPRECATED, b_hit, &b_msgs, "bundle not deprecated")
+            sub(
+                TYPE_BUNDLE_DEPRECATED,
+                b_hit,
+                &b_msgs,
+                "bundle not deprecated",
+            )
         } else {
             no_bundle()
         },
@@ -127,26 +183,53 @@ mod tests {
 
     fn entry(schema: &str, name: &str, message: &str) -> DeprecationEntry {
         DeprecationEntry {
-            reference: PackageScopedReference { schema: schema.into(), name: name.into() },
+            reference: PackageScopedReference {
+                schema: schema.into(),
+                name: name.into(),
+            },
             message: message.into(),
         }
     }
 
     fn deprecation(entries: Vec<DeprecationEntry>) -> Deprecation {
-        Deprecation { schema: "olm.deprecations".into(), package: "p".into(), entries }
+        Deprecation {
+            schema: "olm.deprecations".into(),
+            package: "p".into(),
+            entries,
+        }
     }
 
     fn summary(c: &[DeprecationCondition; 4]) -> Vec<(&str, &str, &str, &str)> {
-        c.iter().map(|c| (c.type_, c.status.as_str(), c.reason, c.message.as_str())).collect()
+        c.iter()
+            .map(|c| (c.type_, c.status.as_str(), c.reason, c.message.as_str()))
+            .collect()
     }
 
     #[test]
     fn unknown_when_catalog_data_unavailable() {
         let c = deprecation_conditions(CatalogData::Unavailable, &[], Some("p.v1"));
-        assert!(c.iter().all(|c| c.status == Unknown && c.reason == REASON_UNKNOWN && c.message == MESSAGE_UNKNOWN));
+        assert!(c.iter().all(|c| c.status == Unknown
+            && c.reason == REASON_UNKNOWN
+            && c.message == MESSAGE_UNKNOWN));
         let c = deprecation_conditions(CatalogData::Unavailable, &[], None);
-        assert_eq!(summary(&c)[3], ("BundleDeprecated", "Unknown", "Absent", "no bundle installed yet"));
-        assert_eq!(summary(&c)[0], ("Deprecated", "Unknown", "DeprecationStatusUnknown", MESSAGE_UNKNOWN));
+        assert_eq!(
+            summary(&c)[3],
+            (
+                "BundleDeprecated",
+                "Unknown",
+                "Absent",
+                "no bundle installed yet"
+            )
+        );
+        assert_eq!(
+            summary(&c)[0],
+            (
+                "Deprecated",
+                "Unknown",
+                "DeprecationStatusUnknown",
+                MESSAGE_UNKNOWN
+            )
+        );
     }
 
     #[test]
@@ -156,9 +239,24 @@ mod tests {
             summary(&c),
             vec![
                 ("Deprecated", "False", "NotDeprecated", "not deprecated"),
-                ("PackageDeprecated", "False", "NotDeprecated", "package not deprecated"),
-                ("ChannelDeprecated", "False", "NotDeprecated", "channel not deprecated"),
-                ("BundleDeprecated", "False", "NotDeprecated", "bundle not deprecated"),
+                (
+                    "PackageDeprecated",
+                    "False",
+                    "NotDeprecated",
+                    "package not deprecated"
+                ),
+                (
+                    "ChannelDeprecated",
+                    "False",
+                    "NotDeprecated",
+                    "channel not deprecated"
+                ),
+                (
+                    "BundleDeprecated",
+                    "False",
+                    "NotDeprecated",
+                    "bundle not deprecated"
+                ),
             ]
         );
     }
@@ -172,11 +270,20 @@ mod tests {
             entry("olm.channel", "stable", "stable moved"),
             entry("olm.bundle", "p.v2", "v2 too"),
         ]);
-        let c = deprecation_conditions(CatalogData::Available(Some(&d)), &["alpha".into()], Some("p.v1"));
+        let c = deprecation_conditions(
+            CatalogData::Available(Some(&d)),
+            &["alpha".into()],
+            Some("p.v1"),
+        );
         assert_eq!(
             summary(&c),
             vec![
-                ("Deprecated", "True", "Deprecated", "package gone\nuse beta\nv1 is bad"),
+                (
+                    "Deprecated",
+                    "True",
+                    "Deprecated",
+                    "package gone\nuse beta\nv1 is bad"
+                ),
                 ("PackageDeprecated", "True", "Deprecated", "package gone"),
                 ("ChannelDeprecated", "True", "Deprecated", "use beta"),
                 ("BundleDeprecated", "True", "Deprecated", "v1 is bad"),
@@ -184,20 +291,64 @@ mod tests {
         );
         // no channels requested: any deprecated channel counts
         let c = deprecation_conditions(CatalogData::Available(Some(&d)), &[], Some("p.v3"));
-        assert_eq!(summary(&c)[2], ("ChannelDeprecated", "True", "Deprecated", "use beta\nstable moved"));
-        assert_eq!(summary(&c)[3], ("BundleDeprecated", "False", "NotDeprecated", "bundle not deprecated"));
+        assert_eq!(
+            summary(&c)[2],
+            (
+                "ChannelDeprecated",
+                "True",
+                "Deprecated",
+                "use beta\nstable moved"
+            )
+        );
+        assert_eq!(
+            summary(&c)[3],
+            (
+                "BundleDeprecated",
+                "False",
+                "NotDeprecated",
+                "bundle not deprecated"
+            )
+        );
         // a channel that is not deprecated
         let c = deprecation_conditions(CatalogData::Available(Some(&d)), &["beta".into()], None);
-        assert_eq!(summary(&c)[2], ("ChannelDeprecated", "False", "NotDeprecated", "channel not deprecated"));
-        assert_eq!(summary(&c)[3], ("BundleDeprecated", "Unknown", "Absent", "no bundle installed yet"));
-        assert_eq!(summary(&c)[0], ("Deprecated", "True", "Deprecated", "package gone"));
+        assert_eq!(
+            summary(&c)[2],
+            (
+                "ChannelDeprecated",
+                "False",
+                "NotDeprecated",
+                "channel not deprecated"
+            )
+        );
+        assert_eq!(
+            summary(&c)[3],
+            (
+                "BundleDeprecated",
+                "Unknown",
+                "Absent",
+                "no bundle installed yet"
+            )
+        );
+        assert_eq!(
+            summary(&c)[0],
+            ("Deprecated", "True", "Deprecated", "package gone")
+        );
     }
 
     #[test]
     fn empty_messages_are_skipped() {
-        let d = deprecation(vec![entry("olm.package", "", ""), entry("olm.channel", "a", "")]);
+        let d = deprecation(vec![
+            entry("olm.package", "", ""),
+            entry("olm.channel", "a", ""),
+        ]);
         let c = deprecation_conditions(CatalogData::Available(Some(&d)), &[], None);
-        assert_eq!(summary(&c)[1], ("PackageDeprecated", "True", "Deprecated", ""));
-        assert_eq!(summary(&c)[0], ("Deprecated", "False", "NotDeprecated", "not deprecated"));
+        assert_eq!(
+            summary(&c)[1],
+            ("PackageDeprecated", "True", "Deprecated", "")
+        );
+        assert_eq!(
+            summary(&c)[0],
+            ("Deprecated", "False", "NotDeprecated", "not deprecated")
+        );
     }
 }

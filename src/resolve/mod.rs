@@ -17,7 +17,8 @@ pub mod selector;
 mod tests;
 
 use crate::fbc::model::{
-    Deprecation, PROPERTY_CONSTRAINT, PROPERTY_GVK_REQUIRED, PROPERTY_PACKAGE_REQUIRED, PackageContent, SCHEMA_BUNDLE,
+    Deprecation, PROPERTY_CONSTRAINT, PROPERTY_GVK_REQUIRED, PROPERTY_PACKAGE_REQUIRED,
+    PackageContent, SCHEMA_BUNDLE,
 };
 use crate::version::{BundleVersion, ConstraintError, Constraints, SkipRange};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -130,7 +131,9 @@ impl fmt::Display for NoUniqueBundle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = String::new();
         if let Some(v) = &self.installed_version {
-            s.push_str(&format!("error upgrading from currently installed version {v:?}: "));
+            s.push_str(&format!(
+                "error upgrading from currently installed version {v:?}: "
+            ));
         }
         if self.catalogs.len() > 1 {
             s.push_str(&format!("found bundles for package {:?} ", self.package));
@@ -144,7 +147,10 @@ impl fmt::Display for NoUniqueBundle {
             s.push_str(&format!("in channels [{}] ", self.channels.join(" ")));
         }
         if self.catalogs.len() > 1 {
-            s.push_str(&format!("in multiple catalogs with the same priority [{}] ", self.catalogs.join(" ")));
+            s.push_str(&format!(
+                "in multiple catalogs with the same priority [{}] ",
+                self.catalogs.join(" ")
+            ));
         }
         f.write_str(s.trim())
     }
@@ -156,10 +162,21 @@ pub enum ResolveError {
     #[error("desired catalog selector is invalid: {0}")]
     InvalidSelector(String),
     #[error("desired version range {range:?} is invalid: {source}")]
-    InvalidVersionRange { range: String, source: ConstraintError },
-    #[error("error walking catalogs: error getting package {package:?} from catalog {catalog:?}: {message}")]
-    CatalogContent { package: String, catalog: String, message: String },
-    #[error("error walking catalogs: error finding upgrade edges: error parsing installed bundle version: {0}")]
+    InvalidVersionRange {
+        range: String,
+        source: ConstraintError,
+    },
+    #[error(
+        "error walking catalogs: error getting package {package:?} from catalog {catalog:?}: {message}"
+    )]
+    CatalogContent {
+        package: String,
+        catalog: String,
+        message: String,
+    },
+    #[error(
+        "error walking catalogs: error finding upgrade edges: error parsing installed bundle version: {0}"
+    )]
     InstalledVersion(String),
     #[error("{0}")]
     NoUniqueBundle(Box<NoUniqueBundle>),
@@ -183,19 +200,40 @@ impl ResolveError {
 pub enum Reason {
     CatalogNotSelected,
     CatalogUnavailable,
-    InvalidVersion { error: String },
-    NotInChannels { channels: Vec<String> },
-    OutsideRange { range: String },
-    NotSuccessor { installed: String },
+    InvalidVersion {
+        error: String,
+    },
+    NotInChannels {
+        channels: Vec<String>,
+    },
+    OutsideRange {
+        range: String,
+    },
+    NotSuccessor {
+        installed: String,
+    },
     /// Another bundle of the same catalog is preferred.
-    Outranked { by: String, deprecated: bool },
+    Outranked {
+        by: String,
+        deprecated: bool,
+    },
     /// This catalog's candidate is deprecated and another catalog has a
     /// non-deprecated one.
-    DeprecatedCandidate { preferred_catalog: String },
-    LowerPriority { priority: i32, winner_catalog: String, winner_priority: i32 },
-    Ambiguous { catalogs: Vec<String> },
+    DeprecatedCandidate {
+        preferred_catalog: String,
+    },
+    LowerPriority {
+        priority: i32,
+        winner_catalog: String,
+        winner_priority: i32,
+    },
+    Ambiguous {
+        catalogs: Vec<String>,
+    },
     Chosen,
-    Rejected { error: String },
+    Rejected {
+        error: String,
+    },
 }
 
 impl fmt::Display for Reason {
@@ -204,20 +242,39 @@ impl fmt::Display for Reason {
             Reason::CatalogNotSelected => write!(f, "catalog not selected by the selector"),
             Reason::CatalogUnavailable => write!(f, "catalog availabilityMode is Unavailable"),
             Reason::InvalidVersion { error } => write!(f, "invalid version: {error}"),
-            Reason::NotInChannels { channels } => write!(f, "not in channels [{}]", channels.join(" ")),
+            Reason::NotInChannels { channels } => {
+                write!(f, "not in channels [{}]", channels.join(" "))
+            }
             Reason::OutsideRange { range } => write!(f, "outside version range {range:?}"),
             Reason::NotSuccessor { installed } => write!(f, "not a successor of {installed}"),
-            Reason::Outranked { by, deprecated: true } => write!(f, "deprecated; {by} is not"),
-            Reason::Outranked { by, deprecated: false } => write!(f, "eligible, but {by} is higher"),
+            Reason::Outranked {
+                by,
+                deprecated: true,
+            } => write!(f, "deprecated; {by} is not"),
+            Reason::Outranked {
+                by,
+                deprecated: false,
+            } => write!(f, "eligible, but {by} is higher"),
             Reason::DeprecatedCandidate { preferred_catalog } => {
-                write!(f, "deprecated; catalog {preferred_catalog} has a non-deprecated candidate")
+                write!(
+                    f,
+                    "deprecated; catalog {preferred_catalog} has a non-deprecated candidate"
+                )
             }
-            Reason::LowerPriority { priority, winner_catalog, winner_priority } => write!(
+            Reason::LowerPriority {
+                priority,
+                winner_catalog,
+                winner_priority,
+            } => write!(
                 f,
                 "lower priority: catalog priority {priority} < {winner_priority} of catalog {winner_catalog}"
             ),
             Reason::Ambiguous { catalogs } => {
-                write!(f, "eligible, but tied with catalogs of the same priority [{}]", catalogs.join(" "))
+                write!(
+                    f,
+                    "eligible, but tied with catalogs of the same priority [{}]",
+                    catalogs.join(" ")
+                )
             }
             Reason::Chosen => write!(f, "chosen"),
             Reason::Rejected { error } => write!(f, "chosen, then rejected: {error}"),
@@ -244,7 +301,10 @@ pub struct Explanation {
 }
 
 /// Resolves the bundle to install.
-pub fn resolve(request: &ResolveRequest, catalogs: &[CatalogInput<'_>]) -> Result<Resolution, ResolveError> {
+pub fn resolve(
+    request: &ResolveRequest,
+    catalogs: &[CatalogInput<'_>],
+) -> Result<Resolution, ResolveError> {
     walk(request, catalogs, None)
 }
 
@@ -281,17 +341,25 @@ fn walk<'a>(
         Selector::parse(request.selector.as_ref()).map_err(ResolveError::InvalidSelector)?;
     let range_text = request.version_range.as_deref().filter(|r| !r.is_empty());
     let range = match range_text {
-        Some(r) => Some(Constraints::parse(r).map_err(|source| ResolveError::InvalidVersionRange {
-            range: r.to_string(),
-            source,
-        })?),
+        Some(r) => {
+            Some(
+                Constraints::parse(r).map_err(|source| ResolveError::InvalidVersionRange {
+                    range: r.to_string(),
+                    source,
+                })?,
+            )
+        }
         None => None,
     };
     let edges = request.policy != UpgradePolicy::SelfCertified;
     let installed = request.installed.as_ref();
     let mut installed_version: Option<BundleVersion> = None;
     let installed_label = installed.map(|i| {
-        if i.name.is_empty() { format!("version {}", i.version) } else { format!("{} ({})", i.name, i.version) }
+        if i.name.is_empty() {
+            format!("version {}", i.version)
+        } else {
+            format!("{} ({})", i.name, i.version)
+        }
     });
 
     let mut stats = Vec::new();
@@ -345,8 +413,12 @@ fn walk<'a>(
             .iter()
             .filter(|c| request.channels.is_empty() || request.channels.contains(&c.name))
             .collect();
-        let in_channel: Option<HashSet<&str>> = (!request.channels.is_empty())
-            .then(|| selected.iter().flat_map(|c| c.entries.iter().map(|e| e.name.as_str())).collect());
+        let in_channel: Option<HashSet<&str>> = (!request.channels.is_empty()).then(|| {
+            selected
+                .iter()
+                .flat_map(|c| c.entries.iter().map(|e| e.name.as_str()))
+                .collect()
+        });
         let successors: Option<HashSet<&str>> = match (edges, installed) {
             (true, Some(inst)) => {
                 if installed_version.is_none() {
@@ -392,7 +464,9 @@ fn walk<'a>(
             let mut reasons = Vec::new();
             let ok = match &version {
                 Err(e) => {
-                    reasons.push(Reason::InvalidVersion { error: e.to_string() });
+                    reasons.push(Reason::InvalidVersion {
+                        error: e.to_string(),
+                    });
                     false
                 }
                 Ok(v) => {
@@ -401,14 +475,18 @@ fn walk<'a>(
                         && !set.contains(b.name.as_str())
                     {
                         ok = false;
-                        reasons.push(Reason::NotInChannels { channels: request.channels.clone() });
+                        reasons.push(Reason::NotInChannels {
+                            channels: request.channels.clone(),
+                        });
                     }
                     if (ok || explain.is_some())
                         && let (Some(r), Some(text)) = (&range, range_text)
                         && !r.matches(&v.version)
                     {
                         ok = false;
-                        reasons.push(Reason::OutsideRange { range: text.to_string() });
+                        reasons.push(Reason::OutsideRange {
+                            range: text.to_string(),
+                        });
                     }
                     if (ok || explain.is_some())
                         && let Some(set) = &successors
@@ -437,17 +515,27 @@ fn walk<'a>(
                 }
                 None => usize::MAX,
             };
-            let (true, Ok(version)) = (ok, version) else { continue };
+            let (true, Ok(version)) = (ok, version) else {
+                continue;
+            };
             stat.matched_bundles += 1;
             survivors.push(explain_index);
             let better = match &best {
                 None => true,
                 Some(cur) => {
-                    (!deprecated && cur.deprecated) || (deprecated == cur.deprecated && version > cur.version)
+                    (!deprecated && cur.deprecated)
+                        || (deprecated == cur.deprecated && version > cur.version)
                 }
             };
             if better {
-                best = Some(Candidate { catalog: ci, bundle: b, version, deprecated, deprecation, explain_index });
+                best = Some(Candidate {
+                    catalog: ci,
+                    bundle: b,
+                    version,
+                    deprecated,
+                    deprecation,
+                    explain_index,
+                });
             }
         }
         stats.push(stat);
@@ -456,25 +544,32 @@ fn walk<'a>(
             let by = best.bundle.name.clone();
             for &i in survivors.iter().filter(|&&i| i != best.explain_index) {
                 let deprecated = out[i].deprecated && !best.deprecated;
-                out[i].reasons.push(Reason::Outranked { by: by.clone(), deprecated });
+                out[i].reasons.push(Reason::Outranked {
+                    by: by.clone(),
+                    deprecated,
+                });
             }
         }
         // Cross-catalog deprecation handling (§4.5).
         if let Some(prior) = candidates.last() {
             if best.deprecated && !prior.deprecated {
                 if let Some(out) = explain.as_deref_mut() {
-                    out[best.explain_index].reasons.push(Reason::DeprecatedCandidate {
-                        preferred_catalog: catalogs[prior.catalog].name.to_string(),
-                    });
+                    out[best.explain_index]
+                        .reasons
+                        .push(Reason::DeprecatedCandidate {
+                            preferred_catalog: catalogs[prior.catalog].name.to_string(),
+                        });
                 }
                 continue;
             }
             if !best.deprecated && prior.deprecated {
                 if let Some(out) = explain.as_deref_mut() {
                     for c in &candidates {
-                        out[c.explain_index].reasons.push(Reason::DeprecatedCandidate {
-                            preferred_catalog: cat.name.to_string(),
-                        });
+                        out[c.explain_index]
+                            .reasons
+                            .push(Reason::DeprecatedCandidate {
+                                preferred_catalog: cat.name.to_string(),
+                            });
                     }
                 }
                 candidates.clear();
@@ -487,8 +582,9 @@ fn walk<'a>(
     if candidates.len() > 1 {
         candidates.sort_by_key(|c| std::cmp::Reverse(catalogs[c.catalog].priority));
         let top = catalogs[candidates[0].catalog].priority;
-        let (keep, dropped): (Vec<_>, Vec<_>) =
-            candidates.into_iter().partition(|c| catalogs[c.catalog].priority == top);
+        let (keep, dropped): (Vec<_>, Vec<_>) = candidates
+            .into_iter()
+            .partition(|c| catalogs[c.catalog].priority == top);
         if let Some(out) = explain.as_deref_mut() {
             for c in &dropped {
                 out[c.explain_index].reasons.push(Reason::LowerPriority {
@@ -505,13 +601,18 @@ fn walk<'a>(
         Some(w) if candidates.is_empty() => w,
         other => {
             candidates.extend(other);
-            let mut names: Vec<String> = candidates.iter().map(|c| catalogs[c.catalog].name.to_string()).collect();
-        names.sort();
-        if let Some(out) = explain.as_deref_mut() {
-            for c in &candidates {
-                out[c.explain_index].reasons.push(Reason::Ambiguous { catalogs: names.clone() });
+            let mut names: Vec<String> = candidates
+                .iter()
+                .map(|c| catalogs[c.catalog].name.to_string())
+                .collect();
+            names.sort();
+            if let Some(out) = explain.as_deref_mut() {
+                for c in &candidates {
+                    out[c.explain_index].reasons.push(Reason::Ambiguous {
+                        catalogs: names.clone(),
+                    });
+                }
             }
-        }
             return Err(ResolveError::NoUniqueBundle(Box::new(NoUniqueBundle {
                 package: request.package.clone(),
                 version_range: range_text.map(str::to_string),
@@ -525,15 +626,23 @@ fn walk<'a>(
     let cat = &catalogs[winner.catalog];
     let bundle = winner.bundle;
     if let Some(p) = bundle.properties.iter().find(|p| {
-        matches!(p.type_.as_str(), PROPERTY_PACKAGE_REQUIRED | PROPERTY_GVK_REQUIRED | PROPERTY_CONSTRAINT)
+        matches!(
+            p.type_.as_str(),
+            PROPERTY_PACKAGE_REQUIRED | PROPERTY_GVK_REQUIRED | PROPERTY_CONSTRAINT
+        )
     }) {
-        let err = ResolveError::UnsupportedDependency { bundle: bundle.name.clone(), property: p.type_.clone() };
+        let err = ResolveError::UnsupportedDependency {
+            bundle: bundle.name.clone(),
+            property: p.type_.clone(),
+        };
         if let Some(out) = explain.as_deref_mut() {
-            out[winner.explain_index].reasons.push(Reason::Rejected { error: err.to_string() });
+            out[winner.explain_index].reasons.push(Reason::Rejected {
+                error: err.to_string(),
+            });
         }
         return Err(err);
     }
-    if let Some(out) = explain.as_deref_mut() {
+    if let Some(out) = explain {
         out[winner.explain_index].reasons.push(Reason::Chosen);
     }
     Ok(Resolution {

@@ -35,7 +35,8 @@ fn re(p: &str) -> regex::Regex {
 
 const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
-const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 static LABEL_KEY: LazyLock<regex::Regex> = LazyLock::new(|| re(&format!("^{LABEL_KEY_FMT}$")));
 static LABEL_VALUE: LazyLock<regex::Regex> = LazyLock::new(|| re(&format!("^{LABEL_VALUE_FMT}$")));
 static DNS1123_SUBDOMAIN: LazyLock<regex::Regex> =
@@ -54,8 +55,7 @@ fn regex_error(msg: &str, re: &str, examples: &[&str]) -> String {
     s
 }
 
-const LABEL_KEY_ERR: &str =
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const LABEL_KEY_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 
 fn label_key_errors(key: &str) -> Vec<String> {
     let mut errs = Vec::new();
@@ -96,7 +96,14 @@ fn label_key_errors(key: &str) -> Vec<String> {
         errs.push("name part must be no more than 63 bytes".to_string());
     }
     if !LABEL_KEY.is_match(name) {
-        errs.push(format!("name part {}", regex_error(LABEL_KEY_ERR, LABEL_KEY_FMT, &["MyName", "my.name", "123-abc"])));
+        errs.push(format!(
+            "name part {}",
+            regex_error(
+                LABEL_KEY_ERR,
+                LABEL_KEY_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
+        ));
     }
     errs
 }
@@ -137,7 +144,10 @@ fn new_requirement(key: &str, kind: Kind, values: Vec<String>) -> Result<Require
     let mut errs: Vec<String> = Vec::new();
     let key_errs = label_key_errors(key);
     if !key_errs.is_empty() {
-        errs.push(format!("key: Invalid value: {key:?}: {}", key_errs.join("; ")));
+        errs.push(format!(
+            "key: Invalid value: {key:?}: {}",
+            key_errs.join("; ")
+        ));
     }
     match kind {
         Kind::In | Kind::NotIn if values.is_empty() => errs.push(format!(
@@ -153,7 +163,10 @@ fn new_requirement(key: &str, kind: Kind, values: Vec<String>) -> Result<Require
     for (i, v) in values.iter().enumerate() {
         let v_errs = label_value_errors(v);
         if !v_errs.is_empty() {
-            errs.push(format!("values[{i}][{key}]: Invalid value: {v:?}: {}", v_errs.join("; ")));
+            errs.push(format!(
+                "values[{i}][{key}]: Invalid value: {v:?}: {}",
+                v_errs.join("; ")
+            ));
         }
     }
     let mut unique: Vec<String> = Vec::new();
@@ -169,7 +182,10 @@ fn new_requirement(key: &str, kind: Kind, values: Vec<String>) -> Result<Require
         Kind::DoesNotExist => Op::DoesNotExist,
     };
     match unique.len() {
-        0 => Ok(Requirement { key: key.to_string(), op }),
+        0 => Ok(Requirement {
+            key: key.to_string(),
+            op,
+        }),
         1 => Err(unique.remove(0)),
         _ => Err(format!("[{}]", unique.join(", "))),
     }
@@ -178,7 +194,9 @@ fn new_requirement(key: &str, kind: Kind, values: Vec<String>) -> Result<Require
 impl Selector {
     /// Validates a selector. `None` and an empty selector select everything.
     pub fn parse(selector: Option<&LabelSelector>) -> Result<Selector, String> {
-        let Some(sel) = selector else { return Ok(Selector::default()) };
+        let Some(sel) = selector else {
+            return Ok(Selector::default());
+        };
         let mut requirements = Vec::new();
         for (k, v) in sel.match_labels.iter().flatten() {
             requirements.push(new_requirement(k, Kind::In, vec![v.clone()])?);
@@ -191,7 +209,11 @@ impl Selector {
                 "DoesNotExist" => Kind::DoesNotExist,
                 other => return Err(format!("{other:?} is not a valid label selector operator")),
             };
-            requirements.push(new_requirement(&expr.key, kind, expr.values.clone().unwrap_or_default())?);
+            requirements.push(new_requirement(
+                &expr.key,
+                kind,
+                expr.values.clone().unwrap_or_default(),
+            )?);
         }
         Ok(Selector { requirements })
     }
@@ -212,7 +234,10 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn expr(key: &str, op: &str, values: Option<&[&str]>) -> LabelSelectorRequirement {
@@ -232,17 +257,46 @@ mod tests {
 
     #[test]
     fn matching() {
-        let cat = labels(&[("olm.operatorframework.io/metadata.name", "prod"), ("tier", "gold")]);
+        let cat = labels(&[
+            ("olm.operatorframework.io/metadata.name", "prod"),
+            ("tier", "gold"),
+        ]);
         let other = labels(&[("olm.operatorframework.io/metadata.name", "dev")]);
         let cases: Vec<(LabelSelector, bool, bool)> = vec![
             (LabelSelector::default(), true, true),
-            (sel(&[("olm.operatorframework.io/metadata.name", "prod")], vec![]), true, false),
-            (sel(&[], vec![expr("tier", "In", Some(&["gold", "silver"]))]), true, false),
-            (sel(&[], vec![expr("tier", "NotIn", Some(&["gold"]))]), false, true),
-            (sel(&[], vec![expr("tier", "Exists", None)]), true, false),
-            (sel(&[], vec![expr("tier", "DoesNotExist", None)]), false, true),
             (
-                sel(&[("tier", "gold")], vec![expr("olm.operatorframework.io/metadata.name", "In", Some(&["dev"]))]),
+                sel(
+                    &[("olm.operatorframework.io/metadata.name", "prod")],
+                    vec![],
+                ),
+                true,
+                false,
+            ),
+            (
+                sel(&[], vec![expr("tier", "In", Some(&["gold", "silver"]))]),
+                true,
+                false,
+            ),
+            (
+                sel(&[], vec![expr("tier", "NotIn", Some(&["gold"]))]),
+                false,
+                true,
+            ),
+            (sel(&[], vec![expr("tier", "Exists", None)]), true, false),
+            (
+                sel(&[], vec![expr("tier", "DoesNotExist", None)]),
+                false,
+                true,
+            ),
+            (
+                sel(
+                    &[("tier", "gold")],
+                    vec![expr(
+                        "olm.operatorframework.io/metadata.name",
+                        "In",
+                        Some(&["dev"]),
+                    )],
+                ),
                 false,
                 false,
             ),

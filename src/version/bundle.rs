@@ -24,14 +24,19 @@ pub struct Release(Prerelease);
 
 impl Release {
     pub fn parse(s: &str) -> Result<Release, VersionError> {
-        let bad = |why: &str| VersionError::Release { release: s.to_string(), reason: why.to_string() };
+        let bad = |why: &str| VersionError::Release {
+            release: s.to_string(),
+            reason: why.to_string(),
+        };
         if s.is_empty() {
             return Err(bad("empty"));
         }
         if s.len() > MAX_RELEASE_LEN {
             return Err(bad(&format!("longer than {MAX_RELEASE_LEN} characters")));
         }
-        Prerelease::new(s).map(Release).map_err(|e| bad(&e.to_string()))
+        Prerelease::new(s)
+            .map(Release)
+            .map_err(|e| bad(&e.to_string()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -85,27 +90,46 @@ impl BundleVersion {
     /// From the `version` and optional `release` values of an `olm.package` property.
     /// `release: Some("")` counts as no release.
     pub fn new(version: &str, release: Option<&str>) -> Result<BundleVersion, VersionError> {
-        let mut v = Version::parse(version)
-            .map_err(|e| VersionError::Version { version: version.to_string(), reason: e.to_string() })?;
+        let mut v = Version::parse(version).map_err(|e| VersionError::Version {
+            version: version.to_string(),
+            reason: e.to_string(),
+        })?;
         match release {
-            Some(r) if !r.is_empty() => {
-                Ok(BundleVersion { version: v, release: Some(Release::parse(r)?), legacy_release: false })
-            }
-            Some(_) => Ok(BundleVersion { version: v, release: None, legacy_release: false }),
+            Some(r) if !r.is_empty() => Ok(BundleVersion {
+                version: v,
+                release: Some(Release::parse(r)?),
+                legacy_release: false,
+            }),
+            Some(_) => Ok(BundleVersion {
+                version: v,
+                release: None,
+                legacy_release: false,
+            }),
             None => {
-                let release = if v.build.is_empty() { None } else { Release::parse(v.build.as_str()).ok() };
+                let release = if v.build.is_empty() {
+                    None
+                } else {
+                    Release::parse(v.build.as_str()).ok()
+                };
                 let legacy_release = release.is_some();
                 if legacy_release {
                     v.build = BuildMetadata::EMPTY;
                 }
-                Ok(BundleVersion { version: v, release, legacy_release })
+                Ok(BundleVersion {
+                    version: v,
+                    release,
+                    legacy_release,
+                })
             }
         }
     }
 
     /// Like [`BundleVersion::new`], but tolerates a leading `v` (installed-bundle
     /// records written by other tools).
-    pub fn new_lenient(version: &str, release: Option<&str>) -> Result<BundleVersion, VersionError> {
+    pub fn new_lenient(
+        version: &str,
+        release: Option<&str>,
+    ) -> Result<BundleVersion, VersionError> {
         BundleVersion::new(version, release).or_else(|e| match version.strip_prefix('v') {
             Some(rest) => BundleVersion::new(rest, release),
             None => Err(e),
@@ -119,7 +143,11 @@ impl BundleVersion {
             .iter()
             .find(|p| p.type_ == PROPERTY_PACKAGE)
             .ok_or(VersionError::MissingProperty)?;
-        let version = prop.value.get("version").and_then(|v| v.as_str()).ok_or(VersionError::MissingVersion)?;
+        let version = prop
+            .value
+            .get("version")
+            .and_then(|v| v.as_str())
+            .ok_or(VersionError::MissingVersion)?;
         let release = prop.value.get("release").and_then(|v| v.as_str());
         BundleVersion::new(version, release)
     }
@@ -135,7 +163,10 @@ impl BundleVersion {
 
     /// `status.install.bundle.release`: the release, empty if none.
     pub fn status_release(&self) -> String {
-        self.release.as_ref().map(ToString::to_string).unwrap_or_default()
+        self.release
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default()
     }
 
     /// The same version and release (build metadata ignored).
@@ -160,14 +191,14 @@ impl PartialOrd for BundleVersion {
 /// equal under this order while `==` (derived) tells them apart.
 impl Ord for BundleVersion {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.version
-            .cmp_precedence(&other.version)
-            .then_with(|| match (&self.release, &other.release) {
+        self.version.cmp_precedence(&other.version).then_with(|| {
+            match (&self.release, &other.release) {
                 (None, None) => Ordering::Equal,
                 (None, Some(_)) => Ordering::Less,
                 (Some(_), None) => Ordering::Greater,
                 (Some(a), Some(b)) => a.cmp(b),
-            })
+            }
+        })
     }
 }
 
@@ -224,7 +255,10 @@ mod tests {
             assert!(w[0] < w[1], "{:?} < {:?}", w[0], w[1]);
         }
         assert!(bv("1.0.0+2", None).same_as(&bv("1.0.0", Some("2"))));
-        assert_eq!(bv("1.0.0+a.b", Some("1")).cmp(&bv("1.0.0+c", Some("1"))), Ordering::Equal);
+        assert_eq!(
+            bv("1.0.0+a.b", Some("1")).cmp(&bv("1.0.0+c", Some("1"))),
+            Ordering::Equal
+        );
     }
 
     #[test]
@@ -237,8 +271,14 @@ mod tests {
 
     #[test]
     fn from_bundle_property() {
-        let mut b = Bundle { name: "x.v1".into(), ..Default::default() };
-        assert_eq!(BundleVersion::of_bundle(&b), Err(VersionError::MissingProperty));
+        let mut b = Bundle {
+            name: "x.v1".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            BundleVersion::of_bundle(&b),
+            Err(VersionError::MissingProperty)
+        );
         b.properties.push(crate::fbc::model::Property {
             type_: "olm.package".into(),
             value: json!({"packageName": "x", "version": "1.2.3", "release": "4"}),
@@ -247,6 +287,9 @@ mod tests {
         assert_eq!(v.status_version(), "1.2.3");
         assert_eq!(v.status_release(), "4");
         b.properties[0].value = json!({"packageName": "x"});
-        assert_eq!(BundleVersion::of_bundle(&b), Err(VersionError::MissingVersion));
+        assert_eq!(
+            BundleVersion::of_bundle(&b),
+            Err(VersionError::MissingVersion)
+        );
     }
 }

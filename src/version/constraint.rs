@@ -117,7 +117,9 @@ fn parse_number(s: &str) -> Option<u64> {
 }
 
 fn parse_term(text: &str) -> Result<Term, ConstraintError> {
-    let improper = || ConstraintError { segment: text.to_string() };
+    let improper = || ConstraintError {
+        segment: text.to_string(),
+    };
     let caps = CONSTRAINT.captures(text).ok_or_else(improper)?;
     let op = match caps.get(1).map_or("", |m| m.as_str()) {
         "" | "=" => Op::TildeOrEqual,
@@ -146,7 +148,11 @@ fn parse_term(text: &str) -> Result<Term, ConstraintError> {
     } else if is_x(patch) || patch.is_empty() {
         dirty = true;
         patch_dirty = true;
-        (parse_number(major).ok_or_else(improper)?, parse_number(minor).ok_or_else(improper)?, 0)
+        (
+            parse_number(major).ok_or_else(improper)?,
+            parse_number(minor).ok_or_else(improper)?,
+            0,
+        )
     } else {
         (
             parse_number(major).ok_or_else(improper)?,
@@ -159,8 +165,20 @@ fn parse_term(text: &str) -> Result<Term, ConstraintError> {
     } else {
         Prerelease::new(pre).map_err(|_| improper())?
     };
-    let con = Version { major: ma, minor: mi, patch: pa, pre, build: BuildMetadata::EMPTY };
-    Ok(Term { op, con, dirty, minor_dirty, patch_dirty })
+    let con = Version {
+        major: ma,
+        minor: mi,
+        patch: pa,
+        pre,
+        build: BuildMetadata::EMPTY,
+    };
+    Ok(Term {
+        op,
+        con,
+        dirty,
+        minor_dirty,
+        patch_dirty,
+    })
 }
 
 impl Constraints {
@@ -175,20 +193,30 @@ impl Constraints {
                 minor_dirty: false,
                 patch_dirty: false,
             };
-            return Ok(Constraints { groups: vec![Group { terms: vec![any], has_pre: false }], original });
+            return Ok(Constraints {
+                groups: vec![Group {
+                    terms: vec![any],
+                    has_pre: false,
+                }],
+                original,
+            });
         }
         let rewritten = rewrite_range(input);
         let mut groups = Vec::new();
         for segment in rewritten.split("||") {
             if !VALID_CONSTRAINT.is_match(segment) {
-                return Err(ConstraintError { segment: segment.to_string() });
+                return Err(ConstraintError {
+                    segment: segment.to_string(),
+                });
             }
             let mut terms = Vec::new();
             for m in FIND_CONSTRAINT.find_iter(segment) {
                 terms.push(parse_term(m.as_str())?);
             }
             if terms.is_empty() {
-                return Err(ConstraintError { segment: segment.to_string() });
+                return Err(ConstraintError {
+                    segment: segment.to_string(),
+                });
             }
             let has_pre = terms.iter().any(|t| !t.con.pre.is_empty());
             groups.push(Group { terms, has_pre });
@@ -295,7 +323,7 @@ impl Term {
         if v.major != c.major {
             return false;
         }
-        !(v.minor != c.minor && !self.minor_dirty)
+        v.minor == c.minor || self.minor_dirty
     }
 
     fn caret(&self, v: &Version) -> bool {
@@ -333,7 +361,9 @@ mod tests {
     }
 
     fn check(range: &str, version: &str) -> bool {
-        Constraints::parse(range).unwrap_or_else(|e| panic!("{range}: {e}")).matches(&v(version))
+        Constraints::parse(range)
+            .unwrap_or_else(|e| panic!("{range}: {e}"))
+            .matches(&v(version))
     }
 
     /// Asserts that `range` is equivalent to `expected` over a grid of versions.
@@ -344,7 +374,11 @@ mod tests {
             for mi in 0..15 {
                 for pa in 0..5 {
                     let ver = Version::new(ma, mi, pa);
-                    assert_eq!(a.matches(&ver), b.matches(&ver), "{range} vs {expected} at {ver}");
+                    assert_eq!(
+                        a.matches(&ver),
+                        b.matches(&ver),
+                        "{range} vs {expected} at {ver}"
+                    );
                 }
             }
         }
@@ -353,15 +387,48 @@ mod tests {
     #[test]
     fn table_10_4_basic_comparisons() {
         let rows: &[(&str, &[(&str, bool)])] = &[
-            ("=1.11.1", &[("1.11.1", true), ("1.11.2", false), ("1.11.0", false)]),
-            ("!=1.11.1", &[("1.11.1", false), ("1.11.2", true), ("1.10.0", true)]),
-            (">1.11.1", &[("1.11.1", false), ("1.11.2", true), ("2.0.0", true), ("1.0.0", false)]),
-            ("<1.11.1", &[("1.11.1", false), ("1.11.0", true), ("0.1.0", true), ("1.12.0", false)]),
-            (">=1.11.1", &[("1.11.1", true), ("1.11.0", false), ("1.12.0", true)]),
-            ("<=1.11.1", &[("1.11.1", true), ("1.11.2", false), ("1.11.0", true)]),
+            (
+                "=1.11.1",
+                &[("1.11.1", true), ("1.11.2", false), ("1.11.0", false)],
+            ),
+            (
+                "!=1.11.1",
+                &[("1.11.1", false), ("1.11.2", true), ("1.10.0", true)],
+            ),
+            (
+                ">1.11.1",
+                &[
+                    ("1.11.1", false),
+                    ("1.11.2", true),
+                    ("2.0.0", true),
+                    ("1.0.0", false),
+                ],
+            ),
+            (
+                "<1.11.1",
+                &[
+                    ("1.11.1", false),
+                    ("1.11.0", true),
+                    ("0.1.0", true),
+                    ("1.12.0", false),
+                ],
+            ),
+            (
+                ">=1.11.1",
+                &[("1.11.1", true), ("1.11.0", false), ("1.12.0", true)],
+            ),
+            (
+                "<=1.11.1",
+                &[("1.11.1", true), ("1.11.2", false), ("1.11.0", true)],
+            ),
             (
                 ">=1.11, <1.13",
-                &[("1.10.9", false), ("1.11.0", true), ("1.12.7", true), ("1.13.0", false)],
+                &[
+                    ("1.10.9", false),
+                    ("1.11.0", true),
+                    ("1.12.7", true),
+                    ("1.13.0", false),
+                ],
             ),
         ];
         for (range, cases) in rows {
@@ -502,7 +569,10 @@ mod tests {
         for (range, segment) in rows {
             let err = Constraints::parse(range).unwrap_err();
             assert_eq!(err.segment, *segment, "{range}");
-            assert_eq!(err.to_string(), format!("improper constraint: \"{segment}\""));
+            assert_eq!(
+                err.to_string(),
+                format!("improper constraint: \"{segment}\"")
+            );
         }
     }
 
@@ -518,7 +588,11 @@ mod tests {
     /// A simple bound-interval reference: (lower, lower_inclusive, upper).
     fn reference(op: &str, parts: &[Option<u64>], ver: &Version) -> bool {
         // Expand wildcards/partials to the range [lo, hi).
-        let lo = Version::new(parts[0].unwrap_or(0), parts[1].unwrap_or(0), parts[2].unwrap_or(0));
+        let lo = Version::new(
+            parts[0].unwrap_or(0),
+            parts[1].unwrap_or(0),
+            parts[2].unwrap_or(0),
+        );
         let n = parts.iter().take_while(|p| p.is_some()).count();
         let hi = match n {
             0 => None,

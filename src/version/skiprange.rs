@@ -119,7 +119,10 @@ fn expand_wildcards(parts: Vec<String>) -> Result<Vec<String>, String> {
 
 impl SkipRange {
     pub fn parse(range: &str) -> Result<SkipRange, SkipRangeError> {
-        let err = |message: String| SkipRangeError { range: range.to_string(), message };
+        let err = |message: String| SkipRangeError {
+            range: range.to_string(),
+            message,
+        };
         let parts = split_and_trim(range);
         let mut or_parts: Vec<Vec<String>> = Vec::new();
         let mut current = Vec::new();
@@ -189,7 +192,9 @@ mod tests {
     use proptest::prelude::*;
 
     fn contains(r: &str, v: &str) -> bool {
-        SkipRange::parse(r).unwrap_or_else(|e| panic!("{e}")).contains(&Version::parse(v).unwrap())
+        SkipRange::parse(r)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .contains(&Version::parse(v).unwrap())
     }
 
     #[test]
@@ -229,7 +234,17 @@ mod tests {
 
     #[test]
     fn malformed_ranges_are_errors() {
-        for r in ["", "|| >1.0.0", ">1.0.0 ||", ">=1.0 <2.0.0", "~1.2.3", "^1.0.0", "v1.0.0", ">=a.b.c", "1.0.0.0"] {
+        for r in [
+            "",
+            "|| >1.0.0",
+            ">1.0.0 ||",
+            ">=1.0 <2.0.0",
+            "~1.2.3",
+            "^1.0.0",
+            "v1.0.0",
+            ">=a.b.c",
+            "1.0.0.0",
+        ] {
             assert!(SkipRange::parse(r).is_err(), "{r:?} should be rejected");
         }
     }
