@@ -294,3 +294,74 @@ pub fn explanation_table(rows: &[super::BundleExplanation]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fbc::model::{Bundle, Property};
+    use serde_json::json;
+
+    fn contents() -> Vec<PackageContent> {
+        let b = |name: &str, v: &str| Bundle {
+            name: name.into(),
+            properties: vec![Property {
+                type_: "olm.package".into(),
+                value: json!({"packageName": "p", "version": v}),
+            }],
+            ..Default::default()
+        };
+        vec![PackageContent {
+            bundles: vec![b("p.v1.0.0", "1.0.0"), b("p.v1.1.0", "1.1.0+3")],
+            ..Default::default()
+        }]
+    }
+
+    #[test]
+    fn installed_argument() {
+        let c = contents();
+        let got = |arg: &str| installed_from_arg(arg, &c).map(|i| (i.name, i.version));
+        assert_eq!(got("p.v1.0.0"), Ok(("p.v1.0.0".into(), "1.0.0".into())));
+        assert_eq!(got("1.0.0"), Ok(("p.v1.0.0".into(), "1.0.0".into())));
+        assert_eq!(got("v1.1.0+3"), Ok(("p.v1.1.0".into(), "1.1.0+3".into())));
+        assert_eq!(got("2.0.0"), Ok((String::new(), "2.0.0".into())));
+        assert_eq!(
+            got("gone.v0.9.1"),
+            Ok(("gone.v0.9.1".into(), "0.9.1".into()))
+        );
+        assert!(
+            got("whatever")
+                .unwrap_err()
+                .contains("is not in any given catalog")
+        );
+    }
+
+    #[test]
+    fn catalog_sources() {
+        assert!(matches!(CatalogSource::parse("/"), CatalogSource::Path(_)));
+        assert_eq!(
+            CatalogSource::parse("quay.io/org/cat:v1"),
+            CatalogSource::Image("quay.io/org/cat:v1".into())
+        );
+        assert_eq!(
+            CatalogSource::parse("operatorhubio"),
+            CatalogSource::ClusterCatalog("operatorhubio".into())
+        );
+        assert!(CatalogSource::parse("operatorhubio").load("p").is_err());
+    }
+
+    #[test]
+    fn table_is_aligned() {
+        let rows = vec![super::super::BundleExplanation {
+            catalog: "c".into(),
+            bundle: "p.v1.0.0".into(),
+            version: Some("1.0.0".into()),
+            deprecated: true,
+            reasons: vec![super::super::Reason::Chosen],
+        }];
+        let t = explanation_table(&rows);
+        assert_eq!(
+            t,
+            "CATALOG  BUNDLE    VERSION  VERDICT\nc        p.v1.0.0  1.0.0    chosen (deprecated)\n"
+        );
+    }
+}

@@ -31,7 +31,9 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
 pub enum UpgradePolicy {
     #[default]
+    #[value(name = "CatalogProvided")]
     CatalogProvided,
+    #[value(name = "SelfCertified")]
     SelfCertified,
 }
 

@@ -689,6 +689,30 @@ mod tests {
         }
 
         #[test]
+        fn prerelease_versions_follow_the_group_rule(
+            op in prop::sample::select(vec![">=", "<", "<=", "!="]),
+            bound in (0u64..3, 0u64..3, 0u64..3),
+            bound_pre in prop::option::of(prop::sample::select(vec!["alpha", "beta.1", "0", "rc.2"])),
+            ver in (0u64..3, 0u64..3, 0u64..3),
+            ver_pre in prop::option::of(prop::sample::select(vec!["alpha", "beta.1", "0", "rc.2"])),
+        ) {
+            let mut b = Version::new(bound.0, bound.1, bound.2);
+            if let Some(p) = bound_pre { b.pre = Prerelease::new(p).unwrap(); }
+            let mut version = Version::new(ver.0, ver.1, ver.2);
+            if let Some(p) = ver_pre { version.pre = Prerelease::new(p).unwrap(); }
+            let text = format!("{op}{b}");
+            let o = version.cmp_precedence(&b);
+            let by_order = match op {
+                ">=" => o != Ordering::Less,
+                "<" => o == Ordering::Less,
+                "<=" => o != Ordering::Greater,
+                _ => o != Ordering::Equal,
+            };
+            let want = (version.pre.is_empty() || bound_pre.is_some()) && by_order;
+            prop_assert_eq!(Constraints::parse(&text).unwrap().matches(&version), want, "{} vs {}", text, version);
+        }
+
+        #[test]
         fn build_metadata_is_ignored(maj in 0u64..5, min in 0u64..5, pat in 0u64..5, build in "[a-z0-9]{1,6}") {
             let exact = Version::new(maj, min, pat);
             let mut with_build = exact.clone();
