@@ -31,6 +31,8 @@ enum Command {
     CrdDiff(olmv1::preflight::crd_safety::cli::CrdDiffArgs),
     /// Query a file-based catalog: packages, channels, bundles, raw blobs.
     Catalog(olmv1::fbc::cli::CatalogArgs),
+    /// Resolve a package against catalogs and print the bundle that would be installed.
+    Resolve(olmv1::resolve::cli::ResolveArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Testenv(args) => block_on(olmv1::testenv::cli::run(args)),
         Command::CrdDiff(args) => olmv1::preflight::crd_safety::cli::run(args),
         Command::Catalog(args) => olmv1::fbc::cli::run(args),
+        Command::Resolve(args) => olmv1::resolve::cli::run(args),
     }
 }
 

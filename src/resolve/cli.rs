@@ -1,0 +1,367 @@
+//! `olmv1 resolve`: resolve a package against catalogs offline and print the chosen
+//! bundle, the exact error, or (`--explain`) a verdict for every bundle. Catalog
+//! sources are a [`CatalogSource`]; only FBC files and directories are read today.
+
+use super::{
+    Availability, CatalogInput, Explanation, InstalledBundle, ResolveRequest, UpgradePolicy,
+    explain, resolve,
+};
+use crate::fbc::model::PackageContent;
+use crate::version::BundleVersion;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct ResolveArgs {
+    /// Catalog to read: an FBC file or directory (repeatable). Image references and
+    /// ClusterCatalog names are recognised but not supported offline yet.
+    #[arg(long = "catalog", required = true)]
+    pub catalogs: Vec<String>,
+    /// Priority of each --catalog, in the same order (default 0).
+    #[arg(long = "priority", allow_negative_numbers = true)]
+    pub priorities: Vec<i32>,
+    /// Package name (spec.source.catalog.packageName).
+    #[arg(long)]
+    pub package: String,
+    /// Channel to resolve from (repeatable; none = all channels).
+    #[arg(long = "channel")]
+    pub channels: Vec<String>,
+    /// Version range (spec.source.catalog.version), e.g. ">=1.11, <1.13".
+    #[arg(long)]
+    pub version: Option<String>,
+    /// Installed bundle: its name (looked up in the catalogs) or its version.
+    #[arg(long)]
+    pub installed: Option<String>,
+    /// Upgrade constraint policy.
+    #[arg(long, value_enum, default_value_t = UpgradePolicy::CatalogProvided)]
+    pub policy: UpgradePolicy,
+    /// List every bundle with the reason it was or was not chosen.
+    #[arg(long)]
+    pub explain: bool,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+/// Where a catalog comes from. Only [`CatalogSource::Path`] is implemented; the lead
+/// adds image pulls and ClusterCatalog reads (over the catalogd HTTP API).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CatalogSource {
+    Path(PathBuf),
+    Image(String),
+    ClusterCatalog(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("catalog {0:?}: reading catalogs from images is not supported by this command yet")]
+    ImageUnsupported(String),
+    #[error(
+        "catalog {0:?}: no such file or directory, and reading ClusterCatalogs is not supported by this command yet"
+    )]
+    ClusterCatalogUnsupported(String),
+    #[error("catalog {path}: {source}")]
+    Fbc {
+        path: String,
+        #[source]
+        source: crate::fbc::FbcError,
+    },
+}
+
+impl CatalogSource {
+    /// An existing path is a catalog on disk; something with a registry-like `/` and
+    /// a tag or digest is an image; anything else is a ClusterCatalog name.
+    pub fn parse(s: &str) -> CatalogSource {
+        let path = PathBuf::from(s);
+        if path.exists() {
+            CatalogSource::Path(path)
+        } else if s.contains('/') && (s.contains(':') || s.contains('@')) {
+            CatalogSource::Image(s.to_string())
+        } else {
+            CatalogSource::ClusterCatalog(s.to_string())
+        }
+    }
+
+    /// The package's content from this source.
+    pub fn load(&self, package: &str) -> Result<PackageContent, SourceError> {
+        match self {
+            CatalogSource::Path(p) => {
+                crate::fbc::load_package(p, package).map_err(|source| SourceError::Fbc {
+                    path: p.display().to_string(),
+                    source,
+                })
+            }
+            CatalogSource::Image(r) => Err(SourceError::ImageUnsupported(r.clone())),
+            CatalogSource::ClusterCatalog(n) => {
+                Err(SourceError::ClusterCatalogUnsupported(n.clone()))
+            }
+        }
+    }
+}
+
+/// Turns `--installed` into an installed-bundle record: a bundle name found in a
+/// catalog gives its version; a version finds the bundle's name; a name ending in
+/// `.v<version>` that no catalog has is still usable by version.
+pub fn installed_from_arg(
+    arg: &str,
+    contents: &[PackageContent],
+) -> Result<InstalledBundle, String> {
+    let bundles = || contents.iter().flat_map(|c| &c.bundles);
+    if let Some(b) = bundles().find(|b| b.name == arg) {
+        let v =
+            BundleVersion::of_bundle(b).map_err(|e| format!("installed bundle {arg:?}: {e}"))?;
+        return Ok(InstalledBundle {
+            name: b.name.clone(),
+            version: v.status_version(),
+            release: None,
+        });
+    }
+    if let Ok(v) = BundleVersion::new_lenient(arg, None) {
+        let name = bundles()
+            .find(|b| BundleVersion::of_bundle(b).is_ok_and(|bv| bv.same_as(&v)))
+            .map(|b| b.name.clone())
+            .unwrap_or_default();
+        return Ok(InstalledBundle {
+            name,
+            version: v.status_version(),
+            release: None,
+        });
+    }
+    if let Some((_, tail)) = arg.rsplit_once(".v")
+        && let Ok(v) = BundleVersion::new(tail, None)
+    {
+        return Ok(InstalledBundle {
+            name: arg.to_string(),
+            version: v.status_version(),
+            release: None,
+        });
+    }
+    Err(format!(
+        "installed bundle {arg:?} is not in any given catalog and is not a version; pass its version instead"
+    ))
+}
+
+pub fn run(args: ResolveArgs) -> ExitCode {
+    match run_inner(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_inner(args: &ResolveArgs) -> Result<ExitCode, String> {
+    if args.priorities.len() > args.catalogs.len() {
+        return Err(format!(
+            "{} --priority values given for {} --catalog values",
+            args.priorities.len(),
+            args.catalogs.len()
+        ));
+    }
+    let sources: Vec<CatalogSource> = args
+        .catalogs
+        .iter()
+        .map(|c| CatalogSource::parse(c))
+        .collect();
+    let contents: Vec<PackageContent> = sources
+        .iter()
+        .map(|s| s.load(&args.package).map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    let installed = args
+        .installed
+        .as_deref()
+        .map(|i| installed_from_arg(i, &contents))
+        .transpose()?;
+    let request = ResolveRequest {
+        package: args.package.clone(),
+        channels: args.channels.clone(),
+        version_range: args.version.clone(),
+        selector: None,
+        policy: args.policy,
+        installed,
+    };
+    let labels = BTreeMap::new();
+    let inputs: Vec<CatalogInput<'_>> = args
+        .catalogs
+        .iter()
+        .zip(&contents)
+        .enumerate()
+        .map(|(i, (name, content))| CatalogInput {
+            name,
+            priority: args.priorities.get(i).copied().unwrap_or(0),
+            availability: Availability::Available,
+            labels: &labels,
+            content: Ok(content),
+        })
+        .collect();
+    let Explanation { result, bundles } = if args.explain {
+        explain(&request, &inputs)
+    } else {
+        Explanation {
+            result: resolve(&request, &inputs),
+            bundles: Vec::new(),
+        }
+    };
+    match args.output {
+        Output::Json => {
+            let doc = serde_json::json!({
+                "bundle": result.as_ref().ok().map(|r| &r.bundle),
+                "error": result.as_ref().err().map(ToString::to_string),
+                "explanation": args.explain.then_some(&bundles),
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+            );
+        }
+        Output::Text => {
+            if args.explain {
+                print!("{}", explanation_table(&bundles));
+                println!();
+            }
+            if let Ok(r) = &result {
+                println!("bundle:  {}", r.bundle.name);
+                println!("version: {}", r.bundle.version);
+                println!("image:   {}", r.bundle.image);
+                println!("catalog: {}", r.bundle.catalog);
+            }
+        }
+    }
+    match result {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            if args.output == Output::Text {
+                eprintln!("{e}");
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// The `--explain` table: catalog, bundle, version, verdict.
+pub fn explanation_table(rows: &[super::BundleExplanation]) -> String {
+    let header = ["CATALOG", "BUNDLE", "VERSION", "VERDICT"];
+    let cells: Vec<[String; 4]> = rows
+        .iter()
+        .map(|r| {
+            let mut verdict = r
+                .reasons
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            if r.deprecated && !verdict.contains("deprecated") {
+                verdict.push_str(" (deprecated)");
+            }
+            [
+                r.catalog.clone(),
+                r.bundle.clone(),
+                r.version.clone().unwrap_or_else(|| "-".into()),
+                verdict,
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, row: [&str; 4]| {
+        let mut l = String::new();
+        for (i, c) in row.iter().enumerate() {
+            if i == 3 {
+                l.push_str(c);
+            } else {
+                l.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(&mut out, header);
+    for row in &cells {
+        line(&mut out, [&row[0], &row[1], &row[2], &row[3]]);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fbc::model::{Bundle, Property};
+    use serde_json::json;
+
+    fn contents() -> Vec<PackageContent> {
+        let b = |name: &str, v: &str| Bundle {
+            name: name.into(),
+            properties: vec![Property {
+                type_: "olm.package".into(),
+                value: json!({"packageName": "p", "version": v}),
+            }],
+            ..Default::default()
+        };
+        vec![PackageContent {
+            bundles: vec![b("p.v1.0.0", "1.0.0"), b("p.v1.1.0", "1.1.0+3")],
+            ..Default::default()
+        }]
+    }
+
+    #[test]
+    fn installed_argument() {
+        let c = contents();
+        let got = |arg: &str| installed_from_arg(arg, &c).map(|i| (i.name, i.version));
+        assert_eq!(got("p.v1.0.0"), Ok(("p.v1.0.0".into(), "1.0.0".into())));
+        assert_eq!(got("1.0.0"), Ok(("p.v1.0.0".into(), "1.0.0".into())));
+        assert_eq!(got("v1.1.0+3"), Ok(("p.v1.1.0".into(), "1.1.0+3".into())));
+        assert_eq!(got("2.0.0"), Ok((String::new(), "2.0.0".into())));
+        assert_eq!(
+            got("gone.v0.9.1"),
+            Ok(("gone.v0.9.1".into(), "0.9.1".into()))
+        );
+        assert!(
+            got("whatever")
+                .unwrap_err()
+                .contains("is not in any given catalog")
+        );
+    }
+
+    #[test]
+    fn catalog_sources() {
+        assert!(matches!(CatalogSource::parse("/"), CatalogSource::Path(_)));
+        assert_eq!(
+            CatalogSource::parse("quay.io/org/cat:v1"),
+            CatalogSource::Image("quay.io/org/cat:v1".into())
+        );
+        assert_eq!(
+            CatalogSource::parse("operatorhubio"),
+            CatalogSource::ClusterCatalog("operatorhubio".into())
+        );
+        assert!(CatalogSource::parse("operatorhubio").load("p").is_err());
+    }
+
+    #[test]
+    fn table_is_aligned() {
+        let rows = vec![super::super::BundleExplanation {
+            catalog: "c".into(),
+            bundle: "p.v1.0.0".into(),
+            version: Some("1.0.0".into()),
+            deprecated: true,
+            reasons: vec![super::super::Reason::Chosen],
+        }];
+        let t = explanation_table(&rows);
+        assert_eq!(
+            t,
+            "CATALOG  BUNDLE    VERSION  VERDICT\nc        p.v1.0.0  1.0.0    chosen (deprecated)\n"
+        );
+    }
+}
