@@ -174,6 +174,34 @@ where
     }
 }
 
+/// [`serve`] over TLS with the given server configuration (see [`super::tls::server_config`]).
+pub async fn serve_tls<F>(
+    listener: tokio::net::TcpListener,
+    tls: Arc<tokio_rustls::rustls::ServerConfig>,
+    router: Router,
+    shutdown: F,
+) -> std::io::Result<()>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let listener = super::tls::TlsListener::new(listener, tls)?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = tx.send(());
+    });
+    tokio::select! {
+        r = server => r,
+        _ = async {
+            if rx.await.is_ok() {
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        } => Ok(()),
+    }
+}
+
 impl Shared {
     /// The current stored version of `name`, loading its index on first use.
     async fn lookup(self: &Arc<Self>, name: &str) -> Result<Arc<Loaded>, ApiError> {

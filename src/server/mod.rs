@@ -1,3 +1,5 @@
-//! HTTP servers: the catalogd-compatible catalog API ([`catalog`]), health probes and metrics.
+//! HTTP servers: the catalogd-compatible catalog API ([`catalog`]) and optional TLS
+//! for it ([`tls`]); health probes and metrics are added beside them.
 
 pub mod catalog;
+pub mod tls;
