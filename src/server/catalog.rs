@@ -125,7 +125,8 @@ impl IntoResponse for ApiError {
 }
 
 /// The catalog API for the catalogs stored under `root` (the `root` given to
-/// [`crate::fbc::store`]), with gzip compression.
+/// [`crate::fbc::store`]), with gzip compression and request tracing (access log at
+/// `tower_http=debug`).
 pub fn router(root: impl Into<PathBuf>) -> Router {
     let shared = Arc::new(Shared {
         root: root.into(),
@@ -141,6 +142,7 @@ pub fn router(root: impl Into<PathBuf>) -> Router {
         .route("/catalogs/{name}/api/v1/all", get(all))
         .route("/catalogs/{name}/api/v1/metas", get(metas))
         .layer(CompressionLayer::new().gzip(true).compress_when(compress))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(shared)
 }
 
