@@ -208,6 +208,23 @@ impl Shared {
     /// The current stored version of `name`, loading its index on first use.
     async fn lookup(self: &Arc<Self>, name: &str) -> Result<Arc<Loaded>, ApiError> {
         validate_catalog_name(name).map_err(ApiError::BadRequest)?;
+        // A store may swap the version (and remove the old one) between reading the link
+        // and opening the files: look again while the link keeps moving.
+        let mut attempts = 0;
+        loop {
+            let before = current_dir(&self.root, name);
+            match self.lookup_once(name).await {
+                Err(ApiError::NotFound)
+                    if attempts < 10 && current_dir(&self.root, name) != before =>
+                {
+                    attempts += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn lookup_once(self: &Arc<Self>, name: &str) -> Result<Arc<Loaded>, ApiError> {
         let dir = current_dir(&self.root, name).ok_or(ApiError::NotFound)?;
         if let Ok(cache) = self.cache.read()
             && let Some(l) = cache.get(name)
@@ -245,7 +262,15 @@ fn load(dir: &Path) -> Result<Loaded, ApiError> {
     let meta = file
         .metadata()
         .map_err(|e| ApiError::Internal(format!("{}: {e}", path.display())))?;
-    let index = read_index(dir).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let index = match read_index(dir) {
+        Ok(index) => index,
+        Err(crate::fbc::FbcError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Err(ApiError::NotFound);
+        }
+        Err(e) => return Err(ApiError::Internal(e.to_string())),
+    };
     let modified = meta
         .modified()
         .map_err(|e| ApiError::Internal(e.to_string()))?;

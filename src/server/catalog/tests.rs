@@ -623,3 +623,36 @@ async fn serves_over_tls() {
     let _ = tx.send(());
     server.await.unwrap().unwrap();
 }
+
+/// Readers see the old or the new content, never a mix or an error, while versions swap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swaps_are_atomic_for_readers() {
+    let s = Server::start().await;
+    s.store_text("cat", CAT);
+    let second: String = CAT.lines().skip(4).map(|l| format!("{l}\n")).collect();
+    let root = s.root.path().to_path_buf();
+    let (a, b) = (CAT.to_string(), second.clone());
+    let writer = tokio::task::spawn_blocking(move || {
+        for i in 0..40 {
+            let src = tempfile::tempdir().unwrap();
+            std::fs::write(src.path().join("c.json"), if i % 2 == 0 { &b } else { &a }).unwrap();
+            store(&root, "cat", src.path()).unwrap();
+        }
+    });
+    let c = client();
+    let mut seen = std::collections::HashSet::new();
+    while !writer.is_finished() {
+        let r = c
+            .get(s.url("/catalogs/cat/api/v1/all"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let body = r.text().await.unwrap();
+        assert!(body == CAT || body == second, "mixed content: {body}");
+        seen.insert(body);
+    }
+    writer.await.unwrap();
+    assert!(!seen.is_empty());
+    s.shutdown().await;
+}
