@@ -372,6 +372,7 @@ fn base_response(status: StatusCode, l: &Loaded) -> http::response::Builder {
         .status(status)
         .header(header::LAST_MODIFIED, l.last_modified.clone())
         .header(header::ETAG, l.etag.clone())
+        .header(header::VARY, "accept-encoding")
 }
 
 fn precondition_response(p: Precondition, l: &Loaded) -> Option<Response> {
