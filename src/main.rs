@@ -12,9 +12,14 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Render a registry+v1 bundle into the Kubernetes objects to apply.
+    Render(olmv1::bundle::cli::RenderArgs),
+}
 
 fn main() -> ExitCode {
-    let _cli = Cli::parse();
-    ExitCode::SUCCESS
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Render(args) => olmv1::bundle::cli::run(args),
+    }
 }
