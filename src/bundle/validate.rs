@@ -156,8 +156,11 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
             errs.push(format!("bundle contains duplicate custom resource definition '{}'", name_of(crd)));
         }
     }
+    // CRDs of other API versions are reported on their own below.
+    let other_crds: HashSet<&str> =
+        bundle.others.iter().filter(|o| kind_of(o) == "CustomResourceDefinition").map(name_of).collect();
     for owned in &csv.spec.customresourcedefinitions.owned {
-        if !crd_names.contains(owned.name.as_str()) {
+        if !crd_names.contains(owned.name.as_str()) && !other_crds.contains(owned.name.as_str()) {
             errs.push(format!(
                 "cluster service definition references owned custom resource definition '{}' not found in bundle",
                 owned.name
