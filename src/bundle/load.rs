@@ -23,6 +23,8 @@ pub struct LoadOptions {
     pub max_yaml_depth: usize,
     /// Most YAML nodes accepted in one file (default 4,000,000).
     pub max_yaml_nodes: usize,
+    /// Threads parsing manifest files (0 = number of CPUs, at most 4).
+    pub parallelism: usize,
 }
 
 impl Default for LoadOptions {
@@ -33,6 +35,7 @@ impl Default for LoadOptions {
             max_files: 10_000,
             max_yaml_depth: 128,
             max_yaml_nodes: 4_000_000,
+            parallelism: 0,
         }
     }
 }
@@ -141,20 +144,21 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
     }
     files.sort();
 
-    let mut csv: Option<(String, Value)> = None;
-    let mut crds = Vec::new();
-    let mut others = Vec::new();
+    // Directories are rejected before any parsing.
     for name in &files {
-        let rel = format!("manifests/{name}");
         let path = manifests_dir.join(name);
         let meta = fs::metadata(&path).map_err(|e| LoadError::Io { path: path.clone(), source: e })?;
         if meta.is_dir() {
-            return Err(LoadError::ManifestsSubdirectory(rel));
+            return Err(LoadError::ManifestsSubdirectory(format!("manifests/{name}")));
         }
-        let Some(text) = read_optional(&path, &rel, opts, &mut budget)? else {
-            continue;
-        };
-        for (i, doc) in parse_documents(&rel, &text, opts)?.into_iter().enumerate() {
+    }
+    let parsed = parse_files_parallel(&manifests_dir, &files, opts, budget)?;
+
+    let mut csv: Option<(String, Value)> = None;
+    let mut crds = Vec::new();
+    let mut others = Vec::new();
+    for (rel, docs) in files.iter().map(|n| format!("manifests/{n}")).zip(parsed) {
+        for (i, doc) in docs.into_iter().enumerate() {
             if doc.is_null() {
                 continue;
             }
@@ -181,6 +185,86 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
         merge_properties_annotation(&mut csv, &properties);
     }
     Ok(Bundle { package_name, csv, crds, others, properties, dependencies })
+}
+
+/// Reads and parses every manifest file, on up to `available_parallelism` threads (at most 4);
+/// results come back in `files` order, and the first error in that order wins.
+fn parse_files_parallel(dir: &Path, files: &[String], opts: &LoadOptions, budget: u64) -> Result<Vec<Vec<Value>>, LoadError> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    let threads = match opts.parallelism {
+        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 4),
+        n => n,
+    }
+    .min(files.len().max(1));
+    let next = AtomicUsize::new(0);
+    let remaining = AtomicU64::new(budget);
+    let results: Mutex<Vec<Option<Result<Vec<Value>, LoadError>>>> = Mutex::new((0..files.len()).map(|_| None).collect());
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(name) = files.get(i) else { break };
+            let rel = format!("manifests/{name}");
+            let result = (|| {
+                let mut unlimited = u64::MAX;
+                let text = read_optional(&dir.join(name), &rel, opts, &mut unlimited)?;
+                let Some(text) = text else { return Ok(Vec::new()) };
+                let size = text.len() as u64;
+                remaining
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(size))
+                    .map_err(|_| LoadError::BundleTooLarge { limit: opts.max_total_bytes })?;
+                let mut docs = parse_documents(&rel, &text, opts)?;
+                drop(text);
+                docs.iter_mut().for_each(shrink);
+                Ok(docs)
+            })();
+            let failed = result.is_err();
+            if let Ok(mut r) = results.lock() {
+                r[i] = Some(result);
+            }
+            if failed {
+                // stop handing out further files; earlier ones still finish
+                next.store(files.len(), Ordering::Relaxed);
+            }
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 1..threads {
+            s.spawn(work);
+        }
+        work();
+    });
+    let results = results.into_inner().unwrap_or_default();
+    let mut out = Vec::with_capacity(files.len());
+    for r in results {
+        match r {
+            Some(Ok(docs)) => out.push(docs),
+            Some(Err(e)) => return Err(e),
+            // Files are claimed in order, so an unparsed file comes after a failed one,
+            // whose error was returned above.
+            None => out.push(Vec::new()),
+        }
+    }
+    Ok(out)
+}
+
+/// Releases spare capacity of every map and list in a parsed document.
+fn shrink(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.values_mut().for_each(shrink);
+            if m.len() > 1 {
+                let mut exact = serde_json::Map::with_capacity(m.len());
+                exact.extend(std::mem::take(m));
+                *m = exact;
+            }
+        }
+        Value::Array(a) => {
+            a.iter_mut().for_each(shrink);
+            a.shrink_to_fit();
+        }
+        _ => {}
+    }
 }
 
 /// Appends `properties` to the CSV annotation `olm.properties` (existing JSON array first).
@@ -263,6 +347,7 @@ fn yaml_options(opts: &LoadOptions) -> serde_saphyr::Options {
             max_events: opts.max_yaml_nodes.saturating_mul(2),
             max_total_scalar_bytes: usize::try_from(opts.max_file_bytes).unwrap_or(usize::MAX),
         },
+        emit_comments: false,
     }
 }
 

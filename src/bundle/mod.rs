@@ -20,7 +20,7 @@ mod tests;
 pub use config::{BundleConfig, ConfigError, DeploymentConfig, InstallMode, InstallModeSet};
 pub use csv::{Csv, CsvError, WebhookDescription, WebhookType};
 pub use load::{LoadError, LoadOptions, load_dir};
-pub use render::{CertProvider, RenderError, RenderOptions, render, to_yaml_documents};
+pub use render::{CertProvider, RenderError, RenderOptions, render, render_owned, to_yaml_documents};
 pub use validate::{ValidationErrors, validate};
 
 use serde_json::Value;

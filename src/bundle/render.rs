@@ -98,6 +98,26 @@ fn role_ref(kind: &str, name: &str) -> Value {
 /// `config` (`spec.config.inline`; `None` = `{}`). Runs [`validate`] first.
 pub fn render(bundle: &Bundle, install_namespace: &str, config: Option<&Value>, options: &RenderOptions) -> Result<Vec<Value>, RenderError> {
     validate(bundle, options.cert_provider).map_err(RenderError::Invalid)?;
+    render_validated(bundle, bundle.crds.clone(), bundle.others.clone(), install_namespace, config, options)
+}
+
+/// [`render`] that consumes the bundle, moving its CRDs and other manifests into the
+/// output instead of copying them (half the peak memory for large bundles).
+pub fn render_owned(mut bundle: Bundle, install_namespace: &str, config: Option<&Value>, options: &RenderOptions) -> Result<Vec<Value>, RenderError> {
+    validate(&bundle, options.cert_provider).map_err(RenderError::Invalid)?;
+    let crds = std::mem::take(&mut bundle.crds);
+    let others = std::mem::take(&mut bundle.others);
+    render_validated(&bundle, crds, others, install_namespace, config, options)
+}
+
+fn render_validated(
+    bundle: &Bundle,
+    crds: Vec<Value>,
+    others: Vec<Value>,
+    install_namespace: &str,
+    config: Option<&Value>,
+    options: &RenderOptions,
+) -> Result<Vec<Value>, RenderError> {
     let csv = Csv::parse(&bundle.csv)?;
     let modes = InstallModeSet::from_entries(csv.spec.install_modes.iter().map(|m| (m.type_.as_str(), m.supported)));
     let cfg = BundleConfig::parse(config, modes, install_namespace)?;
@@ -178,8 +198,7 @@ pub fn render(bundle: &Bundle, install_namespace: &str, config: Option<&Value>, 
             }
         }
     }
-    for crd in &bundle.crds {
-        let mut crd = crd.clone();
+    for mut crd in crds {
         if let Some(o) = crd.as_object_mut() {
             o.remove("status");
         }
@@ -210,8 +229,7 @@ pub fn render(bundle: &Bundle, install_namespace: &str, config: Option<&Value>, 
     }
 
     // 5. Other manifests
-    for o in &bundle.others {
-        let mut o = o.clone();
+    for mut o in others {
         let kind = o.get("kind").and_then(Value::as_str).unwrap_or_default();
         if NAMESPACED_KINDS.contains(&kind)
             && let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut)
