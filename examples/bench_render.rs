@@ -37,10 +37,15 @@ fn main() -> std::process::ExitCode {
     let size = dir_size(&dir);
     let baseline = status_kib("VmRSS:").unwrap_or(0);
     let load_options = LoadOptions {
-        parallelism: std::env::var("BENCH_THREADS").ok().and_then(|s| s.parse().ok()).unwrap_or(0),
+        parallelism: std::env::var("BENCH_THREADS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
         ..LoadOptions::default()
     };
-    let options = RenderOptions { cert_provider: CertProvider::CertManager };
+    let options = RenderOptions {
+        cert_provider: CertProvider::CertManager,
+    };
     let mut times: Vec<Duration> = Vec::with_capacity(iterations);
     let mut objects_count = 0;
     for _ in 0..iterations {
@@ -54,7 +59,12 @@ fn main() -> std::process::ExitCode {
         };
         let t_load = start.elapsed();
         if std::env::var_os("BENCH_VERBOSE").is_some() {
-            eprintln!("load {:.1} ms, VmHWM {:?} KiB, VmRSS {:?} KiB", t_load.as_secs_f64() * 1e3, status_kib("VmHWM:"), status_kib("VmRSS:"));
+            eprintln!(
+                "load {:.1} ms, VmHWM {:?} KiB, VmRSS {:?} KiB",
+                t_load.as_secs_f64() * 1e3,
+                status_kib("VmHWM:"),
+                status_kib("VmRSS:")
+            );
         }
         let objects = match render_owned(bundle, "operators", None, &options) {
             Ok(o) => o,
@@ -73,9 +83,17 @@ fn main() -> std::process::ExitCode {
     let max = times[times.len() - 1];
     let peak = status_kib("VmHWM:").unwrap_or(0);
     let above = peak.saturating_sub(baseline);
-    println!("bundle: {} ({:.1} MB on disk), {objects_count} objects", dir.display(), size as f64 / 1e6);
+    println!(
+        "bundle: {} ({:.1} MB on disk), {objects_count} objects",
+        dir.display(),
+        size as f64 / 1e6
+    );
     println!("iterations: {iterations}");
-    println!("load+validate+render: p50 {:.1} ms, max {:.1} ms (target <= 100 ms)", p50.as_secs_f64() * 1e3, max.as_secs_f64() * 1e3);
+    println!(
+        "load+validate+render: p50 {:.1} ms, max {:.1} ms (target <= 100 ms)",
+        p50.as_secs_f64() * 1e3,
+        max.as_secs_f64() * 1e3
+    );
     println!(
         "peak RSS (VmHWM) {:.1} MB, baseline {:.1} MB, above baseline {:.1} MB = {:.2}x bundle size (target <= 3x)",
         peak as f64 / 1024.0,

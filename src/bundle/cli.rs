@@ -19,7 +19,11 @@ impl BundleSource {
     /// An existing path is a directory; anything else is taken as an image reference.
     pub fn parse(s: &str) -> BundleSource {
         let p = PathBuf::from(s);
-        if p.exists() { BundleSource::Directory(p) } else { BundleSource::Image(s.to_string()) }
+        if p.exists() {
+            BundleSource::Directory(p)
+        } else {
+            BundleSource::Image(s.to_string())
+        }
     }
 }
 
@@ -53,17 +57,24 @@ const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 fn read_config(path: &PathBuf) -> Result<Value, String> {
     let meta = std::fs::metadata(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     if meta.len() > MAX_CONFIG_BYTES {
-        return Err(format!("config file {} is larger than {MAX_CONFIG_BYTES} bytes", path.display()));
+        return Err(format!(
+            "config file {} is larger than {MAX_CONFIG_BYTES} bytes",
+            path.display()
+        ));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    serde_saphyr::from_str::<Value>(&text).map_err(|e| format!("config file {}: {e}", path.display()))
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    serde_saphyr::from_str::<Value>(&text)
+        .map_err(|e| format!("config file {}: {e}", path.display()))
 }
 
 fn run_inner(args: RenderArgs) -> Result<String, String> {
     let dir = match BundleSource::parse(&args.source) {
         BundleSource::Directory(d) => d,
         BundleSource::Image(r) => {
-            return Err(format!("\"{r}\" is not a bundle directory (image references are not supported by this command yet)"));
+            return Err(format!(
+                "\"{r}\" is not a bundle directory (image references are not supported by this command yet)"
+            ));
         }
     };
     let mut config = match &args.config {
@@ -85,7 +96,8 @@ fn run_inner(args: RenderArgs) -> Result<String, String> {
             CertProviderArg::None => CertProvider::None,
         },
     };
-    let objects = render(&bundle, &args.namespace, Some(&config), &options).map_err(|e| e.to_string())?;
+    let objects =
+        render(&bundle, &args.namespace, Some(&config), &options).map_err(|e| e.to_string())?;
     to_yaml_documents(&objects)
 }
 
@@ -100,5 +112,75 @@ pub fn run(args: RenderArgs) -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn testdata(p: &str) -> String {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/bundle/testdata")
+            .join(p)
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    fn args(source: &str) -> RenderArgs {
+        RenderArgs {
+            source: source.to_string(),
+            namespace: "widget-system".into(),
+            watch_namespace: None,
+            config: None,
+            cert_provider: CertProviderArg::CertManager,
+        }
+    }
+
+    #[test]
+    fn prints_the_golden_yaml() {
+        let out = run_inner(args(&testdata("bundles/all-namespaces"))).unwrap();
+        assert_eq!(
+            out,
+            std::fs::read_to_string(testdata("golden/all-namespaces.yaml")).unwrap()
+        );
+    }
+
+    #[test]
+    fn watch_namespace_and_config_file() {
+        let mut a = args(&testdata("bundles/single-namespace"));
+        a.watch_namespace = Some("team-a".into());
+        assert_eq!(
+            run_inner(a).unwrap(),
+            std::fs::read_to_string(testdata("golden/single-namespace.yaml")).unwrap()
+        );
+        let mut a = args(&testdata("bundles/all-namespaces"));
+        a.config = Some(PathBuf::from(testdata("configs/deploymentconfig-env.json")));
+        assert_eq!(
+            run_inner(a).unwrap(),
+            std::fs::read_to_string(testdata("golden/deploymentconfig-env.yaml")).unwrap()
+        );
+    }
+
+    #[test]
+    fn errors_are_reported() {
+        let err = run_inner(args(&testdata("bundles/own-namespace"))).unwrap_err();
+        assert_eq!(
+            err,
+            "invalid configuration: required field \"watchNamespace\" is missing"
+        );
+        let mut a = args(&testdata("bundles/webhook-mutating"));
+        a.cert_provider = CertProviderArg::None;
+        assert_eq!(
+            run_inner(a).unwrap_err(),
+            "unsupported bundle: webhookDefinitions are not supported"
+        );
+        let err = run_inner(args("quay.io/example/bundle:v1")).unwrap_err();
+        assert!(err.contains("image references are not supported"), "{err}");
+        assert_eq!(
+            run(args(&testdata("bundles/own-namespace"))),
+            ExitCode::FAILURE
+        );
     }
 }

@@ -154,7 +154,11 @@ pub fn config_schema(modes: InstallModeSet) -> Value {
     let mut properties = serde_json::Map::new();
     let mut required = Vec::new();
     if modes.own || modes.single {
-        let ty = if modes.all { json!(["string", "null"]) } else { json!("string") };
+        let ty = if modes.all {
+            json!(["string", "null"])
+        } else {
+            json!("string")
+        };
         properties.insert(
             "watchNamespace".into(),
             json!({"type": ty, "minLength": 1, "maxLength": 63, "pattern": NAMESPACE_PATTERN}),
@@ -175,10 +179,18 @@ pub fn config_schema(modes: InstallModeSet) -> Value {
 
 /// Compiled validators, one per (all, own-or-single) combination; compiled once.
 fn validator(modes: InstallModeSet) -> Result<&'static jsonschema::Validator, String> {
-    static CACHE: [OnceLock<Result<jsonschema::Validator, String>>; 4] =
-        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static CACHE: [OnceLock<Result<jsonschema::Validator, String>>; 4] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+    ];
     let key = usize::from(modes.all) * 2 + usize::from(modes.own || modes.single);
-    let shape = InstallModeSet { all: modes.all, own: modes.own || modes.single, ..Default::default() };
+    let shape = InstallModeSet {
+        all: modes.all,
+        own: modes.own || modes.single,
+        ..Default::default()
+    };
     CACHE[key]
         .get_or_init(|| {
             jsonschema::draft7::options()
@@ -207,7 +219,11 @@ fn field_path(pointer: &str) -> String {
 }
 
 fn join_path(parent: &str, child: &str) -> String {
-    if parent.is_empty() { child.to_string() } else { format!("{parent}.{child}") }
+    if parent.is_empty() {
+        child.to_string()
+    } else {
+        format!("{parent}.{child}")
+    }
 }
 
 fn json_type_name(v: &Value) -> &'static str {
@@ -227,8 +243,14 @@ fn format_error(err: &jsonschema::ValidationError<'_>) -> Vec<String> {
     let path = field_path(err.instance_path().as_str());
     match err.kind() {
         K::Required { property } => {
-            let p = property.as_str().map(str::to_string).unwrap_or_else(|| property.to_string());
-            vec![format!("required field \"{}\" is missing", join_path(&path, &p))]
+            let p = property
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| property.to_string());
+            vec![format!(
+                "required field \"{}\" is missing",
+                join_path(&path, &p)
+            )]
         }
         K::AdditionalProperties { unexpected } => unexpected
             .iter()
@@ -237,28 +259,46 @@ fn format_error(err: &jsonschema::ValidationError<'_>) -> Vec<String> {
         K::Type { kind } => {
             let want = match kind {
                 jsonschema::error::TypeKind::Single(t) => t.to_string(),
-                jsonschema::error::TypeKind::Multiple(ts) => {
-                    ts.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ")
-                }
+                jsonschema::error::TypeKind::Multiple(ts) => ts
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             };
             let got = json_type_name(err.instance());
             if path.is_empty() {
                 vec![format!("invalid type: got {got}, want {want}")]
             } else {
-                vec![format!("invalid type for field \"{path}\": got {got}, want {want}")]
+                vec![format!(
+                    "invalid type for field \"{path}\": got {got}, want {want}"
+                )]
             }
         }
-        K::Pattern { pattern } => vec![format!("field \"{path}\" must match pattern \"{pattern}\"")],
+        K::Pattern { pattern } => {
+            vec![format!("field \"{path}\" must match pattern \"{pattern}\"")]
+        }
         K::MaxLength { limit } => vec![format!(
             "field \"{path}\" must have maximum length of {limit} (len={})",
-            err.instance().as_str().map(|s| s.chars().count()).unwrap_or(0)
+            err.instance()
+                .as_str()
+                .map(|s| s.chars().count())
+                .unwrap_or(0)
         )],
         K::MinLength { limit } => vec![format!(
             "field \"{path}\" must have minimum length of {limit} (len={})",
-            err.instance().as_str().map(|s| s.chars().count()).unwrap_or(0)
+            err.instance()
+                .as_str()
+                .map(|s| s.chars().count())
+                .unwrap_or(0)
         )],
-        K::Format { format } => vec![format!("invalid format for field \"{path}\": not a valid {format}")],
-        _ => vec![if path.is_empty() { err.to_string() } else { format!("field \"{path}\": {err}") }],
+        K::Format { format } => vec![format!(
+            "invalid format for field \"{path}\": not a valid {format}"
+        )],
+        _ => vec![if path.is_empty() {
+            err.to_string()
+        } else {
+            format!("field \"{path}\": {err}")
+        }],
     }
 }
 
@@ -277,12 +317,22 @@ fn combine(errors: Vec<String>) -> String {
 
 impl BundleConfig {
     /// Validates `config` (absent = `{}`) against the schema for `modes` and reads it.
-    pub fn parse(config: Option<&Value>, modes: InstallModeSet, install_namespace: &str) -> Result<BundleConfig, ConfigError> {
+    pub fn parse(
+        config: Option<&Value>,
+        modes: InstallModeSet,
+        install_namespace: &str,
+    ) -> Result<BundleConfig, ConfigError> {
         let empty = Value::Object(Default::default());
         let config = config.unwrap_or(&empty);
         let validator = validator(modes).map_err(ConfigError::Invalid)?;
-        let mut errors: Vec<String> = validator.iter_errors(config).flat_map(|e| format_error(&e)).collect();
-        let watch_namespace = config.get("watchNamespace").and_then(Value::as_str).map(str::to_string);
+        let mut errors: Vec<String> = validator
+            .iter_errors(config)
+            .flat_map(|e| format_error(&e))
+            .collect();
+        let watch_namespace = config
+            .get("watchNamespace")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         if errors.is_empty()
             && let Some(ns) = &watch_namespace
         {
@@ -310,7 +360,10 @@ impl BundleConfig {
         if !errors.is_empty() {
             return Err(ConfigError::Invalid(combine(errors)));
         }
-        Ok(BundleConfig { watch_namespace, deployment_config })
+        Ok(BundleConfig {
+            watch_namespace,
+            deployment_config,
+        })
     }
 }
 
@@ -319,13 +372,20 @@ fn go_list(items: &[String]) -> String {
 }
 
 /// Target namespaces for the install (§5.4): `[""]` means all namespaces.
-pub fn target_namespaces(modes: InstallModeSet, watch_namespace: Option<&str>, install_namespace: &str) -> Result<Vec<String>, ConfigError> {
+pub fn target_namespaces(
+    modes: InstallModeSet,
+    watch_namespace: Option<&str>,
+    install_namespace: &str,
+) -> Result<Vec<String>, ConfigError> {
     let targets: Vec<String> = match watch_namespace {
         Some(ns) => vec![ns.to_string()],
         None if modes.all => vec![String::new()],
         None => Vec::new(),
     };
-    let err = |message: String| ConfigError::TargetNamespaces { targets: go_list(&targets), message };
+    let err = |message: String| ConfigError::TargetNamespaces {
+        targets: go_list(&targets),
+        message,
+    };
     if targets.is_empty() {
         return Err(err(if modes.multi {
             "at least one target namespace must be specified".into()
@@ -339,19 +399,26 @@ pub fn target_namespaces(modes: InstallModeSet, watch_namespace: Option<&str>, i
             if modes.all {
                 return Ok(targets);
             }
-            return Err(err(format!("supported install modes {modes} do not support targeting all namespaces")));
+            return Err(err(format!(
+                "supported install modes {modes} do not support targeting all namespaces"
+            )));
         }
         if t == install_namespace {
             if modes.own {
                 return Ok(targets);
             }
-            return Err(err(format!("supported install modes {modes} do not support targeting own namespace")));
+            return Err(err(format!(
+                "supported install modes {modes} do not support targeting own namespace"
+            )));
         }
         if modes.single {
             return Ok(targets);
         }
     }
-    Err(err(format!("supported install modes {modes} do not support target namespaces {}", go_list(&targets))))
+    Err(err(format!(
+        "supported install modes {modes} do not support target namespaces {}",
+        go_list(&targets)
+    )))
 }
 
 #[cfg(test)]
@@ -359,7 +426,12 @@ mod tests {
     use super::*;
 
     fn modes(all: bool, own: bool, single: bool) -> InstallModeSet {
-        InstallModeSet { all, own, single, multi: false }
+        InstallModeSet {
+            all,
+            own,
+            single,
+            multi: false,
+        }
     }
 
     fn msg(r: Result<BundleConfig, ConfigError>) -> String {
@@ -369,30 +441,54 @@ mod tests {
     #[test]
     fn all_only_rejects_watch_namespace() {
         let c = json!({"watchNamespace": "x"});
-        assert_eq!(msg(BundleConfig::parse(Some(&c), modes(true, false, false), "ns")), "invalid configuration: unknown field \"watchNamespace\"");
+        assert_eq!(
+            msg(BundleConfig::parse(
+                Some(&c),
+                modes(true, false, false),
+                "ns"
+            )),
+            "invalid configuration: unknown field \"watchNamespace\""
+        );
         assert!(BundleConfig::parse(None, modes(true, false, false), "ns").is_ok());
     }
 
     #[test]
     fn own_or_single_requires_watch_namespace() {
-        assert_eq!(msg(BundleConfig::parse(None, modes(false, true, false), "ns")), "invalid configuration: required field \"watchNamespace\" is missing");
-        assert_eq!(msg(BundleConfig::parse(None, modes(false, false, true), "ns")), "invalid configuration: required field \"watchNamespace\" is missing");
+        assert_eq!(
+            msg(BundleConfig::parse(None, modes(false, true, false), "ns")),
+            "invalid configuration: required field \"watchNamespace\" is missing"
+        );
+        assert_eq!(
+            msg(BundleConfig::parse(None, modes(false, false, true), "ns")),
+            "invalid configuration: required field \"watchNamespace\" is missing"
+        );
         // with AllNamespaces too it is optional and nullable
         assert!(BundleConfig::parse(None, modes(true, true, true), "ns").is_ok());
         let c = json!({"watchNamespace": null});
-        assert_eq!(BundleConfig::parse(Some(&c), modes(true, true, true), "ns").map(|c| c.watch_namespace), Ok(None));
+        assert_eq!(
+            BundleConfig::parse(Some(&c), modes(true, true, true), "ns").map(|c| c.watch_namespace),
+            Ok(None)
+        );
     }
 
     #[test]
     fn own_only_and_single_only_messages() {
         let c = json!({"watchNamespace": "other"});
         assert_eq!(
-            msg(BundleConfig::parse(Some(&c), modes(false, true, false), "ns")),
+            msg(BundleConfig::parse(
+                Some(&c),
+                modes(false, true, false),
+                "ns"
+            )),
             "invalid configuration: invalid format for field \"watchNamespace\": invalid value \"other\": must be \"ns\" (the namespace where the operator is installed) because this operator only supports OwnNamespace install mode"
         );
         let c = json!({"watchNamespace": "ns"});
         assert_eq!(
-            msg(BundleConfig::parse(Some(&c), modes(false, false, true), "ns")),
+            msg(BundleConfig::parse(
+                Some(&c),
+                modes(false, false, true),
+                "ns"
+            )),
             "invalid configuration: invalid format for field \"watchNamespace\": invalid value \"ns\": must be different from \"ns\" (the install namespace) because this operator uses SingleNamespace install mode to watch a different namespace"
         );
     }
@@ -401,45 +497,83 @@ mod tests {
     fn pattern_length_type_and_multiple_errors() {
         let c = json!({"watchNamespace": "Bad_NS"});
         assert_eq!(
-            msg(BundleConfig::parse(Some(&c), modes(false, true, true), "ns")),
-            format!("invalid configuration: field \"watchNamespace\" must match pattern \"{NAMESPACE_PATTERN}\"")
+            msg(BundleConfig::parse(
+                Some(&c),
+                modes(false, true, true),
+                "ns"
+            )),
+            format!(
+                "invalid configuration: field \"watchNamespace\" must match pattern \"{NAMESPACE_PATTERN}\""
+            )
         );
         let long = "a".repeat(64);
         let c = json!({"watchNamespace": long});
         assert_eq!(
-            msg(BundleConfig::parse(Some(&c), modes(false, true, true), "ns")),
+            msg(BundleConfig::parse(
+                Some(&c),
+                modes(false, true, true),
+                "ns"
+            )),
             "invalid configuration: field \"watchNamespace\" must have maximum length of 63 (len=64)"
         );
         let c = json!({"watchNamespace": 5});
         assert_eq!(
-            msg(BundleConfig::parse(Some(&c), modes(false, true, true), "ns")),
+            msg(BundleConfig::parse(
+                Some(&c),
+                modes(false, true, true),
+                "ns"
+            )),
             "invalid configuration: invalid type for field \"watchNamespace\": got integer, want string"
         );
         let c = json!({"foo": 1, "deploymentConfig": {"bar": 2}});
-        let m = msg(BundleConfig::parse(Some(&c), modes(false, true, true), "ns"));
-        assert!(m.starts_with("invalid configuration: multiple errors found:\n  - "), "{m}");
-        assert!(m.contains("\n  - required field \"watchNamespace\" is missing"), "{m}");
+        let m = msg(BundleConfig::parse(
+            Some(&c),
+            modes(false, true, true),
+            "ns",
+        ));
+        assert!(
+            m.starts_with("invalid configuration: multiple errors found:\n  - "),
+            "{m}"
+        );
+        assert!(
+            m.contains("\n  - required field \"watchNamespace\" is missing"),
+            "{m}"
+        );
         assert!(m.contains("\n  - unknown field \"foo\""), "{m}");
-        assert!(m.contains("\n  - unknown field \"deploymentConfig.bar\""), "{m}");
+        assert!(
+            m.contains("\n  - unknown field \"deploymentConfig.bar\""),
+            "{m}"
+        );
     }
 
     #[test]
     fn deployment_config_is_typed() {
         let c = json!({"deploymentConfig": {"env": [{"name": "A", "value": "b"}], "nodeSelector": {"k": "v"}}});
-        let parsed = BundleConfig::parse(Some(&c), modes(true, false, false), "ns").unwrap_or_default();
+        let parsed =
+            BundleConfig::parse(Some(&c), modes(true, false, false), "ns").unwrap_or_default();
         let dc = parsed.deployment_config.unwrap_or_default();
         assert_eq!(dc.env.unwrap_or_default()[0].name, "A");
         let c = json!({"deploymentConfig": {"env": [{"value": "b"}]}});
         assert_eq!(
-            msg(BundleConfig::parse(Some(&c), modes(true, false, false), "ns")),
+            msg(BundleConfig::parse(
+                Some(&c),
+                modes(true, false, false),
+                "ns"
+            )),
             "invalid configuration: required field \"deploymentConfig.env[0].name\" is missing"
         );
     }
 
     #[test]
     fn target_namespace_rules() {
-        assert_eq!(target_namespaces(modes(true, false, false), None, "ns"), Ok(vec![String::new()]));
-        assert_eq!(target_namespaces(modes(false, true, false), Some("ns"), "ns"), Ok(vec!["ns".to_string()]));
+        assert_eq!(
+            target_namespaces(modes(true, false, false), None, "ns"),
+            Ok(vec![String::new()])
+        );
+        assert_eq!(
+            target_namespaces(modes(false, true, false), Some("ns"), "ns"),
+            Ok(vec!["ns".to_string()])
+        );
         assert_eq!(
             target_namespaces(modes(true, false, true), Some("ns"), "ns").map_err(|e| e.to_string()),
             Err("invalid option(s): invalid target namespaces [ns]: supported install modes [AllNamespaces SingleNamespace] do not support targeting own namespace".to_string())

@@ -141,7 +141,11 @@ pub struct WebhookDescription {
 impl WebhookDescription {
     /// The container port, defaulting to 443.
     pub fn port(&self) -> i32 {
-        if self.container_port == 0 { 443 } else { self.container_port }
+        if self.container_port == 0 {
+            443
+        } else {
+            self.container_port
+        }
     }
 }
 
@@ -162,7 +166,11 @@ impl Csv {
     /// Reads the typed view from the CSV JSON.
     pub fn parse(csv: &Value) -> Result<Csv, CsvError> {
         Csv::deserialize(csv).map_err(|e| CsvError {
-            name: csv.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
+            name: csv
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
             message: e.to_string(),
         })
     }

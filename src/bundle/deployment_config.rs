@@ -11,7 +11,9 @@ fn to_value<T: Serialize>(t: &T) -> Value {
 
 fn obj_entry<'a>(parent: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
     let map = parent.as_object_mut()?;
-    let child = map.entry(key.to_string()).or_insert_with(|| Value::Object(Map::new()));
+    let child = map
+        .entry(key.to_string())
+        .or_insert_with(|| Value::Object(Map::new()));
     if child.is_null() {
         *child = Value::Object(Map::new());
     }
@@ -19,7 +21,9 @@ fn obj_entry<'a>(parent: &'a mut Value, key: &str) -> Option<&'a mut Map<String,
 }
 
 fn array_entry<'a>(parent: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Vec<Value>> {
-    let child = parent.entry(key.to_string()).or_insert_with(|| Value::Array(Vec::new()));
+    let child = parent
+        .entry(key.to_string())
+        .or_insert_with(|| Value::Array(Vec::new()));
     if child.is_null() {
         *child = Value::Array(Vec::new());
     }
@@ -33,7 +37,10 @@ fn name_of(v: &Value) -> Option<&str> {
 /// Replace the element with the same `name`, else append.
 fn upsert_by_name(list: &mut Vec<Value>, item: Value) {
     let name = name_of(&item).map(str::to_string);
-    match list.iter_mut().find(|x| name.is_some() && name_of(x) == name.as_deref()) {
+    match list
+        .iter_mut()
+        .find(|x| name.is_some() && name_of(x) == name.as_deref())
+    {
         Some(slot) => *slot = item,
         None => list.push(item),
     }
@@ -46,7 +53,10 @@ fn append_if_absent(list: &mut Vec<Value>, item: Value) {
     }
 }
 
-fn for_each_container(pod_spec: &mut Map<String, Value>, mut f: impl FnMut(&mut Map<String, Value>)) {
+fn for_each_container(
+    pod_spec: &mut Map<String, Value>,
+    mut f: impl FnMut(&mut Map<String, Value>),
+) {
     if let Some(containers) = pod_spec.get_mut("containers").and_then(Value::as_array_mut) {
         for c in containers.iter_mut().filter_map(Value::as_object_mut) {
             f(c);
@@ -65,20 +75,30 @@ pub fn apply(deployment: &mut Value, cfg: &DeploymentConfig) {
         && let Some(existing) = obj_entry_map(meta, "annotations")
     {
         for (k, v) in annotations {
-            existing.entry(k.clone()).or_insert_with(|| Value::String(v.clone()));
+            existing
+                .entry(k.clone())
+                .or_insert_with(|| Value::String(v.clone()));
         }
     }
-    let Some(spec) = obj_entry(deployment, "spec") else { return };
-    let Some(template) = obj_entry_map(spec, "template") else { return };
+    let Some(spec) = obj_entry(deployment, "spec") else {
+        return;
+    };
+    let Some(template) = obj_entry_map(spec, "template") else {
+        return;
+    };
     if let Some(annotations) = &cfg.annotations
         && let Some(meta) = obj_entry_map(template, "metadata")
         && let Some(existing) = obj_entry_map(meta, "annotations")
     {
         for (k, v) in annotations {
-            existing.entry(k.clone()).or_insert_with(|| Value::String(v.clone()));
+            existing
+                .entry(k.clone())
+                .or_insert_with(|| Value::String(v.clone()));
         }
     }
-    let Some(pod) = obj_entry_map(template, "spec") else { return };
+    let Some(pod) = obj_entry_map(template, "spec") else {
+        return;
+    };
 
     if let Some(env) = &cfg.env {
         let env: Vec<Value> = env.iter().map(to_value).collect();
@@ -156,8 +176,13 @@ pub fn apply(deployment: &mut Value, cfg: &DeploymentConfig) {
     }
 }
 
-fn obj_entry_map<'a>(parent: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Map<String, Value>> {
-    let child = parent.entry(key.to_string()).or_insert_with(|| Value::Object(Map::new()));
+fn obj_entry_map<'a>(
+    parent: &'a mut Map<String, Value>,
+    key: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    let child = parent
+        .entry(key.to_string())
+        .or_insert_with(|| Value::Object(Map::new()));
     if child.is_null() {
         *child = Value::Object(Map::new());
     }
@@ -171,15 +196,15 @@ mod tests {
 
     fn dep() -> Value {
         json!({"metadata": {"name": "d", "annotations": {"keep": "old"}}, "spec": {"template": {
-            "metadata": {"annotations": {"keep": "old"}},
-            "spec": {
-                "affinity": {"nodeAffinity": {"x": 1}, "podAffinity": {"y": 2}},
-                "tolerations": [{"key": "a", "operator": "Exists"}],
-                "volumes": [{"name": "v1", "emptyDir": {}}],
-                "containers": [
-                    {"name": "c1", "env": [{"name": "A", "value": "1"}], "envFrom": [{"configMapRef": {"name": "cm"}}], "volumeMounts": [{"name": "v1", "mountPath": "/a"}]},
-                    {"name": "c2"}
-                ]}}}})
+        "metadata": {"annotations": {"keep": "old"}},
+        "spec": {
+            "affinity": {"nodeAffinity": {"x": 1}, "podAffinity": {"y": 2}},
+            "tolerations": [{"key": "a", "operator": "Exists"}],
+            "volumes": [{"name": "v1", "emptyDir": {}}],
+            "containers": [
+                {"name": "c1", "env": [{"name": "A", "value": "1"}], "envFrom": [{"configMapRef": {"name": "cm"}}], "volumeMounts": [{"name": "v1", "mountPath": "/a"}]},
+                {"name": "c2"}
+            ]}}}})
     }
 
     fn cfg(v: Value) -> DeploymentConfig {
@@ -189,38 +214,97 @@ mod tests {
     #[test]
     fn env_overrides_by_name_else_appends() {
         let mut d = dep();
-        apply(&mut d, &cfg(json!({"env": [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}]})));
-        assert_eq!(d.pointer("/spec/template/spec/containers/0/env"), Some(&json!([{"name": "A", "value": "2"}, {"name": "B", "value": "3"}])));
-        assert_eq!(d.pointer("/spec/template/spec/containers/1/env"), Some(&json!([{"name": "A", "value": "2"}, {"name": "B", "value": "3"}])));
+        apply(
+            &mut d,
+            &cfg(json!({"env": [{"name": "A", "value": "2"}, {"name": "B", "value": "3"}]})),
+        );
+        assert_eq!(
+            d.pointer("/spec/template/spec/containers/0/env"),
+            Some(&json!([{"name": "A", "value": "2"}, {"name": "B", "value": "3"}]))
+        );
+        assert_eq!(
+            d.pointer("/spec/template/spec/containers/1/env"),
+            Some(&json!([{"name": "A", "value": "2"}, {"name": "B", "value": "3"}]))
+        );
     }
 
     #[test]
     fn env_from_and_tolerations_append_if_absent() {
         let mut d = dep();
-        apply(&mut d, &cfg(json!({"envFrom": [{"configMapRef": {"name": "cm"}}, {"secretRef": {"name": "s"}}],
-            "tolerations": [{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}]})));
-        assert_eq!(d.pointer("/spec/template/spec/containers/0/envFrom").and_then(Value::as_array).map(Vec::len), Some(2));
-        assert_eq!(d.pointer("/spec/template/spec/containers/1/envFrom").and_then(Value::as_array).map(Vec::len), Some(2));
-        assert_eq!(d.pointer("/spec/template/spec/tolerations").and_then(Value::as_array).map(Vec::len), Some(2));
+        apply(
+            &mut d,
+            &cfg(
+                json!({"envFrom": [{"configMapRef": {"name": "cm"}}, {"secretRef": {"name": "s"}}],
+            "tolerations": [{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}]}),
+            ),
+        );
+        assert_eq!(
+            d.pointer("/spec/template/spec/containers/0/envFrom")
+                .and_then(Value::as_array)
+                .map(Vec::len),
+            Some(2)
+        );
+        assert_eq!(
+            d.pointer("/spec/template/spec/containers/1/envFrom")
+                .and_then(Value::as_array)
+                .map(Vec::len),
+            Some(2)
+        );
+        assert_eq!(
+            d.pointer("/spec/template/spec/tolerations")
+                .and_then(Value::as_array)
+                .map(Vec::len),
+            Some(2)
+        );
     }
 
     #[test]
     fn volumes_and_mounts_replace_by_name() {
         let mut d = dep();
-        apply(&mut d, &cfg(json!({"volumes": [{"name": "v1", "configMap": {"name": "x"}}, {"name": "v2", "emptyDir": {}}],
-            "volumeMounts": [{"name": "v1", "mountPath": "/b"}]})));
-        assert_eq!(d.pointer("/spec/template/spec/volumes"), Some(&json!([{"name": "v1", "configMap": {"name": "x"}}, {"name": "v2", "emptyDir": {}}])));
-        assert_eq!(d.pointer("/spec/template/spec/containers/0/volumeMounts"), Some(&json!([{"name": "v1", "mountPath": "/b"}])));
+        apply(
+            &mut d,
+            &cfg(
+                json!({"volumes": [{"name": "v1", "configMap": {"name": "x"}}, {"name": "v2", "emptyDir": {}}],
+            "volumeMounts": [{"name": "v1", "mountPath": "/b"}]}),
+            ),
+        );
+        assert_eq!(
+            d.pointer("/spec/template/spec/volumes"),
+            Some(
+                &json!([{"name": "v1", "configMap": {"name": "x"}}, {"name": "v2", "emptyDir": {}}])
+            )
+        );
+        assert_eq!(
+            d.pointer("/spec/template/spec/containers/0/volumeMounts"),
+            Some(&json!([{"name": "v1", "mountPath": "/b"}]))
+        );
     }
 
     #[test]
     fn resources_node_selector_replace_and_annotations_do_not_override() {
         let mut d = dep();
-        apply(&mut d, &cfg(json!({"resources": {"limits": {"cpu": "1"}}, "nodeSelector": {"a": "b"}, "annotations": {"keep": "new", "add": "x"}})));
-        assert_eq!(d.pointer("/spec/template/spec/containers/1/resources"), Some(&json!({"limits": {"cpu": "1"}})));
-        assert_eq!(d.pointer("/spec/template/spec/nodeSelector"), Some(&json!({"a": "b"})));
-        assert_eq!(d.pointer("/metadata/annotations"), Some(&json!({"keep": "old", "add": "x"})));
-        assert_eq!(d.pointer("/spec/template/metadata/annotations"), Some(&json!({"keep": "old", "add": "x"})));
+        apply(
+            &mut d,
+            &cfg(
+                json!({"resources": {"limits": {"cpu": "1"}}, "nodeSelector": {"a": "b"}, "annotations": {"keep": "new", "add": "x"}}),
+            ),
+        );
+        assert_eq!(
+            d.pointer("/spec/template/spec/containers/1/resources"),
+            Some(&json!({"limits": {"cpu": "1"}}))
+        );
+        assert_eq!(
+            d.pointer("/spec/template/spec/nodeSelector"),
+            Some(&json!({"a": "b"}))
+        );
+        assert_eq!(
+            d.pointer("/metadata/annotations"),
+            Some(&json!({"keep": "old", "add": "x"}))
+        );
+        assert_eq!(
+            d.pointer("/spec/template/metadata/annotations"),
+            Some(&json!({"keep": "old", "add": "x"}))
+        );
     }
 
     #[test]
@@ -230,12 +314,22 @@ mod tests {
         assert_eq!(d.pointer("/spec/template/spec/affinity"), None);
         let mut d = dep();
         apply(&mut d, &cfg(json!({"affinity": {"nodeAffinity": {}}})));
-        assert_eq!(d.pointer("/spec/template/spec/affinity"), Some(&json!({"podAffinity": {"y": 2}})));
+        assert_eq!(
+            d.pointer("/spec/template/spec/affinity"),
+            Some(&json!({"podAffinity": {"y": 2}}))
+        );
         let mut d = dep();
-        let anti = json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "k"}]});
+        let anti =
+            json!({"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "k"}]});
         apply(&mut d, &cfg(json!({"affinity": {"podAntiAffinity": anti}})));
-        assert_eq!(d.pointer("/spec/template/spec/affinity/podAntiAffinity"), Some(&anti));
-        assert_eq!(d.pointer("/spec/template/spec/affinity/nodeAffinity"), Some(&json!({"x": 1})));
+        assert_eq!(
+            d.pointer("/spec/template/spec/affinity/podAntiAffinity"),
+            Some(&anti)
+        );
+        assert_eq!(
+            d.pointer("/spec/template/spec/affinity/nodeAffinity"),
+            Some(&json!({"x": 1}))
+        );
         let mut d = dep();
         apply(&mut d, &cfg(json!({})));
         assert_eq!(d, dep());

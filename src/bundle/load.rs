@@ -51,7 +51,9 @@ pub enum LoadError {
     },
     #[error("not a registry+v1 bundle: {0}")]
     NotRegistryV1(String),
-    #[error("subdirectories are not allowed within the \"manifests\" directory of the bundle image filesystem: found \"{0}\"")]
+    #[error(
+        "subdirectories are not allowed within the \"manifests\" directory of the bundle image filesystem: found \"{0}\""
+    )]
     ManifestsSubdirectory(String),
     #[error("file \"{path}\" is not a regular file")]
     NotRegularFile { path: String },
@@ -66,10 +68,16 @@ pub enum LoadError {
     #[error("file \"{path}\": invalid YAML/JSON: {message}")]
     Parse { path: String, message: String },
     #[error("file \"{path}\" document {document}: not a Kubernetes object: {reason}")]
-    NotKubernetesObject { path: String, document: usize, reason: String },
+    NotKubernetesObject {
+        path: String,
+        document: usize,
+        reason: String,
+    },
     #[error("no ClusterServiceVersion found in \"manifests\"")]
     NoCsv,
-    #[error("more than one ClusterServiceVersion found in \"manifests\": \"{first}\" and \"{second}\"")]
+    #[error(
+        "more than one ClusterServiceVersion found in \"manifests\": \"{first}\" and \"{second}\""
+    )]
     MultipleCsvs { first: String, second: String },
     #[error("file \"{path}\": {reason}")]
     InvalidMetadata { path: String, reason: String },
@@ -84,7 +92,12 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
     let mut budget = opts.max_total_bytes;
     let metadata_dir = root.join("metadata");
     let annotations_path = metadata_dir.join(ANNOTATIONS_FILE);
-    let annotations_text = match read_optional(&annotations_path, "metadata/annotations.yaml", opts, &mut budget)? {
+    let annotations_text = match read_optional(
+        &annotations_path,
+        "metadata/annotations.yaml",
+        opts,
+        &mut budget,
+    )? {
         Some(t) => t,
         None => {
             return Err(LoadError::NotRegistryV1(
@@ -101,7 +114,9 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
             path: "metadata/annotations.yaml".into(),
             reason: "missing the \"annotations\" map".into(),
         })?;
-    if let Some(media) = annotation_map.get(MEDIATYPE_ANNOTATION).and_then(Value::as_str)
+    if let Some(media) = annotation_map
+        .get(MEDIATYPE_ANNOTATION)
+        .and_then(Value::as_str)
         && media != "registry+v1"
     {
         return Err(LoadError::NotRegistryV1(format!(
@@ -117,7 +132,13 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
         })
         .unwrap_or_default();
 
-    let properties = read_list(&metadata_dir.join("properties.yaml"), "metadata/properties.yaml", "properties", opts, &mut budget)?;
+    let properties = read_list(
+        &metadata_dir.join("properties.yaml"),
+        "metadata/properties.yaml",
+        "properties",
+        opts,
+        &mut budget,
+    )?;
     let dependencies = read_list(
         &metadata_dir.join("dependencies.yaml"),
         "metadata/dependencies.yaml",
@@ -131,15 +152,23 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
         if e.kind() == std::io::ErrorKind::NotFound {
             LoadError::NotRegistryV1("directory \"manifests\" not found".into())
         } else {
-            LoadError::Io { path: manifests_dir.clone(), source: e }
+            LoadError::Io {
+                path: manifests_dir.clone(),
+                source: e,
+            }
         }
     })?;
     let mut files = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| LoadError::Io { path: manifests_dir.clone(), source: e })?;
+        let entry = entry.map_err(|e| LoadError::Io {
+            path: manifests_dir.clone(),
+            source: e,
+        })?;
         files.push(entry.file_name().to_string_lossy().into_owned());
         if files.len() > opts.max_files {
-            return Err(LoadError::TooManyFiles { limit: opts.max_files });
+            return Err(LoadError::TooManyFiles {
+                limit: opts.max_files,
+            });
         }
     }
     files.sort();
@@ -147,9 +176,14 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
     // Directories are rejected before any parsing.
     for name in &files {
         let path = manifests_dir.join(name);
-        let meta = fs::metadata(&path).map_err(|e| LoadError::Io { path: path.clone(), source: e })?;
+        let meta = fs::metadata(&path).map_err(|e| LoadError::Io {
+            path: path.clone(),
+            source: e,
+        })?;
         if meta.is_dir() {
-            return Err(LoadError::ManifestsSubdirectory(format!("manifests/{name}")));
+            return Err(LoadError::ManifestsSubdirectory(format!(
+                "manifests/{name}"
+            )));
         }
     }
     let parsed = parse_files_parallel(&manifests_dir, &files, opts, budget)?;
@@ -164,14 +198,21 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
             }
             check_kubernetes_object(&rel, i + 1, &doc)?;
             let kind = doc.get("kind").and_then(Value::as_str).unwrap_or_default();
-            let api_version = doc.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+            let api_version = doc
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             if kind == CSV_KIND {
                 let this = object_name(&doc).to_string();
                 if let Some((first, _)) = &csv {
-                    return Err(LoadError::MultipleCsvs { first: first.clone(), second: this });
+                    return Err(LoadError::MultipleCsvs {
+                        first: first.clone(),
+                        second: this,
+                    });
                 }
                 csv = Some((this, doc));
-            } else if kind == "CustomResourceDefinition" && api_version == "apiextensions.k8s.io/v1" {
+            } else if kind == "CustomResourceDefinition" && api_version == "apiextensions.k8s.io/v1"
+            {
                 crds.push(doc);
             } else {
                 others.push(doc);
@@ -184,22 +225,41 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
     if !properties.is_empty() {
         merge_properties_annotation(&mut csv, &properties);
     }
-    Ok(Bundle { package_name, csv, crds, others, properties, dependencies })
+    Ok(Bundle {
+        package_name,
+        csv,
+        crds,
+        others,
+        properties,
+        dependencies,
+    })
 }
+
+/// The parsed documents of one manifest file, or why it could not be read.
+type FileResult = Result<Vec<Value>, LoadError>;
 
 /// Reads and parses every manifest file, on up to `available_parallelism` threads (at most 4);
 /// results come back in `files` order, and the first error in that order wins.
-fn parse_files_parallel(dir: &Path, files: &[String], opts: &LoadOptions, budget: u64) -> Result<Vec<Vec<Value>>, LoadError> {
+fn parse_files_parallel(
+    dir: &Path,
+    files: &[String],
+    opts: &LoadOptions,
+    budget: u64,
+) -> Result<Vec<Vec<Value>>, LoadError> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
     let threads = match opts.parallelism {
-        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 4),
+        0 => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .clamp(1, 4),
         n => n,
     }
     .min(files.len().max(1));
     let next = AtomicUsize::new(0);
     let remaining = AtomicU64::new(budget);
-    let results: Mutex<Vec<Option<Result<Vec<Value>, LoadError>>>> = Mutex::new((0..files.len()).map(|_| None).collect());
+    let results: Mutex<Vec<Option<FileResult>>> =
+        Mutex::new((0..files.len()).map(|_| None).collect());
     let work = || {
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
@@ -208,11 +268,17 @@ fn parse_files_parallel(dir: &Path, files: &[String], opts: &LoadOptions, budget
             let result = (|| {
                 let mut unlimited = u64::MAX;
                 let text = read_optional(&dir.join(name), &rel, opts, &mut unlimited)?;
-                let Some(text) = text else { return Ok(Vec::new()) };
+                let Some(text) = text else {
+                    return Ok(Vec::new());
+                };
                 let size = text.len() as u64;
                 remaining
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| left.checked_sub(size))
-                    .map_err(|_| LoadError::BundleTooLarge { limit: opts.max_total_bytes })?;
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                        left.checked_sub(size)
+                    })
+                    .map_err(|_| LoadError::BundleTooLarge {
+                        limit: opts.max_total_bytes,
+                    })?;
                 let mut docs = parse_documents(&rel, &text, opts)?;
                 drop(text);
                 docs.iter_mut().for_each(shrink);
@@ -269,22 +335,37 @@ fn shrink(v: &mut Value) {
 
 /// Appends `properties` to the CSV annotation `olm.properties` (existing JSON array first).
 fn merge_properties_annotation(csv: &mut Value, properties: &[Value]) {
-    let Some(obj) = csv.as_object_mut() else { return };
-    let metadata = obj.entry("metadata").or_insert_with(|| Value::Object(Default::default()));
-    let Some(metadata) = metadata.as_object_mut() else { return };
-    let annotations = metadata.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
-    let Some(annotations) = annotations.as_object_mut() else { return };
+    let Some(obj) = csv.as_object_mut() else {
+        return;
+    };
+    let metadata = obj
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let Some(metadata) = metadata.as_object_mut() else {
+        return;
+    };
+    let annotations = metadata
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let Some(annotations) = annotations.as_object_mut() else {
+        return;
+    };
     let mut all: Vec<Value> = annotations
         .get("olm.properties")
         .and_then(Value::as_str)
         .and_then(|s| serde_json::from_str::<Vec<Value>>(s).ok())
         .unwrap_or_default();
     all.extend(properties.iter().cloned());
-    annotations.insert("olm.properties".into(), Value::String(Value::Array(all).to_string()));
+    annotations.insert(
+        "olm.properties".into(),
+        Value::String(Value::Array(all).to_string()),
+    );
 }
 
 fn object_name(doc: &Value) -> &str {
-    doc.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+    doc.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 fn check_kubernetes_object(path: &str, document: usize, doc: &Value) -> Result<(), LoadError> {
@@ -293,7 +374,9 @@ fn check_kubernetes_object(path: &str, document: usize, doc: &Value) -> Result<(
         document,
         reason: reason.to_string(),
     };
-    let obj = doc.as_object().ok_or_else(|| err("the document is not a mapping"))?;
+    let obj = doc
+        .as_object()
+        .ok_or_else(|| err("the document is not a mapping"))?;
     match obj.get("apiVersion") {
         Some(Value::String(s)) if !s.is_empty() => {}
         _ => return Err(err("missing string field \"apiVersion\"")),
@@ -309,34 +392,64 @@ fn check_kubernetes_object(path: &str, document: usize, doc: &Value) -> Result<(
 }
 
 /// Reads a file if it exists, checking its size before reading and never reading past the limit.
-fn read_optional(path: &Path, rel: &str, opts: &LoadOptions, budget: &mut u64) -> Result<Option<String>, LoadError> {
+fn read_optional(
+    path: &Path,
+    rel: &str,
+    opts: &LoadOptions,
+    budget: &mut u64,
+) -> Result<Option<String>, LoadError> {
     let meta = match fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(LoadError::Io { path: path.to_path_buf(), source: e }),
+        Err(e) => {
+            return Err(LoadError::Io {
+                path: path.to_path_buf(),
+                source: e,
+            });
+        }
     };
     if !meta.is_file() {
-        return Err(LoadError::NotRegularFile { path: rel.to_string() });
+        return Err(LoadError::NotRegularFile {
+            path: rel.to_string(),
+        });
     }
     if meta.len() > opts.max_file_bytes {
-        return Err(LoadError::FileTooLarge { path: rel.into(), size: meta.len(), limit: opts.max_file_bytes });
+        return Err(LoadError::FileTooLarge {
+            path: rel.into(),
+            size: meta.len(),
+            limit: opts.max_file_bytes,
+        });
     }
-    let file = fs::File::open(path).map_err(|e| LoadError::Io { path: path.to_path_buf(), source: e })?;
+    let file = fs::File::open(path).map_err(|e| LoadError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.take(opts.max_file_bytes + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| LoadError::Io { path: path.to_path_buf(), source: e })?;
+        .map_err(|e| LoadError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
     let size = bytes.len() as u64;
     if size > opts.max_file_bytes {
-        return Err(LoadError::FileTooLarge { path: rel.into(), size, limit: opts.max_file_bytes });
+        return Err(LoadError::FileTooLarge {
+            path: rel.into(),
+            size,
+            limit: opts.max_file_bytes,
+        });
     }
     if size > *budget {
-        return Err(LoadError::BundleTooLarge { limit: opts.max_total_bytes });
+        return Err(LoadError::BundleTooLarge {
+            limit: opts.max_total_bytes,
+        });
     }
     *budget -= size;
     String::from_utf8(bytes)
         .map(Some)
-        .map_err(|_| LoadError::NotUtf8 { path: rel.to_string() })
+        .map_err(|_| LoadError::NotUtf8 {
+            path: rel.to_string(),
+        })
 }
 
 fn yaml_options(opts: &LoadOptions) -> serde_saphyr::Options {
@@ -353,8 +466,12 @@ fn yaml_options(opts: &LoadOptions) -> serde_saphyr::Options {
 
 /// Parses every YAML (or JSON) document of a file.
 fn parse_documents(rel: &str, text: &str, opts: &LoadOptions) -> Result<Vec<Value>, LoadError> {
-    serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options(opts))
-        .map_err(|e| LoadError::Parse { path: rel.to_string(), message: first_line(&e.to_string()) })
+    serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options(opts)).map_err(|e| {
+        LoadError::Parse {
+            path: rel.to_string(),
+            message: first_line(&e.to_string()),
+        }
+    })
 }
 
 fn first_line(s: &str) -> String {
@@ -366,12 +483,24 @@ fn parse_single(rel: &str, text: &str, opts: &LoadOptions) -> Result<Value, Load
     docs.retain(|d| !d.is_null());
     match docs.len() {
         1 => Ok(docs.remove(0)),
-        0 => Err(LoadError::InvalidMetadata { path: rel.into(), reason: "the file is empty".into() }),
-        n => Err(LoadError::InvalidMetadata { path: rel.into(), reason: format!("expected one YAML document, found {n}") }),
+        0 => Err(LoadError::InvalidMetadata {
+            path: rel.into(),
+            reason: "the file is empty".into(),
+        }),
+        n => Err(LoadError::InvalidMetadata {
+            path: rel.into(),
+            reason: format!("expected one YAML document, found {n}"),
+        }),
     }
 }
 
-fn read_list(path: &Path, rel: &str, key: &str, opts: &LoadOptions, budget: &mut u64) -> Result<Vec<Value>, LoadError> {
+fn read_list(
+    path: &Path,
+    rel: &str,
+    key: &str,
+    opts: &LoadOptions,
+    budget: &mut u64,
+) -> Result<Vec<Value>, LoadError> {
     let Some(text) = read_optional(path, rel, opts, budget)? else {
         return Ok(Vec::new());
     };
@@ -379,6 +508,9 @@ fn read_list(path: &Path, rel: &str, key: &str, opts: &LoadOptions, budget: &mut
     match doc.get(key) {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => Ok(items.clone()),
-        Some(_) => Err(LoadError::InvalidMetadata { path: rel.into(), reason: format!("\"{key}\" must be a list") }),
+        Some(_) => Err(LoadError::InvalidMetadata {
+            path: rel.into(),
+            reason: format!("\"{key}\" must be a list"),
+        }),
     }
 }

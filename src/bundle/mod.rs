@@ -20,7 +20,9 @@ mod tests;
 pub use config::{BundleConfig, ConfigError, DeploymentConfig, InstallMode, InstallModeSet};
 pub use csv::{Csv, CsvError, WebhookDescription, WebhookType};
 pub use load::{LoadError, LoadOptions, load_dir};
-pub use render::{CertProvider, RenderError, RenderOptions, render, render_owned, to_yaml_documents};
+pub use render::{
+    CertProvider, RenderError, RenderOptions, render, render_owned, to_yaml_documents,
+};
 pub use validate::{ValidationErrors, validate};
 
 use serde_json::Value;
@@ -49,6 +51,9 @@ pub struct Bundle {
 impl Bundle {
     /// `metadata.name` of the CSV (the bundle name).
     pub fn name(&self) -> &str {
-        self.csv.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+        self.csv
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
     }
 }

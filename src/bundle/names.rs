@@ -106,7 +106,11 @@ impl GoPolicyRule {
         let list = |key: &str| -> Option<Vec<String>> {
             v.get(key).and_then(Value::as_array).map(|a| {
                 a.iter()
-                    .map(|x| x.as_str().map(str::to_string).unwrap_or_else(|| x.to_string()))
+                    .map(|x| {
+                        x.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| x.to_string())
+                    })
                     .collect()
             })
         };
@@ -166,7 +170,11 @@ pub fn permission_json(service_account: &str, rules: Option<&[GoPolicyRule]>) ->
 }
 
 /// Upstream unique name for a permission entry: `truncate(base) + "-" + hash(entry)`.
-pub fn permission_object_name(base: &str, service_account: &str, rules: Option<&[GoPolicyRule]>) -> String {
+pub fn permission_object_name(
+    base: &str,
+    service_account: &str,
+    rules: Option<&[GoPolicyRule]>,
+) -> String {
     let hash = hash_bytes(permission_json(service_account, rules).as_bytes());
     name_for_base_and_suffix(base, &hash)
 }
@@ -211,14 +219,20 @@ mod tests {
             permission_json("op-sa", Some(&rules)),
             "{\"serviceAccountName\":\"op-sa\",\"rules\":[{\"verbs\":[\"get\",\"list\"],\"apiGroups\":[\"\"],\"resources\":[\"pods\"]},{\"verbs\":[\"get\"],\"nonResourceURLs\":[\"/metrics\\u003cx\\u003e\"]}]}\n"
         );
-        assert_eq!(permission_json("", None), "{\"serviceAccountName\":\"\",\"rules\":null}\n");
+        assert_eq!(
+            permission_json("", None),
+            "{\"serviceAccountName\":\"\",\"rules\":null}\n"
+        );
     }
 
     #[test]
     fn hash_is_base36_sha224_of_go_json() {
         // SHA-224("") = d14a028c2a3a2bc9476102bb288234c415a2b01f828ea62ac5b3e42f,
         // whose base36 value was computed independently (Python: repeated divmod by 36).
-        assert_eq!(hash_bytes(b""), "2n6a5vwpk9ckyxi5x87i7768t4bpqmp64qi0556ih35b");
+        assert_eq!(
+            hash_bytes(b""),
+            "2n6a5vwpk9ckyxi5x87i7768t4bpqmp64qi0556ih35b"
+        );
         // Known value for a permission entry: SHA-224 of the exact bytes below.
         let json = "{\"serviceAccountName\":\"sa\",\"rules\":[{\"verbs\":[\"get\"],\"apiGroups\":[\"\"],\"resources\":[\"pods\"]}]}\n";
         let rules = vec![GoPolicyRule {
@@ -229,10 +243,16 @@ mod tests {
         }];
         assert_eq!(permission_json("sa", Some(&rules)), json);
         // computed independently with Python hashlib + base36
-        assert_eq!(hash_bytes(json.as_bytes()), "3wviurxqrxqx9tcfeq9i80qbm0stl686z1sd97orsyx");
+        assert_eq!(
+            hash_bytes(json.as_bytes()),
+            "3wviurxqrxqx9tcfeq9i80qbm0stl686z1sd97orsyx"
+        );
         let name = permission_object_name("my-operator.v1.0.0-sa", "sa", Some(&rules));
         // 21 + 43 > 63: the base is cut to 63 - 43 - 1 = 19 bytes (upstream yields the double dash too)
-        assert_eq!(name, "my-operator.v1.0.0--3wviurxqrxqx9tcfeq9i80qbm0stl686z1sd97orsyx");
+        assert_eq!(
+            name,
+            "my-operator.v1.0.0--3wviurxqrxqx9tcfeq9i80qbm0stl686z1sd97orsyx"
+        );
         let short = permission_object_name("op-sa", "sa", Some(&rules));
         assert_eq!(short, "op-sa-3wviurxqrxqx9tcfeq9i80qbm0stl686z1sd97orsyx");
     }

@@ -45,7 +45,12 @@ pub enum RenderError {
 
 const CERT_MANAGER_INJECT: &str = "cert-manager.io/inject-ca-from";
 
-fn object(api_version: &str, kind: &str, name: &str, namespace: Option<&str>) -> Map<String, Value> {
+fn object(
+    api_version: &str,
+    kind: &str,
+    name: &str,
+    namespace: Option<&str>,
+) -> Map<String, Value> {
     let mut meta = Map::new();
     meta.insert("name".into(), Value::String(name.to_string()));
     if let Some(ns) = namespace {
@@ -73,7 +78,9 @@ pub fn cert_name(service: &str) -> String {
 }
 
 fn rules_of(p: &Permission) -> Option<Vec<GoPolicyRule>> {
-    p.rules.as_ref().map(|r| r.iter().map(GoPolicyRule::from_value).collect())
+    p.rules
+        .as_ref()
+        .map(|r| r.iter().map(GoPolicyRule::from_value).collect())
 }
 
 fn namespaces_read_rule() -> (GoPolicyRule, Value) {
@@ -83,7 +90,10 @@ fn namespaces_read_rule() -> (GoPolicyRule, Value) {
         resources: vec!["namespaces".into()],
         ..Default::default()
     };
-    (rule, json!({"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["namespaces"]}))
+    (
+        rule,
+        json!({"verbs": ["get", "list", "watch"], "apiGroups": [""], "resources": ["namespaces"]}),
+    )
 }
 
 fn rbac_subject(sa: &str, ns: &str) -> Value {
@@ -96,14 +106,31 @@ fn role_ref(kind: &str, name: &str) -> Value {
 
 /// Renders `bundle` for `install_namespace` with the ClusterExtension configuration
 /// `config` (`spec.config.inline`; `None` = `{}`). Runs [`validate`] first.
-pub fn render(bundle: &Bundle, install_namespace: &str, config: Option<&Value>, options: &RenderOptions) -> Result<Vec<Value>, RenderError> {
+pub fn render(
+    bundle: &Bundle,
+    install_namespace: &str,
+    config: Option<&Value>,
+    options: &RenderOptions,
+) -> Result<Vec<Value>, RenderError> {
     validate(bundle, options.cert_provider).map_err(RenderError::Invalid)?;
-    render_validated(bundle, bundle.crds.clone(), bundle.others.clone(), install_namespace, config, options)
+    render_validated(
+        bundle,
+        bundle.crds.clone(),
+        bundle.others.clone(),
+        install_namespace,
+        config,
+        options,
+    )
 }
 
 /// [`render`] that consumes the bundle, moving its CRDs and other manifests into the
 /// output instead of copying them (half the peak memory for large bundles).
-pub fn render_owned(mut bundle: Bundle, install_namespace: &str, config: Option<&Value>, options: &RenderOptions) -> Result<Vec<Value>, RenderError> {
+pub fn render_owned(
+    mut bundle: Bundle,
+    install_namespace: &str,
+    config: Option<&Value>,
+    options: &RenderOptions,
+) -> Result<Vec<Value>, RenderError> {
     validate(&bundle, options.cert_provider).map_err(RenderError::Invalid)?;
     let crds = std::mem::take(&mut bundle.crds);
     let others = std::mem::take(&mut bundle.others);
@@ -119,7 +146,12 @@ fn render_validated(
     options: &RenderOptions,
 ) -> Result<Vec<Value>, RenderError> {
     let csv = Csv::parse(&bundle.csv)?;
-    let modes = InstallModeSet::from_entries(csv.spec.install_modes.iter().map(|m| (m.type_.as_str(), m.supported)));
+    let modes = InstallModeSet::from_entries(
+        csv.spec
+            .install_modes
+            .iter()
+            .map(|m| (m.type_.as_str(), m.supported)),
+    );
     let cfg = BundleConfig::parse(config, modes, install_namespace)?;
     let targets = target_namespaces(modes, cfg.watch_namespace.as_deref(), install_namespace)?;
     let all_namespaces = targets.len() == 1 && targets[0].is_empty();
@@ -146,11 +178,23 @@ fn render_validated(
         for target in &targets {
             for p in &strategy.permissions {
                 let sa = sa_name_or_default(&p.service_account_name);
-                let name = permission_object_name(&format!("{csv_name}-{sa}"), &p.service_account_name, rules_of(p).as_deref());
+                let name = permission_object_name(
+                    &format!("{csv_name}-{sa}"),
+                    &p.service_account_name,
+                    rules_of(p).as_deref(),
+                );
                 let mut role = object("rbac.authorization.k8s.io/v1", "Role", &name, Some(target));
-                role.insert("rules".into(), Value::Array(p.rules.clone().unwrap_or_default()));
+                role.insert(
+                    "rules".into(),
+                    Value::Array(p.rules.clone().unwrap_or_default()),
+                );
                 out.push(Value::Object(role));
-                let mut rb = object("rbac.authorization.k8s.io/v1", "RoleBinding", &name, Some(target));
+                let mut rb = object(
+                    "rbac.authorization.k8s.io/v1",
+                    "RoleBinding",
+                    &name,
+                    Some(target),
+                );
                 rb.insert("roleRef".into(), role_ref("Role", &name));
                 rb.insert("subjects".into(), rbac_subject(sa, ns));
                 out.push(Value::Object(rb));
@@ -162,7 +206,13 @@ fn render_validated(
     let mut cluster_entries: Vec<(String, Option<Vec<GoPolicyRule>>, Vec<Value>)> = strategy
         .cluster_permissions
         .iter()
-        .map(|p| (p.service_account_name.clone(), rules_of(p), p.rules.clone().unwrap_or_default()))
+        .map(|p| {
+            (
+                p.service_account_name.clone(),
+                rules_of(p),
+                p.rules.clone().unwrap_or_default(),
+            )
+        })
         .collect();
     if all_namespaces {
         let (go_rule, rule) = namespaces_read_rule();
@@ -180,7 +230,12 @@ fn render_validated(
         let mut cr = object("rbac.authorization.k8s.io/v1", "ClusterRole", &name, None);
         cr.insert("rules".into(), Value::Array(rules.clone()));
         out.push(Value::Object(cr));
-        let mut crb = object("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &name, None);
+        let mut crb = object(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            &name,
+            None,
+        );
         crb.insert("roleRef".into(), role_ref("ClusterRole", &name));
         crb.insert("subjects".into(), rbac_subject(sa, ns));
         out.push(Value::Object(crb));
@@ -189,7 +244,10 @@ fn render_validated(
     // 4. CRDs (with conversion webhooks)
     let webhooks = &csv.spec.webhookdefinitions;
     let mut conversion_for: HashMap<&str, &WebhookDescription> = HashMap::new();
-    for w in webhooks.iter().filter(|w| w.type_ == WebhookType::ConversionWebhook) {
+    for w in webhooks
+        .iter()
+        .filter(|w| w.type_ == WebhookType::ConversionWebhook)
+    {
         for crd in &w.conversion_crds {
             if conversion_for.insert(crd.as_str(), w).is_some() {
                 return Err(RenderError::Conversion(format!(
@@ -202,9 +260,17 @@ fn render_validated(
         if let Some(o) = crd.as_object_mut() {
             o.remove("status");
         }
-        let crd_name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let crd_name = crd
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         if let Some(w) = conversion_for.get(crd_name.as_str()) {
-            if crd.pointer("/spec/preserveUnknownFields").and_then(Value::as_bool) == Some(true) {
+            if crd
+                .pointer("/spec/preserveUnknownFields")
+                .and_then(Value::as_bool)
+                == Some(true)
+            {
                 return Err(RenderError::Conversion(format!(
                     "custom resource definition '{crd_name}' must have spec.preserveUnknownFields set to false to let API Server call webhook to do the conversion"
                 )));
@@ -219,10 +285,17 @@ fn render_validated(
                 webhook.insert("conversionReviewVersions".into(), v.clone());
             }
             if let Some(spec) = crd.get_mut("spec").and_then(Value::as_object_mut) {
-                spec.insert("conversion".into(), json!({"strategy": "Webhook", "webhook": webhook}));
+                spec.insert(
+                    "conversion".into(),
+                    json!({"strategy": "Webhook", "webhook": webhook}),
+                );
             }
             if cert_manager {
-                set_annotation(&mut crd, CERT_MANAGER_INJECT, &format!("{ns}/{}", cert_name(&svc)));
+                set_annotation(
+                    &mut crd,
+                    CERT_MANAGER_INJECT,
+                    &format!("{ns}/{}", cert_name(&svc)),
+                );
             }
         }
         out.push(crd);
@@ -240,7 +313,10 @@ fn render_validated(
     }
 
     // 6. Deployments
-    let webhook_deployments: BTreeSet<&str> = webhooks.iter().map(|w| w.deployment_name.as_str()).collect();
+    let webhook_deployments: BTreeSet<&str> = webhooks
+        .iter()
+        .map(|w| w.deployment_name.as_str())
+        .collect();
     let target_annotation = targets.join(",");
     for d in &strategy.deployments {
         let mut dep = object("apps/v1", "Deployment", &d.name, Some(ns));
@@ -254,14 +330,28 @@ fn render_validated(
             spec_map.insert("revisionHistoryLimit".into(), json!(1));
         }
         let mut annotations = csv.metadata.annotations.clone();
-        if let Some(tpl) = spec.pointer("/template/metadata/annotations").and_then(Value::as_object) {
+        if let Some(tpl) = spec
+            .pointer("/template/metadata/annotations")
+            .and_then(Value::as_object)
+        {
             for (k, v) in tpl {
                 annotations.insert(k.clone(), v.clone());
             }
         }
-        annotations.insert("olm.targetNamespaces".into(), Value::String(target_annotation.clone()));
-        annotations.insert("olm.operatorNamespace".into(), Value::String(ns.to_string()));
-        set_path(&mut spec, &["template", "metadata"], "annotations", Value::Object(annotations));
+        annotations.insert(
+            "olm.targetNamespaces".into(),
+            Value::String(target_annotation.clone()),
+        );
+        annotations.insert(
+            "olm.operatorNamespace".into(),
+            Value::String(ns.to_string()),
+        );
+        set_path(
+            &mut spec,
+            &["template", "metadata"],
+            "annotations",
+            Value::Object(annotations),
+        );
         let mut dep = {
             dep.insert("spec".into(), spec);
             Value::Object(dep)
@@ -278,11 +368,16 @@ fn render_validated(
     // 7. Webhook configurations
     for w in webhooks {
         let (kind, list_key) = match w.type_ {
-            WebhookType::ValidatingAdmissionWebhook => ("ValidatingWebhookConfiguration", "webhooks"),
+            WebhookType::ValidatingAdmissionWebhook => {
+                ("ValidatingWebhookConfiguration", "webhooks")
+            }
             WebhookType::MutatingAdmissionWebhook => ("MutatingWebhookConfiguration", "webhooks"),
             WebhookType::ConversionWebhook => continue,
         };
-        let name = w.generate_name.strip_suffix('-').unwrap_or(&w.generate_name);
+        let name = w
+            .generate_name
+            .strip_suffix('-')
+            .unwrap_or(&w.generate_name);
         let svc = webhook_service_name(&w.deployment_name);
         let mut entry = Map::new();
         entry.insert("name".into(), Value::String(name.to_string()));
@@ -311,28 +406,55 @@ fn render_validated(
         put(&mut entry, "objectSelector", &w.object_selector);
         put(&mut entry, "sideEffects", &w.side_effects);
         put(&mut entry, "timeoutSeconds", &w.timeout_seconds);
-        put(&mut entry, "admissionReviewVersions", &w.admission_review_versions);
+        put(
+            &mut entry,
+            "admissionReviewVersions",
+            &w.admission_review_versions,
+        );
         if w.type_ == WebhookType::MutatingAdmissionWebhook {
             put(&mut entry, "reinvocationPolicy", &w.reinvocation_policy);
         }
-        let mut cfg_obj = Value::Object(object("admissionregistration.k8s.io/v1", kind, name, Some(ns)));
+        let mut cfg_obj = Value::Object(object(
+            "admissionregistration.k8s.io/v1",
+            kind,
+            name,
+            Some(ns),
+        ));
         if let Some(o) = cfg_obj.as_object_mut() {
             o.insert(list_key.into(), json!([entry]));
         }
         if cert_manager {
-            set_annotation(&mut cfg_obj, CERT_MANAGER_INJECT, &format!("{ns}/{}", cert_name(&svc)));
+            set_annotation(
+                &mut cfg_obj,
+                CERT_MANAGER_INJECT,
+                &format!("{ns}/{}", cert_name(&svc)),
+            );
         }
         out.push(cfg_obj);
     }
 
     // 8. Services and 9. certificates, per webhook deployment
-    for d in strategy.deployments.iter().filter(|d| webhook_deployments.contains(d.name.as_str())) {
+    for d in strategy
+        .deployments
+        .iter()
+        .filter(|d| webhook_deployments.contains(d.name.as_str()))
+    {
         let svc = webhook_service_name(&d.name);
         let mut ports: Vec<(i32, String, Value)> = Vec::new();
         for w in webhooks.iter().filter(|w| w.deployment_name == d.name) {
-            let target = w.target_port.clone().filter(|v| !v.is_null()).unwrap_or_else(|| json!(w.port()));
-            let target_str = target.as_str().map(str::to_string).unwrap_or_else(|| target.to_string());
-            if !ports.iter().any(|(p, t, _)| *p == w.port() && *t == target_str) {
+            let target = w
+                .target_port
+                .clone()
+                .filter(|v| !v.is_null())
+                .unwrap_or_else(|| json!(w.port()));
+            let target_str = target
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| target.to_string());
+            if !ports
+                .iter()
+                .any(|(p, t, _)| *p == w.port() && *t == target_str)
+            {
                 ports.push((w.port(), target_str, target));
             }
         }
@@ -379,25 +501,36 @@ fn render_validated(
 }
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 /// Sorts objects by (kind, namespace, name); stable for equal keys.
 pub fn sort_objects(objects: &mut [Value]) {
     objects.sort_by(|a, b| {
-        (str_at(a, "/kind"), str_at(a, "/metadata/namespace"), str_at(a, "/metadata/name")).cmp(&(
-            str_at(b, "/kind"),
-            str_at(b, "/metadata/namespace"),
-            str_at(b, "/metadata/name"),
-        ))
+        (
+            str_at(a, "/kind"),
+            str_at(a, "/metadata/namespace"),
+            str_at(a, "/metadata/name"),
+        )
+            .cmp(&(
+                str_at(b, "/kind"),
+                str_at(b, "/metadata/namespace"),
+                str_at(b, "/metadata/name"),
+            ))
     });
 }
 
 fn set_path(v: &mut Value, path: &[&str], key: &str, value: Value) {
     let mut cur = v;
     for p in path {
-        let Some(map) = cur.as_object_mut() else { return };
-        let child = map.entry(p.to_string()).or_insert_with(|| Value::Object(Map::new()));
+        let Some(map) = cur.as_object_mut() else {
+            return;
+        };
+        let child = map
+            .entry(p.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
         if !child.is_object() {
             *child = Value::Object(Map::new());
         }
@@ -411,7 +544,9 @@ fn set_path(v: &mut Value, path: &[&str], key: &str, value: Value) {
 fn set_annotation(obj: &mut Value, key: &str, value: &str) {
     let mut cur = obj;
     for p in ["metadata", "annotations"] {
-        let Some(map) = cur.as_object_mut() else { return };
+        let Some(map) = cur.as_object_mut() else {
+            return;
+        };
         let child = map.entry(p).or_insert_with(|| Value::Object(Map::new()));
         if !child.is_object() {
             *child = Value::Object(Map::new());
@@ -433,23 +568,40 @@ fn add_cert_volumes(dep: &mut Value, secret: &str) {
         json!({"name": "apiservice-cert", "secret": {"secretName": secret, "items": [{"key": "tls.crt", "path": "apiserver.crt"}, {"key": "tls.key", "path": "apiserver.key"}]}}),
         json!({"name": "webhook-cert", "secret": {"secretName": secret, "items": [{"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}}),
     ];
-    let mounts = vec![
+    let mounts = [
         json!({"name": "apiservice-cert", "mountPath": APISERVICE_CERT_PATH}),
         json!({"name": "webhook-cert", "mountPath": WEBHOOK_CERT_PATH}),
     ];
     let names = ["apiservice-cert", "webhook-cert"];
     let paths = [APISERVICE_CERT_PATH, WEBHOOK_CERT_PATH];
-    let Some(pod) = dep.pointer_mut("/spec/template/spec").and_then(Value::as_object_mut) else { return };
-    let mut vols: Vec<Value> = pod.get("volumes").and_then(Value::as_array).cloned().unwrap_or_default();
+    let Some(pod) = dep
+        .pointer_mut("/spec/template/spec")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let mut vols: Vec<Value> = pod
+        .get("volumes")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     vols.retain(|v| !names.contains(&v.get("name").and_then(Value::as_str).unwrap_or_default()));
     vols.extend(volumes);
     pod.insert("volumes".into(), Value::Array(vols));
     if let Some(containers) = pod.get_mut("containers").and_then(Value::as_array_mut) {
         for c in containers.iter_mut().filter_map(Value::as_object_mut) {
-            let mut ms: Vec<Value> = c.get("volumeMounts").and_then(Value::as_array).cloned().unwrap_or_default();
+            let mut ms: Vec<Value> = c
+                .get("volumeMounts")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             ms.retain(|m| {
                 !names.contains(&m.get("name").and_then(Value::as_str).unwrap_or_default())
-                    && !paths.contains(&m.get("mountPath").and_then(Value::as_str).unwrap_or_default())
+                    && !paths.contains(
+                        &m.get("mountPath")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default(),
+                    )
             });
             ms.extend(mounts.iter().cloned());
             c.insert("volumeMounts".into(), Value::Array(ms));

@@ -1,10 +1,10 @@
 //! Bundle validation (reference §5.2 gatekeeping, §5.3 validators, unsupported
 //! dependencies and CRD versions): pure, runs every check and reports every problem.
 
+use super::Bundle;
 use super::config::InstallModeSet;
 use super::csv::{Csv, WebhookType};
 use super::render::CertProvider;
-use super::Bundle;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
@@ -65,7 +65,8 @@ pub(crate) fn dns1123_subdomain_errors(s: &str) -> Vec<String> {
             && !b[0].is_ascii_uppercase()
             && b[b.len() - 1].is_ascii_alphanumeric()
             && !b[b.len() - 1].is_ascii_uppercase()
-            && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
     };
     if !s.split('.').all(label_ok) {
         errs.push(DNS1123_SUBDOMAIN_MSG.to_string());
@@ -78,7 +79,9 @@ fn kind_of(v: &Value) -> &str {
 }
 
 fn name_of(v: &Value) -> &str {
-    v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+    v.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 /// Dependency property types the resolver cannot honour.
@@ -92,7 +95,12 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
         Err(e) => return Err(ValidationErrors(vec![e.to_string()])),
     };
     let bundle_name = csv.metadata.name.as_str();
-    let modes = InstallModeSet::from_entries(csv.spec.install_modes.iter().map(|m| (m.type_.as_str(), m.supported)));
+    let modes = InstallModeSet::from_entries(
+        csv.spec
+            .install_modes
+            .iter()
+            .map(|m| (m.type_.as_str(), m.supported)),
+    );
 
     // §5.2 gatekeeping
     if !csv.spec.apiservicedefinitions.owned.is_empty() {
@@ -138,14 +146,26 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
     let mut seen = HashSet::new();
     for d in &csv.spec.install.spec.deployments {
         if !seen.insert(d.name.as_str()) {
-            errs.push(format!("cluster service version contains duplicate strategy deployment spec '{}'", d.name));
+            errs.push(format!(
+                "cluster service version contains duplicate strategy deployment spec '{}'",
+                d.name
+            ));
         }
         let dns = dns1123_subdomain_errors(&d.name);
         if !dns.is_empty() {
-            errs.push(format!("invalid cluster service version strategy deployment name '{}': {}", d.name, dns.join(", ")));
+            errs.push(format!(
+                "invalid cluster service version strategy deployment name '{}': {}",
+                d.name,
+                dns.join(", ")
+            ));
         }
-        if let Err(e) = serde_json::from_value::<k8s_openapi::api::apps::v1::DeploymentSpec>(d.spec.clone()) {
-            errs.push(format!("invalid cluster service version strategy deployment spec '{}': {e}", d.name));
+        if let Err(e) =
+            serde_json::from_value::<k8s_openapi::api::apps::v1::DeploymentSpec>(d.spec.clone())
+        {
+            errs.push(format!(
+                "invalid cluster service version strategy deployment spec '{}': {e}",
+                d.name
+            ));
         }
     }
 
@@ -153,12 +173,19 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
     let mut crd_names = HashSet::new();
     for crd in &bundle.crds {
         if !crd_names.insert(name_of(crd)) {
-            errs.push(format!("bundle contains duplicate custom resource definition '{}'", name_of(crd)));
+            errs.push(format!(
+                "bundle contains duplicate custom resource definition '{}'",
+                name_of(crd)
+            ));
         }
     }
     // CRDs of other API versions are reported on their own below.
-    let other_crds: HashSet<&str> =
-        bundle.others.iter().filter(|o| kind_of(o) == "CustomResourceDefinition").map(name_of).collect();
+    let other_crds: HashSet<&str> = bundle
+        .others
+        .iter()
+        .filter(|o| kind_of(o) == "CustomResourceDefinition")
+        .map(name_of)
+        .collect();
     for owned in &csv.spec.customresourcedefinitions.owned {
         if !crd_names.contains(owned.name.as_str()) && !other_crds.contains(owned.name.as_str()) {
             errs.push(format!(
@@ -173,7 +200,11 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
 
     // Webhooks
     let webhooks = &csv.spec.webhookdefinitions;
-    if webhooks.iter().any(|w| w.type_ == WebhookType::ConversionWebhook) && !modes.all_namespaces_only() {
+    if webhooks
+        .iter()
+        .any(|w| w.type_ == WebhookType::ConversionWebhook)
+        && !modes.all_namespaces_only()
+    {
         let conversion: Vec<&str> = webhooks
             .iter()
             .filter(|w| w.type_ == WebhookType::ConversionWebhook)
@@ -185,7 +216,14 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
             ));
         }
     }
-    let deployments: HashSet<&str> = csv.spec.install.spec.deployments.iter().map(|d| d.name.as_str()).collect();
+    let deployments: HashSet<&str> = csv
+        .spec
+        .install
+        .spec
+        .deployments
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
     let mut seen_webhooks = HashSet::new();
     for w in webhooks {
         let t = w.type_.as_str();
@@ -196,18 +234,37 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
             ));
         }
         if !seen_webhooks.insert((w.type_, w.generate_name.as_str())) {
-            errs.push(format!("duplicate webhook '{}' of type '{t}'", w.generate_name));
+            errs.push(format!(
+                "duplicate webhook '{}' of type '{t}'",
+                w.generate_name
+            ));
         }
         let dns = dns1123_subdomain_errors(&w.generate_name);
         if !dns.is_empty() {
-            errs.push(format!("webhook of type '{t}' has invalid name '{}': {}", w.generate_name, dns.join(", ")));
+            errs.push(format!(
+                "webhook of type '{t}' has invalid name '{}': {}",
+                w.generate_name,
+                dns.join(", ")
+            ));
         }
     }
     let mut conversion_by_crd: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    let owned: HashSet<&str> = csv.spec.customresourcedefinitions.owned.iter().map(|o| o.name.as_str()).collect();
-    for w in webhooks.iter().filter(|w| w.type_ == WebhookType::ConversionWebhook) {
+    let owned: HashSet<&str> = csv
+        .spec
+        .customresourcedefinitions
+        .owned
+        .iter()
+        .map(|o| o.name.as_str())
+        .collect();
+    for w in webhooks
+        .iter()
+        .filter(|w| w.type_ == WebhookType::ConversionWebhook)
+    {
         for crd in &w.conversion_crds {
-            conversion_by_crd.entry(crd.as_str()).or_default().push(w.generate_name.as_str());
+            conversion_by_crd
+                .entry(crd.as_str())
+                .or_default()
+                .push(w.generate_name.as_str());
             if !owned.contains(crd.as_str()) {
                 errs.push(format!(
                     "conversion webhook '{}' references custom resource definition '{crd}' not owned bundle",
@@ -224,7 +281,10 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
             ));
         }
     }
-    for w in webhooks.iter().filter(|w| w.type_ != WebhookType::ConversionWebhook) {
+    for w in webhooks
+        .iter()
+        .filter(|w| w.type_ != WebhookType::ConversionWebhook)
+    {
         check_forbidden_rules(&w.generate_name, w.rules.as_ref(), &mut errs);
     }
 
@@ -238,19 +298,33 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
                 o.get("apiVersion").and_then(Value::as_str).unwrap_or_default()
             ));
         } else if !NAMESPACED_KINDS.contains(&kind) && !CLUSTER_KINDS.contains(&kind) {
-            errs.push(format!("unsupported resource \"{}\" with kind \"{kind}\"", name_of(o)));
+            errs.push(format!(
+                "unsupported resource \"{}\" with kind \"{kind}\"",
+                name_of(o)
+            ));
         }
     }
 
-    if errs.is_empty() { Ok(()) } else { Err(ValidationErrors(errs)) }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ValidationErrors(errs))
+    }
 }
 
 fn check_forbidden_rules(name: &str, rules: Option<&Value>, errs: &mut Vec<String>) {
-    let Some(rules) = rules.and_then(Value::as_array) else { return };
+    let Some(rules) = rules.and_then(Value::as_array) else {
+        return;
+    };
     let strings = |r: &Value, key: &str| -> Vec<String> {
         r.get(key)
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
             .unwrap_or_default()
     };
     for rule in rules {
