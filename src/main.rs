@@ -5,7 +5,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "olmv1", version, about = "OLM v1 controllers, catalog server and offline tools")]
+#[command(
+    name = "olmv1",
+    version,
+    about = "OLM v1 controllers, catalog server and offline tools"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -464,8 +464,14 @@ fn yaml_options(opts: &LoadOptions) -> serde_saphyr::Options {
     }
 }
 
-/// Parses every YAML (or JSON) document of a file.
+/// Parses every YAML (or JSON) document of a file: the event-level fast path for plain
+/// Kubernetes YAML, else the full (budgeted) deserializer.
 fn parse_documents(rel: &str, text: &str, opts: &LoadOptions) -> Result<Vec<Value>, LoadError> {
+    if let Some(docs) =
+        super::fast_yaml::parse_documents(text, opts.max_yaml_depth, opts.max_yaml_nodes)
+    {
+        return Ok(docs);
+    }
     serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options(opts)).map_err(|e| {
         LoadError::Parse {
             path: rel.to_string(),

@@ -9,6 +9,7 @@ pub mod cli;
 mod config;
 mod csv;
 mod deployment_config;
+mod fast_yaml;
 mod load;
 pub mod names;
 mod render;

@@ -41,7 +41,10 @@ pub fn walk_blobs(
         }
         return Ok(());
     }
-    let ext = root.extension().and_then(|e| e.to_str()).unwrap_or_default();
+    let ext = root
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or_default();
     if !matches!(ext, "json" | "yaml" | "yml") {
         return Ok(());
     }
@@ -50,10 +53,15 @@ pub fn walk_blobs(
         serde_json::Deserializer::from_str(&text)
             .into_iter::<Value>()
             .collect::<Result<_, _>>()
-            .map_err(|e| FbcError::Parse { path: root.to_path_buf(), message: e.to_string() })?
+            .map_err(|e| FbcError::Parse {
+                path: root.to_path_buf(),
+                message: e.to_string(),
+            })?
     } else {
-        serde_saphyr::from_multiple::<Value>(&text)
-            .map_err(|e| FbcError::Parse { path: root.to_path_buf(), message: e.to_string() })?
+        serde_saphyr::from_multiple::<Value>(&text).map_err(|e| FbcError::Parse {
+            path: root.to_path_buf(),
+            message: e.to_string(),
+        })?
     };
     for doc in docs.into_iter().filter(|d| !d.is_null()) {
         f(root, doc)?;
@@ -65,8 +73,15 @@ pub fn walk_blobs(
 pub fn load_package(root: &Path, package: &str) -> Result<PackageContent, FbcError> {
     let mut content = PackageContent::default();
     walk_blobs(root, &mut |path, blob| {
-        let schema = blob.get("schema").and_then(Value::as_str).unwrap_or_default();
-        let owner = if schema == model::SCHEMA_PACKAGE { "name" } else { "package" };
+        let schema = blob
+            .get("schema")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let owner = if schema == model::SCHEMA_PACKAGE {
+            "name"
+        } else {
+            "package"
+        };
         if blob.get(owner).and_then(Value::as_str) == Some(package) {
             content.push_blob(&blob).map_err(|e| FbcError::Parse {
                 path: path.to_path_buf(),

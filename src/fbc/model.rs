@@ -76,7 +76,11 @@ pub struct Bundle {
     pub image: String,
     #[serde(default)]
     pub properties: Vec<Property>,
-    #[serde(rename = "relatedImages", default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        rename = "relatedImages",
+        default,
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub related_images: Vec<RelatedImage>,
 }
 
