@@ -10,7 +10,8 @@ use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
 
 enum Frame {
     Seq(Vec<Value>),
-    Map(Map<String, Value>, Option<String>),
+    /// Entries in order and the key waiting for its value.
+    Map(Vec<(String, Value)>, Option<String>),
 }
 
 /// How a plain scalar resolves, mirroring serde-saphyr's untyped (`Value`) resolution.
@@ -119,7 +120,7 @@ pub fn parse_documents(text: &str, max_depth: usize, max_nodes: usize) -> Option
                 continue;
             }
             Event::MappingStart(..) => {
-                stack.push(Frame::Map(Map::new(), None));
+                stack.push(Frame::Map(Vec::new(), None));
                 if stack.len() > max_depth {
                     return None;
                 }
@@ -133,10 +134,14 @@ pub fn parse_documents(text: &str, max_depth: usize, max_nodes: usize) -> Option
                 Frame::Map(..) => return None,
             },
             Event::MappingEnd => match stack.pop()? {
-                Frame::Map(m, None) => {
-                    let mut exact = Map::with_capacity(m.len());
-                    exact.extend(m);
-                    Value::Object(exact)
+                Frame::Map(entries, None) => {
+                    let mut map = Map::with_capacity(entries.len());
+                    for (k, v) in entries {
+                        if map.insert(k, v).is_some() {
+                            return None; // duplicate key: the full deserializer reports it
+                        }
+                    }
+                    Value::Object(map)
                 }
                 _ => return None,
             },
@@ -155,14 +160,12 @@ pub fn parse_documents(text: &str, max_depth: usize, max_nodes: usize) -> Option
                 None => {
                     // a key: only plain strings that resolve to strings, or quoted strings
                     let Value::String(k) = value else { return None };
-                    if k == "<<" || m.contains_key(&k) {
+                    if k == "<<" {
                         return None;
                     }
                     *pending = Some(k);
                 }
-                Some(k) => {
-                    m.insert(k, value);
-                }
+                Some(k) => m.push((k, value)),
             },
         }
     }

@@ -279,10 +279,7 @@ fn parse_files_parallel(
                     .map_err(|_| LoadError::BundleTooLarge {
                         limit: opts.max_total_bytes,
                     })?;
-                let mut docs = parse_documents(&rel, &text, opts)?;
-                drop(text);
-                docs.iter_mut().for_each(shrink);
-                Ok(docs)
+                parse_documents(&rel, &text, opts)
             })();
             let failed = result.is_err();
             if let Ok(mut r) = results.lock() {
