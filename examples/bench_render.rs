@@ -2,6 +2,8 @@
 //! many times; prints p50/max wall time and peak RSS (VmHWM) above the baseline.
 //!
 //! `cargo run --release --example bench_render [bundle-dir] [iterations]`
+//! (`BENCH_THREADS=n` sets the parsing threads, 0 = all CPUs; `BENCH_VERBOSE=1` prints
+//! per-iteration load time and RSS).
 
 use olmv1::bundle::{CertProvider, LoadOptions, RenderOptions, load_dir, render_owned};
 use std::path::PathBuf;
@@ -40,7 +42,7 @@ fn main() -> std::process::ExitCode {
         parallelism: std::env::var("BENCH_THREADS")
             .ok()
             .and_then(|s| s.parse().ok())
-            .unwrap_or(0),
+            .unwrap_or(1),
         ..LoadOptions::default()
     };
     let options = RenderOptions {

@@ -23,7 +23,8 @@ pub struct LoadOptions {
     pub max_yaml_depth: usize,
     /// Most YAML nodes accepted in one file (default 4,000,000).
     pub max_yaml_nodes: usize,
-    /// Threads parsing manifest files (0 = number of CPUs, at most 4).
+    /// Threads parsing manifest files (default 1: lowest peak memory; 0 = number of CPUs,
+    /// at most 4, which is faster on an idle machine but holds more allocator arenas).
     pub parallelism: usize,
 }
 
@@ -35,7 +36,7 @@ impl Default for LoadOptions {
             max_files: 10_000,
             max_yaml_depth: 128,
             max_yaml_nodes: 4_000_000,
-            parallelism: 0,
+            parallelism: 1,
         }
     }
 }
@@ -176,7 +177,7 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
     // Directories are rejected before any parsing.
     for name in &files {
         let path = manifests_dir.join(name);
-        let meta = fs::metadata(&path).map_err(|e| LoadError::Io {
+        let meta = fs::symlink_metadata(&path).map_err(|e| LoadError::Io {
             path: path.clone(),
             source: e,
         })?;
@@ -395,7 +396,7 @@ fn read_optional(
     opts: &LoadOptions,
     budget: &mut u64,
 ) -> Result<Option<String>, LoadError> {
-    let meta = match fs::metadata(path) {
+    let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
@@ -469,12 +470,13 @@ fn parse_documents(rel: &str, text: &str, opts: &LoadOptions) -> Result<Vec<Valu
     {
         return Ok(docs);
     }
-    serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options(opts)).map_err(|e| {
-        LoadError::Parse {
+    let mut docs = serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options(opts))
+        .map_err(|e| LoadError::Parse {
             path: rel.to_string(),
             message: first_line(&e.to_string()),
-        }
-    })
+        })?;
+    docs.iter_mut().for_each(shrink);
+    Ok(docs)
 }
 
 fn first_line(s: &str) -> String {

@@ -733,6 +733,16 @@ fn bad_deeply_nested_yaml() {
 }
 
 #[test]
+fn bad_symlink_is_not_followed() {
+    let dir = temp_copy("all-namespaces");
+    std::os::unix::fs::symlink("/etc/hostname", dir.path().join("manifests/link.yaml")).unwrap();
+    assert_eq!(
+        load_err(dir.path()),
+        "file \"manifests/link.yaml\" is not a regular file"
+    );
+}
+
+#[test]
 fn bad_not_registry_v1() {
     let dir = temp_copy("all-namespaces");
     std::fs::remove_file(dir.path().join("metadata/annotations.yaml")).unwrap();
