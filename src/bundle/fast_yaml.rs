@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Number, Value};
 use serde_saphyr::granit_parser::{Event, Parser, ScalarStyle};
+use std::borrow::Cow;
 
 enum Frame {
     Seq(Vec<Value>),
@@ -15,7 +16,8 @@ enum Frame {
 }
 
 /// How a plain scalar resolves, mirroring serde-saphyr's untyped (`Value`) resolution.
-fn resolve_plain(s: &str) -> Option<Value> {
+fn resolve_plain(cow: Cow<'_, str>) -> Option<Value> {
+    let s: &str = &cow;
     if s.is_empty() || s == "~" || s.eq_ignore_ascii_case("null") {
         return Some(Value::Null);
     }
@@ -31,7 +33,7 @@ fn resolve_plain(s: &str) -> Option<Value> {
     }
     let first = s.as_bytes()[0];
     if !(first.is_ascii_digit() || matches!(first, b'+' | b'-' | b'.')) {
-        return Some(Value::String(s.to_string()));
+        return Some(Value::String(exact(cow)));
     }
     let digits = s.strip_prefix('-').unwrap_or(s);
     let canonical_int = |d: &str| {
@@ -74,7 +76,14 @@ fn resolve_plain(s: &str) -> Option<Value> {
     {
         return None;
     }
-    Some(Value::String(s.to_string()))
+    Some(Value::String(exact(cow)))
+}
+
+/// An owned string without spare capacity (parser-built strings often have some).
+fn exact(cow: Cow<'_, str>) -> String {
+    let mut s = cow.into_owned();
+    s.shrink_to_fit();
+    s
 }
 
 /// Parses every document of `text`, or `None` when the input needs the full deserializer
@@ -103,8 +112,8 @@ pub fn parse_documents(text: &str, max_depth: usize, max_nodes: usize) -> Option
                     return None;
                 }
                 match style {
-                    ScalarStyle::Plain => resolve_plain(&s)?,
-                    _ => Value::String(s.into_owned()),
+                    ScalarStyle::Plain => resolve_plain(s)?,
+                    _ => Value::String(exact(s)),
                 }
             }
             Event::SequenceStart(_, anchor, tag) | Event::MappingStart(_, anchor, tag)
