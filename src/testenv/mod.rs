@@ -91,9 +91,15 @@ pub fn shared_dir(sub: &str) -> Option<PathBuf> {
         return Some(dir);
     }
     if std::env::var_os("CI").is_some() {
-        panic!("CI expects the shared fixtures at {} but they are missing", dir.display());
+        panic!(
+            "CI expects the shared fixtures at {} but they are missing",
+            dir.display()
+        );
     }
-    eprintln!("skipping: {} not found (conformance fixtures are optional outside CI)", dir.display());
+    eprintln!(
+        "skipping: {} not found (conformance fixtures are optional outside CI)",
+        dir.display()
+    );
     None
 }
 pub mod registry;
