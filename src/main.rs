@@ -33,6 +33,8 @@ enum Command {
     Catalog(olmv1::fbc::cli::CatalogArgs),
     /// Resolve a package against catalogs and print the bundle that would be installed.
     Resolve(olmv1::resolve::cli::ResolveArgs),
+    /// Print the least-privilege RBAC (ServiceAccount, ClusterRole, binding) an installer account needs.
+    Rbac(olmv1::preflight::permissions::cli::RbacArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
         Command::CrdDiff(args) => olmv1::preflight::crd_safety::cli::run(args),
         Command::Catalog(args) => olmv1::fbc::cli::run(args),
         Command::Resolve(args) => olmv1::resolve::cli::run(args),
+        Command::Rbac(args) => olmv1::preflight::permissions::cli::run(args),
     }
 }
 
