@@ -6,7 +6,9 @@ use super::order::{PhaseKind, apply_order, phase_of, uninstall_order};
 use super::ownership::{Conflict, Owner, Ownership, classify, conflict_message, with_ownership};
 use super::record::ObjectRef;
 use futures::{StreamExt, TryStreamExt};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+};
 use kube::discovery::Scope;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -53,7 +55,9 @@ pub enum ApplyError {
     },
     /// The installer ServiceAccount is gone: nothing can be deleted as it. The caller
     /// reports it and falls back to garbage collection through the ownerReferences.
-    #[error("service account {name:?} not found in namespace {namespace:?}: cannot uninstall as the installer account; objects are left to garbage collection through their ownerReferences")]
+    #[error(
+        "service account {name:?} not found in namespace {namespace:?}: cannot uninstall as the installer account; objects are left to garbage collection through their ownerReferences"
+    )]
     InstallerAccountMissing { namespace: String, name: String },
 }
 
@@ -68,6 +72,18 @@ fn kube_err(action: &'static str, object: impl ToString) -> impl FnOnce(kube::Er
 
 fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// `get_opt` that also treats a bare 404 (the kind stopped being served, e.g. its CRD was
+/// just deleted) as absent.
+async fn get_absent_ok(
+    api: &Api<DynamicObject>,
+    name: &str,
+) -> Result<Option<DynamicObject>, kube::Error> {
+    match api.get_opt(name).await {
+        Err(e) if is_not_found(&e) => Ok(None),
+        other => other,
+    }
 }
 
 /// Timeouts and concurrency.
@@ -112,7 +128,12 @@ impl Resolver {
     /// (resource, namespaced), `None` when the kind is not served.
     pub async fn resolve(&self, r: &ObjectRef) -> Result<Option<(ApiResource, bool)>, ApplyError> {
         let key = (r.group.clone(), r.version.clone(), r.kind.clone());
-        if let Some(hit) = self.cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        if let Some(hit) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
             return Ok(Some(hit.clone()));
         }
         let gvk = GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
@@ -206,17 +227,26 @@ pub async fn apply(
                 let r = &refs[i];
                 let before = versions.get(&i).cloned();
                 async move {
-                    let (ar, namespaced) = resolver.resolve_waiting(r, opts.crd_timeout, opts.poll).await?;
+                    let (ar, namespaced) = resolver
+                        .resolve_waiting(r, opts.crd_timeout, opts.poll)
+                        .await?;
                     if namespaced && r.namespace.is_empty() {
                         return Err(ApplyError::InvalidObject {
                             index: i,
-                            reason: format!("{r}: {} is namespaced but the object has no metadata.namespace", r.kind),
+                            reason: format!(
+                                "{r}: {} is namespaced but the object has no metadata.namespace",
+                                r.kind
+                            ),
                         });
                     }
                     let body = with_ownership(&objects[i], owner);
                     let api = resolver.api(&ar, namespaced, &r.namespace);
                     let out = api
-                        .patch(&r.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+                        .patch(
+                            &r.name,
+                            &PatchParams::apply(FIELD_MANAGER).force(),
+                            &Patch::Apply(&body),
+                        )
                         .await
                         .map_err(kube_err("applying", r))?;
                     let changed = match before {
@@ -259,9 +289,15 @@ async fn check_takeover(
                     return Ok(None);
                 };
                 let api = resolver.api(&ar, namespaced, &r.namespace);
-                let existing = api.get_opt(&r.name).await.map_err(kube_err("reading", r))?;
+                let existing = get_absent_ok(&api, &r.name)
+                    .await
+                    .map_err(kube_err("reading", r))?;
                 Ok::<_, ApplyError>(existing.map(|o| {
-                    (i, o.metadata.resource_version.clone(), classify(o.metadata.labels.as_ref(), &owner.name))
+                    (
+                        i,
+                        o.metadata.resource_version.clone(),
+                        classify(o.metadata.labels.as_ref(), &owner.name),
+                    )
                 }))
             })
             .buffer_unordered(concurrency.max(1))
@@ -303,13 +339,22 @@ pub fn established(crd: &Value) -> (bool, Option<String>) {
     }
 }
 
-async fn wait_established(resolver: &Resolver, r: &ObjectRef, opts: &ApplyOptions) -> Result<(), ApplyError> {
-    let (ar, _) = resolver.resolve_waiting(r, opts.crd_timeout, opts.poll).await?;
+async fn wait_established(
+    resolver: &Resolver,
+    r: &ObjectRef,
+    opts: &ApplyOptions,
+) -> Result<(), ApplyError> {
+    let (ar, _) = resolver
+        .resolve_waiting(r, opts.crd_timeout, opts.poll)
+        .await?;
     let api: Api<DynamicObject> = Api::all_with(resolver.client.clone(), &ar);
     let deadline = Instant::now() + opts.crd_timeout;
     let mut last = None;
     loop {
-        if let Some(o) = api.get_opt(&r.name).await.map_err(kube_err("reading", r))? {
+        if let Some(o) = get_absent_ok(&api, &r.name)
+            .await
+            .map_err(kube_err("reading", r))?
+        {
             let v = serde_json::to_value(&o).unwrap_or(Value::Null);
             let (ok, msg) = established(&v);
             if ok {
@@ -350,7 +395,9 @@ pub async fn prune(
 fn phases_for_delete(objects: &[ObjectRef]) -> Vec<Vec<ObjectRef>> {
     let mut by: HashMap<PhaseKind, Vec<ObjectRef>> = HashMap::new();
     for o in objects {
-        by.entry(phase_of(&o.group, &o.kind)).or_default().push(o.clone());
+        by.entry(phase_of(&o.group, &o.kind))
+            .or_default()
+            .push(o.clone());
     }
     let kinds: Vec<PhaseKind> = by.keys().copied().collect();
     uninstall_order(&kinds)
@@ -371,22 +418,32 @@ async fn delete_phase(
                 return Ok(None);
             };
             let api = resolver.api(&ar, namespaced, &r.namespace);
-            let Some(existing) = api.get_opt(&r.name).await.map_err(kube_err("reading", r))? else {
+            let Some(existing) = get_absent_ok(&api, &r.name)
+                .await
+                .map_err(kube_err("reading", r))?
+            else {
                 return Ok(None);
             };
             if classify(existing.metadata.labels.as_ref(), &owner.name) != Ownership::Ours {
                 return Ok(None); // taken over by someone else since: leave it
             }
-            let params = DeleteParams {
-                preconditions: existing.metadata.uid.clone().map(|uid| kube::api::Preconditions {
-                    uid: Some(uid),
-                    resource_version: None,
-                }),
-                ..DeleteParams::background()
-            };
+            let params =
+                DeleteParams {
+                    preconditions: existing.metadata.uid.clone().map(|uid| {
+                        kube::api::Preconditions {
+                            uid: Some(uid),
+                            resource_version: None,
+                        }
+                    }),
+                    ..DeleteParams::background()
+                };
             match api.delete(&r.name, &params).await {
                 Ok(_) => Ok(Some(r.clone())),
-                Err(e) if is_not_found(&e) || matches!(&e, kube::Error::Api(s) if s.code == 409) => Ok(None),
+                Err(e)
+                    if is_not_found(&e) || matches!(&e, kube::Error::Api(s) if s.code == 409) =>
+                {
+                    Ok(None)
+                }
                 Err(e) => Err(kube_err("deleting", r)(e)),
             }
         })
@@ -428,10 +485,10 @@ pub async fn uninstall(
 ) -> Result<UninstallReport, ApplyError> {
     let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> =
         Api::namespaced(controller.clone(), account_namespace);
-    let account = sas
-        .get_opt(account_name)
-        .await
-        .map_err(kube_err("reading", format!("ServiceAccount/{account_namespace}/{account_name}")))?;
+    let account = sas.get_opt(account_name).await.map_err(kube_err(
+        "reading",
+        format!("ServiceAccount/{account_namespace}/{account_name}"),
+    ))?;
     if account.is_none() {
         return Err(ApplyError::InstallerAccountMissing {
             namespace: account_namespace.to_owned(),
@@ -467,7 +524,10 @@ async fn release_crd(resolver: &Resolver, owner: &Owner, r: &ObjectRef) -> Resul
         return Ok(());
     };
     let api: Api<DynamicObject> = Api::all_with(resolver.client.clone(), &ar);
-    let Some(existing) = api.get_opt(&r.name).await.map_err(kube_err("reading", r))? else {
+    let Some(existing) = get_absent_ok(&api, &r.name)
+        .await
+        .map_err(kube_err("reading", r))?
+    else {
         return Ok(());
     };
     let refs = existing.metadata.owner_references.unwrap_or_default();
@@ -482,7 +542,11 @@ async fn release_crd(resolver: &Resolver, owner: &Owner, r: &ObjectRef) -> Resul
     Ok(())
 }
 
-async fn wait_gone(resolver: &Resolver, objects: &[ObjectRef], opts: &ApplyOptions) -> Result<(), ApplyError> {
+async fn wait_gone(
+    resolver: &Resolver,
+    objects: &[ObjectRef],
+    opts: &ApplyOptions,
+) -> Result<(), ApplyError> {
     let deadline = Instant::now() + opts.delete_timeout;
     let mut pending: Vec<ObjectRef> = objects.to_vec();
     while !pending.is_empty() {
@@ -492,7 +556,11 @@ async fn wait_gone(resolver: &Resolver, objects: &[ObjectRef], opts: &ApplyOptio
                 continue;
             };
             let api = resolver.api(&ar, namespaced, &r.namespace);
-            if api.get_opt(&r.name).await.map_err(kube_err("reading", &r))?.is_some() {
+            if get_absent_ok(&api, &r.name)
+                .await
+                .map_err(kube_err("reading", &r))?
+                .is_some()
+            {
                 still.push(r);
             }
         }
@@ -513,7 +581,12 @@ async fn wait_gone(resolver: &Resolver, objects: &[ObjectRef], opts: &ApplyOptio
 
 /// What the caller reports when the installer account is gone (reference A7): the
 /// objects that garbage collection removes once the ClusterExtension is deleted.
-pub fn garbage_collection_fallback(namespace: &str, name: &str, extension: &str, objects: &[ObjectRef]) -> String {
+pub fn garbage_collection_fallback(
+    namespace: &str,
+    name: &str,
+    extension: &str,
+    objects: &[ObjectRef],
+) -> String {
     format!(
         "service account {name:?} not found in namespace {namespace:?}: {} object(s) are left to garbage collection through their ownerReferences to ClusterExtension {extension:?}",
         objects.len()
@@ -555,18 +628,25 @@ mod tests {
             .iter()
             .map(|p| p.iter().map(|o| o.name.as_str()).collect())
             .collect();
-        assert_eq!(names, vec![vec!["w"], vec!["d"], vec!["cm"], vec!["ns"], vec!["crd"]]);
+        assert_eq!(
+            names,
+            vec![vec!["w"], vec!["d"], vec!["cm"], vec!["ns"], vec!["crd"]]
+        );
     }
 
     #[test]
     fn invalid_objects_are_rejected_before_any_request() {
-        let err = refs_of(&[json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})]).unwrap_err();
+        let err = refs_of(&[json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})])
+            .unwrap_err();
         assert!(matches!(err, ApplyError::InvalidObject { index: 0, .. }));
     }
 
     #[test]
     fn fallback_message_names_the_account() {
         let msg = garbage_collection_fallback("ns", "sa", "ext", &[]);
-        assert!(msg.contains("\"sa\" not found in namespace \"ns\""), "{msg}");
+        assert!(
+            msg.contains("\"sa\" not found in namespace \"ns\""),
+            "{msg}"
+        );
     }
 }

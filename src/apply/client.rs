@@ -100,12 +100,19 @@ mod tests {
     #[test]
     fn config_impersonates_the_service_account() {
         let c = installer_config(&base(), "ns", "sa");
-        assert_eq!(c.auth_info.impersonate.as_deref(), Some("system:serviceaccount:ns:sa"));
+        assert_eq!(
+            c.auth_info.impersonate.as_deref(),
+            Some("system:serviceaccount:ns:sa")
+        );
         assert_eq!(c.auth_info.impersonate_groups, None);
         assert_eq!(c.cluster_url, base().cluster_url);
         assert_eq!(
             service_account_groups("ns"),
-            vec!["system:serviceaccounts", "system:serviceaccounts:ns", "system:authenticated"]
+            vec![
+                "system:serviceaccounts",
+                "system:serviceaccounts:ns",
+                "system:authenticated"
+            ]
         );
     }
 

@@ -14,10 +14,12 @@ pub mod ownership;
 pub mod record;
 
 pub use applier::{
-    ApplyError, ApplyOptions, ApplyReport, FIELD_MANAGER, Resolver, UninstallOptions, UninstallReport, apply,
-    garbage_collection_fallback, prune, uninstall,
+    ApplyError, ApplyOptions, ApplyReport, FIELD_MANAGER, Resolver, UninstallOptions,
+    UninstallReport, apply, garbage_collection_fallback, prune, uninstall,
 };
 pub use client::{InstallerClients, installer_client, installer_config};
 pub use order::{Phase, PhaseKind, apply_order};
 pub use ownership::{Owner, with_ownership};
-pub use record::{BundleInfo, ObjectRef, RecordError, Revision, RevisionHistory, RevisionState, RevisionStore};
+pub use record::{
+    BundleInfo, ObjectRef, RecordError, Revision, RevisionHistory, RevisionState, RevisionStore,
+};

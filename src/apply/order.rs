@@ -126,7 +126,11 @@ mod tests {
     #[test]
     fn phases_follow_the_dependency_order() {
         let objects = vec![
-            obj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "w"),
+            obj(
+                "admissionregistration.k8s.io/v1",
+                "ValidatingWebhookConfiguration",
+                "w",
+            ),
             obj("example.com/v1", "Widget", "cr"),
             obj("apps/v1", "Deployment", "d"),
             obj("monitoring.coreos.com/v1", "ServiceMonitor", "m"),
@@ -149,8 +153,20 @@ mod tests {
         assert_eq!(
             kinds,
             vec![
-                Namespaces, Policies, ServiceAccounts, Config, Storage, Crds, Roles, Bindings,
-                Services, Workloads, Autoscalers, Monitoring, Other, Webhooks
+                Namespaces,
+                Policies,
+                ServiceAccounts,
+                Config,
+                Storage,
+                Crds,
+                Roles,
+                Bindings,
+                Services,
+                Workloads,
+                Autoscalers,
+                Monitoring,
+                Other,
+                Webhooks
             ]
         );
         let names = |p: &Phase| -> Vec<&str> {
@@ -185,6 +201,9 @@ mod tests {
     fn uninstall_reverses_and_puts_crds_last() {
         use PhaseKind::*;
         let order = uninstall_order(&[Crds, Namespaces, Workloads, Webhooks, Other, Roles, Crds]);
-        assert_eq!(order, vec![Webhooks, Other, Workloads, Roles, Namespaces, Crds]);
+        assert_eq!(
+            order,
+            vec![Webhooks, Other, Workloads, Roles, Namespaces, Crds]
+        );
     }
 }

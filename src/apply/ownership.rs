@@ -39,7 +39,10 @@ impl Owner {
 
     /// The label selector matching the objects of this extension.
     pub fn label_selector(&self) -> String {
-        format!("{OWNER_KIND_LABEL}={OWNER_KIND},{OWNER_NAME_LABEL}={}", self.name)
+        format!(
+            "{OWNER_KIND_LABEL}={OWNER_KIND},{OWNER_NAME_LABEL}={}",
+            self.name
+        )
     }
 }
 
@@ -76,7 +79,9 @@ pub fn with_ownership(obj: &Value, owner: &Owner) -> Value {
             a.iter()
                 .filter(|r| {
                     !(r["kind"] == OWNER_KIND
-                        && r["apiVersion"].as_str().is_some_and(|v| v.starts_with("olm.operatorframework.io/")))
+                        && r["apiVersion"]
+                            .as_str()
+                            .is_some_and(|v| v.starts_with("olm.operatorframework.io/")))
                 })
                 .cloned()
                 .collect()
@@ -99,7 +104,10 @@ pub enum Ownership {
 }
 
 /// Classifies an existing object's `metadata.labels` for extension `extension`.
-pub fn classify(labels: Option<&std::collections::BTreeMap<String, String>>, extension: &str) -> Ownership {
+pub fn classify(
+    labels: Option<&std::collections::BTreeMap<String, String>>,
+    extension: &str,
+) -> Ownership {
     let get = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
     match (get(OWNER_KIND_LABEL), get(OWNER_NAME_LABEL)) {
         (Some(OWNER_KIND), Some(name)) if name == extension => Ownership::Ours,
@@ -154,7 +162,10 @@ mod tests {
         let owner = Owner::new("ext", "uid-1");
         let out = with_ownership(&obj, &owner);
         assert_eq!(out["metadata"]["labels"]["app"], "x");
-        assert_eq!(out["metadata"]["labels"][OWNER_KIND_LABEL], "ClusterExtension");
+        assert_eq!(
+            out["metadata"]["labels"][OWNER_KIND_LABEL],
+            "ClusterExtension"
+        );
         assert_eq!(out["metadata"]["labels"][OWNER_NAME_LABEL], "ext");
         let refs = out["metadata"]["ownerReferences"].as_array().unwrap();
         assert_eq!(refs.len(), 2);
@@ -169,7 +180,10 @@ mod tests {
 
     #[test]
     fn metadata_is_created_when_missing() {
-        let out = with_ownership(&json!({"kind": "X", "metadata": null}), &Owner::new("e", "u"));
+        let out = with_ownership(
+            &json!({"kind": "X", "metadata": null}),
+            &Owner::new("e", "u"),
+        );
         assert_eq!(out["metadata"]["labels"][OWNER_NAME_LABEL], "e");
     }
 
@@ -183,7 +197,10 @@ mod tests {
         assert_eq!(classify(Some(&l), "e"), Ownership::Unmanaged);
         l.insert(OWNER_KIND_LABEL.to_owned(), "ClusterExtension".to_owned());
         assert_eq!(classify(Some(&l), "e"), Ownership::Ours);
-        assert_eq!(classify(Some(&l), "f"), Ownership::OtherExtension("e".into()));
+        assert_eq!(
+            classify(Some(&l), "f"),
+            Ownership::OtherExtension("e".into())
+        );
     }
 
     #[test]
@@ -196,9 +213,18 @@ mod tests {
             name: name.into(),
         };
         let msg = conflict_message(&[
-            Conflict { object: r("Service", "ns", "b"), ownership: Ownership::Unmanaged },
-            Conflict { object: r("ConfigMap", "ns", "a"), ownership: Ownership::OtherExtension("other".into()) },
-            Conflict { object: r("Namespace", "", "x"), ownership: Ownership::Unmanaged },
+            Conflict {
+                object: r("Service", "ns", "b"),
+                ownership: Ownership::Unmanaged,
+            },
+            Conflict {
+                object: r("ConfigMap", "ns", "a"),
+                ownership: Ownership::OtherExtension("other".into()),
+            },
+            Conflict {
+                object: r("Namespace", "", "x"),
+                ownership: Ownership::Unmanaged,
+            },
         ]);
         assert_eq!(
             msg,

@@ -177,7 +177,8 @@ impl RevisionHistory {
         let Some(current) = self.get(number) else {
             return Vec::new();
         };
-        let keep: std::collections::HashSet<_> = current.objects.iter().map(|o| o.identity()).collect();
+        let keep: std::collections::HashSet<_> =
+            current.objects.iter().map(|o| o.identity()).collect();
         let mut out: Vec<ObjectRef> = self
             .revisions
             .iter()
@@ -232,7 +233,9 @@ pub fn content_hash(objects: &[Value]) -> String {
 /// Errors of the revision record.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
-    #[error("revision record of {extension}: {size} bytes compressed exceeds the {MAX_ENCODED_BYTES}-byte limit")]
+    #[error(
+        "revision record of {extension}: {size} bytes compressed exceeds the {MAX_ENCODED_BYTES}-byte limit"
+    )]
     TooLarge { extension: String, size: usize },
     #[error("revision record {namespace}/{name} is unreadable: {reason}")]
     Corrupt {
@@ -282,7 +285,9 @@ pub fn decode(gz: &[u8]) -> Result<RevisionHistory, String> {
         .read_to_end(&mut json)
         .map_err(|e| format!("gzip: {e}"))?;
     if json.len() as u64 > MAX_DECODED_BYTES {
-        return Err(format!("larger than {MAX_DECODED_BYTES} bytes uncompressed"));
+        return Err(format!(
+            "larger than {MAX_DECODED_BYTES} bytes uncompressed"
+        ));
     }
     serde_json::from_slice(&json).map_err(|e| format!("JSON: {e}"))
 }
@@ -379,7 +384,10 @@ impl RevisionStore {
             .ok_or_else(|| corrupt(format!("no binaryData key {DATA_KEY}")))?;
         let history = decode(&data.0).map_err(corrupt)?;
         if history.extension != owner.name {
-            return Err(corrupt(format!("records extension {:?}", history.extension)));
+            return Err(corrupt(format!(
+                "records extension {:?}",
+                history.extension
+            )));
         }
         if !owner.uid.is_empty() && history.uid != owner.uid {
             return Ok(None);
@@ -462,7 +470,11 @@ mod tests {
         let two = h.begin(bundle("2"), &[cm("a"), cm("c")]);
         let three = h.begin(bundle("3"), &[cm("a"), cm("d")]);
         assert_eq!((two, three), (2, 3));
-        let names: Vec<String> = h.prune_candidates(three).iter().map(|o| o.name.clone()).collect();
+        let names: Vec<String> = h
+            .prune_candidates(three)
+            .iter()
+            .map(|o| o.name.clone())
+            .collect();
         assert_eq!(names, vec!["b", "c"]);
         h.complete(three);
         assert_eq!(h.installed().unwrap().bundle.version, "3");
@@ -519,7 +531,11 @@ mod tests {
         assert!(decode(b"not gzip").is_err());
         let mut enc = GzEncoder::new(Vec::new(), Compression::fast());
         enc.write_all(b"{\"x\":1}").unwrap();
-        assert!(decode(&enc.finish().unwrap()).unwrap_err().starts_with("JSON"));
+        assert!(
+            decode(&enc.finish().unwrap())
+                .unwrap_err()
+                .starts_with("JSON")
+        );
     }
 
     #[test]

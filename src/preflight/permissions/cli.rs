@@ -48,8 +48,13 @@ pub fn run(args: RbacArgs) -> ExitCode {
 fn run_inner(args: &RbacArgs) -> Result<String, String> {
     let objects = read_manifests(&args.source)?;
     match &args.diff {
-        None => rbac_yaml_with(&objects, &args.namespace, &args.extension, args.bundled_rbac)
-            .map_err(|e| e.to_string()),
+        None => rbac_yaml_with(
+            &objects,
+            &args.namespace,
+            &args.extension,
+            args.bundled_rbac,
+        )
+        .map_err(|e| e.to_string()),
         Some(installed) => {
             let old = read_manifests(installed)?;
             let rules = added_rules(&old, &objects, &args.extension, args.bundled_rbac)
@@ -64,7 +69,11 @@ fn run_inner(args: &RbacArgs) -> Result<String, String> {
 }
 
 /// The installer RBAC for `objects` as YAML (bundled RBAC included rule by rule).
-pub fn rbac_yaml(objects: &[Value], namespace: &str, extension: &str) -> Result<String, PermissionError> {
+pub fn rbac_yaml(
+    objects: &[Value],
+    namespace: &str,
+    extension: &str,
+) -> Result<String, PermissionError> {
     rbac_yaml_with(objects, namespace, extension, BundledRbac::Include)
 }
 
@@ -107,9 +116,13 @@ pub fn read_manifests(path: &Path) -> Result<Vec<Value>, String> {
             .map_err(|e| format!("{}: {e}", file.display()))?
             .len();
         if size > MAX_FILE_BYTES {
-            return Err(format!("{}: larger than {MAX_FILE_BYTES} bytes", file.display()));
+            return Err(format!(
+                "{}: larger than {MAX_FILE_BYTES} bytes",
+                file.display()
+            ));
         }
-        let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
         let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
             .map_err(|e| format!("{}: invalid YAML: {e}", file.display()))?;
         for doc in docs {

@@ -58,7 +58,10 @@ pub enum Permission {
         name: String,
         verb: String,
     },
-    NonResource { path: String, verb: String },
+    NonResource {
+        path: String,
+        verb: String,
+    },
 }
 
 impl Permission {
@@ -106,7 +109,12 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
     ("batch", "Job", "jobs", true),
     ("batch", "CronJob", "cronjobs", true),
     (RBAC_GROUP, "ClusterRole", "clusterroles", false),
-    (RBAC_GROUP, "ClusterRoleBinding", "clusterrolebindings", false),
+    (
+        RBAC_GROUP,
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+    ),
     (RBAC_GROUP, "Role", "roles", true),
     (RBAC_GROUP, "RoleBinding", "rolebindings", true),
     (
@@ -140,11 +148,26 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
         false,
     ),
     ("apiregistration.k8s.io", "APIService", "apiservices", false),
-    ("scheduling.k8s.io", "PriorityClass", "priorityclasses", false),
+    (
+        "scheduling.k8s.io",
+        "PriorityClass",
+        "priorityclasses",
+        false,
+    ),
     ("storage.k8s.io", "StorageClass", "storageclasses", false),
-    ("networking.k8s.io", "NetworkPolicy", "networkpolicies", true),
+    (
+        "networking.k8s.io",
+        "NetworkPolicy",
+        "networkpolicies",
+        true,
+    ),
     ("networking.k8s.io", "Ingress", "ingresses", true),
-    ("policy", "PodDisruptionBudget", "poddisruptionbudgets", true),
+    (
+        "policy",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+    ),
     (
         "autoscaling",
         "HorizontalPodAutoscaler",
@@ -157,17 +180,47 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
         "verticalpodautoscalers",
         true,
     ),
-    ("monitoring.coreos.com", "ServiceMonitor", "servicemonitors", true),
+    (
+        "monitoring.coreos.com",
+        "ServiceMonitor",
+        "servicemonitors",
+        true,
+    ),
     ("monitoring.coreos.com", "PodMonitor", "podmonitors", true),
-    ("monitoring.coreos.com", "PrometheusRule", "prometheusrules", true),
+    (
+        "monitoring.coreos.com",
+        "PrometheusRule",
+        "prometheusrules",
+        true,
+    ),
     ("cert-manager.io", "Certificate", "certificates", true),
     ("cert-manager.io", "Issuer", "issuers", true),
     ("cert-manager.io", "ClusterIssuer", "clusterissuers", false),
-    ("console.openshift.io", "ConsoleYAMLSample", "consoleyamlsamples", false),
-    ("console.openshift.io", "ConsoleQuickStart", "consolequickstarts", false),
-    ("console.openshift.io", "ConsoleCLIDownload", "consoleclidownloads", false),
+    (
+        "console.openshift.io",
+        "ConsoleYAMLSample",
+        "consoleyamlsamples",
+        false,
+    ),
+    (
+        "console.openshift.io",
+        "ConsoleQuickStart",
+        "consolequickstarts",
+        false,
+    ),
+    (
+        "console.openshift.io",
+        "ConsoleCLIDownload",
+        "consoleclidownloads",
+        false,
+    ),
     ("console.openshift.io", "ConsoleLink", "consolelinks", false),
-    ("console.openshift.io", "ConsolePlugin", "consoleplugins", false),
+    (
+        "console.openshift.io",
+        "ConsolePlugin",
+        "consoleplugins",
+        false,
+    ),
 ];
 
 impl ResourceMap {
@@ -212,17 +265,22 @@ impl ResourceMap {
     /// The known resource, or a guess from the kind (lower-case English plural; namespaced
     /// iff the object names a namespace).
     pub fn resolve_or_guess(&self, group: &str, kind: &str, has_namespace: bool) -> ResourceInfo {
-        self.get(group, kind).cloned().unwrap_or_else(|| ResourceInfo {
-            resource: guess_plural(kind),
-            namespaced: has_namespace,
-        })
+        self.get(group, kind)
+            .cloned()
+            .unwrap_or_else(|| ResourceInfo {
+                resource: guess_plural(kind),
+                namespaced: has_namespace,
+            })
     }
 }
 
 /// The English plural Kubernetes uses for most kinds (`Policy` → `policies`).
 pub fn guess_plural(kind: &str) -> String {
     let lower = kind.to_ascii_lowercase();
-    if lower.ends_with('s') || lower.ends_with("sh") || lower.ends_with("ch") || lower.ends_with('x')
+    if lower.ends_with('s')
+        || lower.ends_with("sh")
+        || lower.ends_with("ch")
+        || lower.ends_with('x')
     {
         format!("{lower}es")
     } else if let Some(stem) = lower.strip_suffix('y')
@@ -270,7 +328,11 @@ pub fn describe(objects: &[Value], map: &ResourceMap) -> Result<Vec<ObjectInfo>,
         .collect()
 }
 
-fn describe_one(index: usize, obj: &Value, map: &ResourceMap) -> Result<ObjectInfo, PermissionError> {
+fn describe_one(
+    index: usize,
+    obj: &Value,
+    map: &ResourceMap,
+) -> Result<ObjectInfo, PermissionError> {
     let kind = kind_of(obj).ok_or(PermissionError::MissingField {
         index,
         field: "kind",
@@ -282,10 +344,12 @@ fn describe_one(index: usize, obj: &Value, map: &ResourceMap) -> Result<ObjectIn
             index,
             field: "metadata.name",
         })?;
-    let api_version = obj["apiVersion"].as_str().ok_or(PermissionError::MissingField {
-        index,
-        field: "apiVersion",
-    })?;
+    let api_version = obj["apiVersion"]
+        .as_str()
+        .ok_or(PermissionError::MissingField {
+            index,
+            field: "apiVersion",
+        })?;
     let (group, version) =
         split_api_version(api_version).ok_or_else(|| PermissionError::BadApiVersion {
             index,
@@ -344,8 +408,12 @@ impl Requirements {
     /// The permissions missing, given what is allowed. A bundled role whose grants are not
     /// all held and that lacks bind+escalate contributes its missing grants.
     pub fn missing(&self, allowed: impl Fn(&Permission) -> bool) -> BTreeSet<Permission> {
-        let mut missing: BTreeSet<Permission> =
-            self.required.iter().filter(|p| !allowed(p)).cloned().collect();
+        let mut missing: BTreeSet<Permission> = self
+            .required
+            .iter()
+            .filter(|p| !allowed(p))
+            .cloned()
+            .collect();
         for role in &self.roles {
             if role.bind_escalate.iter().all(&allowed) {
                 continue;
@@ -393,7 +461,13 @@ pub fn requirements(objects: &[Value], infos: &[ObjectInfo], extension: &str) ->
         }
         let grants = rule_permissions(obj.get("rules"), &info.namespace);
         let on = |verb: &str| {
-            Permission::resource(&info.namespace, RBAC_GROUP, &info.resource, &info.name, verb)
+            Permission::resource(
+                &info.namespace,
+                RBAC_GROUP,
+                &info.resource,
+                &info.name,
+                verb,
+            )
         };
         req.roles.push(BundledRole {
             kind: info.kind.clone(),
@@ -408,7 +482,12 @@ pub fn requirements(objects: &[Value], infos: &[ObjectInfo], extension: &str) ->
 
 fn strings(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -423,7 +502,11 @@ pub fn rule_permissions(rules: Option<&Value>, namespace: &str) -> BTreeSet<Perm
         let groups = strings(rule.get("apiGroups"));
         let resources = strings(rule.get("resources"));
         let names = strings(rule.get("resourceNames"));
-        let names = if names.is_empty() { vec![String::new()] } else { names };
+        let names = if names.is_empty() {
+            vec![String::new()]
+        } else {
+            names
+        };
         for verb in &verbs {
             for group in &groups {
                 for resource in &resources {
@@ -444,8 +527,7 @@ pub fn rule_permissions(rules: Option<&Value>, namespace: &str) -> BTreeSet<Perm
 }
 
 /// First line of the missing-permissions message (reference §7).
-pub const MISSING_HEADER: &str =
-    "pre-authorization failed: service account requires the following permissions to manage cluster extension:";
+pub const MISSING_HEADER: &str = "pre-authorization failed: service account requires the following permissions to manage cluster extension:";
 
 /// One line per (namespace, group, resource, name) with the verbs joined, sorted; upstream's
 /// format: `Namespace:"" APIGroups:[g] Resources:[r] ResourceNames:[n] Verbs:[a,b]`.
@@ -482,7 +564,10 @@ pub fn missing_lines(missing: &BTreeSet<Permission>) -> Vec<String> {
         })
         .collect();
     lines.extend(urls.iter().map(|(path, verbs)| {
-        format!("Namespace:\"\" NonResourceURLs:[{path}] Verbs:[{}]", join(verbs))
+        format!(
+            "Namespace:\"\" NonResourceURLs:[{path}] Verbs:[{}]",
+            join(verbs)
+        )
     }));
     lines.sort();
     lines

@@ -90,7 +90,11 @@ pub fn generated_permissions(
         if bundled.contains(&(kind, name)) {
             continue;
         }
-        let resource = if kind == "ClusterRole" { "clusterroles" } else { "roles" };
+        let resource = if kind == "ClusterRole" {
+            "clusterroles"
+        } else {
+            "roles"
+        };
         perms.insert(Permission::resource("", RBAC_GROUP, resource, name, "bind"));
     }
     Ok(drop_covered(perms))
@@ -143,14 +147,19 @@ fn drop_covered(perms: BTreeSet<Permission>) -> BTreeSet<Permission> {
                 name,
                 verb,
                 ..
-            } => name.is_empty() || !unnamed.contains(&(group.clone(), resource.clone(), verb.clone())),
+            } => {
+                name.is_empty()
+                    || !unnamed.contains(&(group.clone(), resource.clone(), verb.clone()))
+            }
             Permission::NonResource { .. } => true,
         })
         .collect()
 }
 
 fn verb_rank(v: &str) -> (usize, &str) {
-    const ORDER: [&str; 7] = ["create", "list", "watch", "get", "update", "patch", "delete"];
+    const ORDER: [&str; 7] = [
+        "create", "list", "watch", "get", "update", "patch", "delete",
+    ];
     (ORDER.iter().position(|o| *o == v).unwrap_or(ORDER.len()), v)
 }
 
@@ -178,7 +187,8 @@ pub fn rules_from_permissions(perms: &BTreeSet<Permission>) -> Vec<Value> {
                 verb,
                 ..
             } => {
-                let first = !(group == super::OLM_GROUP && resource == "clusterextensions/finalizers");
+                let first =
+                    !(group == super::OLM_GROUP && resource == "clusterextensions/finalizers");
                 let entry = by_resource.entry((first, group, resource)).or_default();
                 if name.is_empty() {
                     entry.0.insert(verb);

@@ -44,23 +44,45 @@ fn objects_are_described_with_scope_from_builtins_and_crds() {
     let infos = describe(&objects, &ResourceMap::offline(&objects)).unwrap();
     let short: Vec<(&str, &str, &str, &str)> = infos
         .iter()
-        .map(|i| (i.group.as_str(), i.resource.as_str(), i.namespace.as_str(), i.name.as_str()))
+        .map(|i| {
+            (
+                i.group.as_str(),
+                i.resource.as_str(),
+                i.namespace.as_str(),
+                i.name.as_str(),
+            )
+        })
         .collect();
     assert_eq!(
         short,
         vec![
-            ("apiextensions.k8s.io", "customresourcedefinitions", "", "widgets.example.com"),
+            (
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                "",
+                "widgets.example.com"
+            ),
             ("", "serviceaccounts", "ns", "op"),
             ("rbac.authorization.k8s.io", "clusterroles", "", "op-role"),
-            ("rbac.authorization.k8s.io", "clusterrolebindings", "", "op-binding"),
+            (
+                "rbac.authorization.k8s.io",
+                "clusterrolebindings",
+                "",
+                "op-binding"
+            ),
             ("apps", "deployments", "ns", "op"),
             ("", "configmaps", "ns", "cfg"),
             ("example.com", "widgets", "ns", "w"),
         ]
     );
     // a cluster-scoped kind ignores a stray namespace
-    let ns = vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "namespace": "y"}})];
-    assert_eq!(describe(&ns, &ResourceMap::offline(&ns)).unwrap()[0].namespace, "");
+    let ns = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "namespace": "y"}}),
+    ];
+    assert_eq!(
+        describe(&ns, &ResourceMap::offline(&ns)).unwrap()[0].namespace,
+        ""
+    );
 }
 
 #[test]
@@ -92,9 +114,27 @@ fn requirements_cover_every_object_and_the_finalizer() {
         "ext",
         "update"
     )));
-    assert!(r.required.contains(&Permission::resource("ns", "apps", "deployments", "op", "patch")));
-    assert!(r.required.contains(&Permission::resource("ns", "apps", "deployments", "", "create")));
-    assert!(!r.required.contains(&Permission::resource("ns", "apps", "deployments", "", "get")));
+    assert!(r.required.contains(&Permission::resource(
+        "ns",
+        "apps",
+        "deployments",
+        "op",
+        "patch"
+    )));
+    assert!(r.required.contains(&Permission::resource(
+        "ns",
+        "apps",
+        "deployments",
+        "",
+        "create"
+    )));
+    assert!(!r.required.contains(&Permission::resource(
+        "ns",
+        "apps",
+        "deployments",
+        "",
+        "get"
+    )));
     assert_eq!(r.roles.len(), 1);
     let role = &r.roles[0];
     assert_eq!(role.grants.len(), 5); // widgets, widgets/status × get, list + /metrics get
@@ -102,7 +142,16 @@ fn requirements_cover_every_object_and_the_finalizer() {
         path: "/metrics".into(),
         verb: "get".into()
     }));
-    assert_eq!(role.bind_escalate[1], Permission::resource("", "rbac.authorization.k8s.io", "clusterroles", "op-role", "escalate"));
+    assert_eq!(
+        role.bind_escalate[1],
+        Permission::resource(
+            "",
+            "rbac.authorization.k8s.io",
+            "clusterroles",
+            "op-role",
+            "escalate"
+        )
+    );
 }
 
 #[test]
@@ -126,10 +175,34 @@ fn missing_uses_either_grants_or_bind_escalate() {
 #[test]
 fn message_in_upstream_format_grouped_and_sorted() {
     let missing: BTreeSet<Permission> = [
-        Permission::resource("argocd", "apps", "deployments", "argocd-operator-controller-manager", "update"),
-        Permission::resource("", "apiextensions.k8s.io", "customresourcedefinitions", "", "create"),
-        Permission::resource("argocd", "apps", "deployments", "argocd-operator-controller-manager", "get"),
-        Permission::resource("argocd", "apps", "deployments", "argocd-operator-controller-manager", "patch"),
+        Permission::resource(
+            "argocd",
+            "apps",
+            "deployments",
+            "argocd-operator-controller-manager",
+            "update",
+        ),
+        Permission::resource(
+            "",
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "",
+            "create",
+        ),
+        Permission::resource(
+            "argocd",
+            "apps",
+            "deployments",
+            "argocd-operator-controller-manager",
+            "get",
+        ),
+        Permission::resource(
+            "argocd",
+            "apps",
+            "deployments",
+            "argocd-operator-controller-manager",
+            "patch",
+        ),
         Permission::NonResource {
             path: "/metrics".into(),
             verb: "get".into(),
@@ -150,8 +223,14 @@ fn message_in_upstream_format_grouped_and_sorted() {
 #[test]
 fn generated_role_has_the_seed_shape() {
     let rbac = installer_rbac(&bundle(), "inst", "ext", BundledRbac::Include).unwrap();
-    assert_eq!(rbac.service_account["metadata"], json!({"name": "ext-installer", "namespace": "inst"}));
-    assert_eq!(rbac.cluster_role["metadata"]["name"], "ext-installer-clusterrole");
+    assert_eq!(
+        rbac.service_account["metadata"],
+        json!({"name": "ext-installer", "namespace": "inst"})
+    );
+    assert_eq!(
+        rbac.cluster_role["metadata"]["name"],
+        "ext-installer-clusterrole"
+    );
     assert_eq!(rbac.binding["roleRef"]["name"], "ext-installer-clusterrole");
     assert_eq!(
         rbac.binding["subjects"],
@@ -178,11 +257,21 @@ fn generated_role_has_the_seed_shape() {
     );
     // bundled ClusterRole: its grants included; list/get on widgets unscoped covers the named get
     let widgets = find("example.com", "widgets");
-    assert_eq!(widgets[0]["verbs"], json!(["create", "list", "watch", "get"]));
+    assert_eq!(
+        widgets[0]["verbs"],
+        json!(["create", "list", "watch", "get"])
+    );
     assert_eq!(widgets[1]["verbs"], json!(["update", "patch", "delete"]));
     assert_eq!(widgets[1]["resourceNames"], json!(["w"]));
-    assert_eq!(find("example.com", "widgets/status")[0]["verbs"], json!(["list", "get"]));
-    assert!(rules.iter().any(|r| r == &json!({"nonResourceURLs": ["/metrics"], "verbs": ["get"]})));
+    assert_eq!(
+        find("example.com", "widgets/status")[0]["verbs"],
+        json!(["list", "get"])
+    );
+    assert!(
+        rules
+            .iter()
+            .any(|r| r == &json!({"nonResourceURLs": ["/metrics"], "verbs": ["get"]}))
+    );
 }
 
 #[test]
@@ -208,19 +297,36 @@ fn generated_role_satisfies_the_preflight() {
     // and bind+escalate mode too
     let rbac = installer_rbac(&objects, "inst", "ext", BundledRbac::BindEscalate).unwrap();
     let granted2 = rule_permissions(rbac.cluster_role.get("rules"), "");
-    assert!(granted2.contains(&Permission::resource("", RBAC_GROUP, "clusterroles", "op-role", "escalate")));
-    assert!(!granted2.iter().any(|p| matches!(p, Permission::NonResource { .. })));
+    assert!(granted2.contains(&Permission::resource(
+        "",
+        RBAC_GROUP,
+        "clusterroles",
+        "op-role",
+        "escalate"
+    )));
+    assert!(
+        !granted2
+            .iter()
+            .any(|p| matches!(p, Permission::NonResource { .. }))
+    );
 }
 
 #[test]
 fn bindings_to_roles_outside_the_bundle_need_bind() {
-    let objects = vec![json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+    let objects = vec![
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "b", "namespace": "ns"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}})];
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}}),
+    ];
     let rbac = installer_rbac(&objects, "inst", "ext", BundledRbac::Include).unwrap();
     let rules = rbac.cluster_role["rules"].as_array().unwrap();
-    assert!(rules.contains(&json!({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
-        "verbs": ["bind"], "resourceNames": ["view"]})), "{rules:#?}");
+    assert!(
+        rules.contains(
+            &json!({"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+        "verbs": ["bind"], "resourceNames": ["view"]})
+        ),
+        "{rules:#?}"
+    );
 }
 
 #[test]
@@ -238,7 +344,11 @@ fn upgrade_diff_lists_only_added_rules() {
             json!({"apiGroups": [""], "resources": ["services"], "verbs": ["get", "update", "patch", "delete"], "resourceNames": ["svc"]}),
         ]
     );
-    assert!(added_rules(&old, &old, "ext", BundledRbac::Include).unwrap().is_empty());
+    assert!(
+        added_rules(&old, &old, "ext", BundledRbac::Include)
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
@@ -274,7 +384,11 @@ fn manifests_are_read_from_files_and_directories() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: n}\n---\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: s, namespace: n}}\n",
     )
     .unwrap();
-    std::fs::write(dir.path().join("b.json"), r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"b","namespace":"n"}}"#).unwrap();
+    std::fs::write(
+        dir.path().join("b.json"),
+        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"b","namespace":"n"}}"#,
+    )
+    .unwrap();
     std::fs::write(dir.path().join("notes.txt"), "ignored").unwrap();
     let objs = cli::read_manifests(dir.path()).unwrap();
     let kinds: Vec<&str> = objs.iter().map(|o| o["kind"].as_str().unwrap()).collect();
