@@ -29,12 +29,8 @@ pub enum ApplyError {
         conflicts: Vec<Conflict>,
         message: String,
     },
-    #[error("{object}: the API server does not serve kind {kind} in {api_version}")]
-    UnknownKind {
-        object: ObjectRef,
-        kind: String,
-        api_version: String,
-    },
+    #[error("{object}: the API server does not serve kind {} in {}", object.kind, object.api_version())]
+    UnknownKind { object: Box<ObjectRef> },
     #[error("{action} {object}: {source}")]
     Kube {
         action: &'static str,
@@ -110,11 +106,14 @@ impl Default for ApplyOptions {
     }
 }
 
+/// (group, version, kind).
+type GvkKey = (String, String, String);
+
 /// Resolves kinds to resources through discovery, caching what it found. Kinds that are
 /// not served are not cached (they may appear once a CRD is Established).
 pub struct Resolver {
     client: kube::Client,
-    cache: Mutex<HashMap<(String, String, String), (ApiResource, bool)>>,
+    cache: Mutex<HashMap<GvkKey, (ApiResource, bool)>>,
 }
 
 impl Resolver {
@@ -166,9 +165,7 @@ impl Resolver {
             }
             if Instant::now() >= deadline {
                 return Err(ApplyError::UnknownKind {
-                    object: r.clone(),
-                    kind: r.kind.clone(),
-                    api_version: r.api_version(),
+                    object: Box::new(r.clone()),
                 });
             }
             tokio::time::sleep(poll).await;
@@ -182,6 +179,29 @@ impl Resolver {
             Api::all_with(self.client.clone(), ar)
         }
     }
+}
+
+/// The permission model's [`ResourceMap`] for `objects`: built-in kinds and bundled CRDs,
+/// completed from discovery for other kinds the API server serves (kinds it does not
+/// serve keep the plural guessed from the kind).
+pub async fn resource_map(
+    resolver: &Resolver,
+    objects: &[Value],
+) -> Result<crate::preflight::permissions::ResourceMap, ApplyError> {
+    let mut map = crate::preflight::permissions::ResourceMap::offline(objects);
+    for (group, version, kind) in map.unknown_kinds(objects) {
+        let r = ObjectRef {
+            group: group.clone(),
+            version,
+            kind: kind.clone(),
+            namespace: String::new(),
+            name: String::new(),
+        };
+        if let Some((ar, namespaced)) = resolver.resolve(&r).await? {
+            map.insert(&group, &kind, &ar.plural, namespaced);
+        }
+    }
+    Ok(map)
 }
 
 /// What an apply did.

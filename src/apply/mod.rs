@@ -15,7 +15,7 @@ pub mod record;
 
 pub use applier::{
     ApplyError, ApplyOptions, ApplyReport, FIELD_MANAGER, Resolver, UninstallOptions,
-    UninstallReport, apply, garbage_collection_fallback, prune, uninstall,
+    UninstallReport, apply, garbage_collection_fallback, prune, resource_map, uninstall,
 };
 pub use client::{InstallerClients, installer_client, installer_config};
 pub use order::{Phase, PhaseKind, apply_order};

@@ -258,6 +258,23 @@ impl ResourceMap {
         );
     }
 
+    /// Kinds of `objects` this map does not know (for the caller to look up in discovery).
+    pub fn unknown_kinds(&self, objects: &[Value]) -> Vec<(String, String, String)> {
+        let mut out: Vec<(String, String, String)> = objects
+            .iter()
+            .filter_map(|o| {
+                let (group, version) = split_api_version(o.get("apiVersion")?.as_str()?)?;
+                let kind = kind_of(o)?;
+                self.get(group, kind)
+                    .is_none()
+                    .then(|| (group.to_owned(), version.to_owned(), kind.to_owned()))
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     pub fn get(&self, group: &str, kind: &str) -> Option<&ResourceInfo> {
         self.map.get(&(group.to_owned(), kind.to_owned()))
     }
@@ -478,6 +495,23 @@ pub fn requirements(objects: &[Value], infos: &[ObjectInfo], extension: &str) ->
         });
     }
     req
+}
+
+/// Adds what deleting `infos` (objects of an earlier revision being pruned) needs: `get`
+/// and `delete` by name. Call with the prune candidates before an upgrade so the preflight
+/// also covers the deletions.
+pub fn add_deletions(req: &mut Requirements, infos: &[ObjectInfo]) {
+    for info in infos {
+        for verb in ["get", "delete"] {
+            req.required.insert(Permission::resource(
+                &info.namespace,
+                &info.group,
+                &info.resource,
+                &info.name,
+                verb,
+            ));
+        }
+    }
 }
 
 fn strings(v: Option<&Value>) -> Vec<String> {

@@ -175,8 +175,8 @@ fn sorted_verbs<'a>(verbs: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
 /// non-resource URLs grouped by verb set.
 pub fn rules_from_permissions(perms: &BTreeSet<Permission>) -> Vec<Value> {
     type Key<'a> = (bool, &'a str, &'a str);
-    let mut by_resource: BTreeMap<Key, (BTreeSet<&str>, BTreeMap<&str, BTreeSet<&str>>)> =
-        BTreeMap::new();
+    type Verbs<'a> = BTreeSet<&'a str>;
+    let mut by_resource: BTreeMap<Key, (Verbs, BTreeMap<&str, Verbs>)> = BTreeMap::new();
     let mut urls: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for p in perms {
         match p {

@@ -421,3 +421,28 @@ proptest::proptest! {
         proptest::prop_assert!(requirements(&objects, &infos, "e").missing(allowed).is_empty());
     }
 }
+
+#[test]
+fn deletions_and_unknown_kinds() {
+    let objects = bundle();
+    let mut map = ResourceMap::offline(&objects);
+    let extra =
+        vec![json!({"apiVersion": "other.io/v2", "kind": "Gizmo", "metadata": {"name": "g"}})];
+    assert_eq!(map.unknown_kinds(&objects), vec![]);
+    assert_eq!(
+        map.unknown_kinds(&extra),
+        vec![("other.io".to_owned(), "v2".to_owned(), "Gizmo".to_owned())]
+    );
+    map.insert("other.io", "Gizmo", "gizmoes", false);
+    let infos = describe(&extra, &map).unwrap();
+    assert_eq!(infos[0].resource, "gizmoes");
+    let mut req = Requirements::default();
+    add_deletions(&mut req, &infos);
+    let lines = missing_lines(&req.required);
+    assert_eq!(
+        lines,
+        vec![
+            "Namespace:\"\" APIGroups:[other.io] Resources:[gizmoes] ResourceNames:[g] Verbs:[delete,get]"
+        ]
+    );
+}
