@@ -617,3 +617,154 @@ async fn uninstall_without_the_installer_account_fails_fast() {
     let cm = env.get(&objects[6]).await.expect("cm still there");
     assert!(labels_and_owner_ok(&cm, &env));
 }
+
+#[tokio::test]
+async fn upgrade_step_checks_deletions_prunes_and_records_only_changes() {
+    let env = setup("step").await;
+    let store = RevisionStore::new(env.controller.clone(), CONTROLLER_NAMESPACE);
+    let v1 = env.objects();
+    env.grant(&v1, BundledRbac::Include, |_| true).await;
+    apply::check_permissions(
+        &env.controller,
+        &env.installer(),
+        &env.ns,
+        &env.sa(),
+        &env.owner,
+        &v1,
+        None,
+    )
+    .await
+    .expect("v1 preflight");
+    let out = apply::install_revision(
+        &env.installer(),
+        &store,
+        &env.owner,
+        bundle("1"),
+        &v1,
+        &opts(),
+    )
+    .await
+    .expect("install v1");
+    assert_eq!(out.revision, 1);
+    assert!(out.record_written && out.pruned.is_empty());
+
+    // v2 drops the ConfigMap and the Deployment; an account with v2's role only cannot prune.
+    let v2: Vec<Value> = v1
+        .iter()
+        .filter(|o| o["kind"] != "ConfigMap" && o["kind"] != "Deployment")
+        .cloned()
+        .collect();
+    env.grant(&v2, BundledRbac::Include, |_| true).await;
+    let history = store.load(&env.owner).await.expect("load").expect("record");
+    let err = apply::check_permissions(
+        &env.controller,
+        &env.installer(),
+        &env.ns,
+        &env.sa(),
+        &env.owner,
+        &v2,
+        Some(&history),
+    )
+    .await
+    .expect_err("deleting v1's objects is not allowed");
+    let ns = &env.ns;
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "pre-authorization failed: service account requires the following permissions to manage cluster extension:\n  \
+             Namespace:\"{ns}\" APIGroups:[] Resources:[configmaps] ResourceNames:[cfg] Verbs:[delete,get]\n  \
+             Namespace:\"{ns}\" APIGroups:[apps] Resources:[deployments] ResourceNames:[op] Verbs:[delete,get]"
+        )
+    );
+    env.grant(&v1, BundledRbac::Include, |_| true).await; // v1 ⊇ v2
+    apply::check_permissions(
+        &env.controller,
+        &env.installer(),
+        ns,
+        &env.sa(),
+        &env.owner,
+        &v2,
+        Some(&history),
+    )
+    .await
+    .expect("v2 preflight");
+    let out = apply::install_revision(
+        &env.installer(),
+        &store,
+        &env.owner,
+        bundle("2"),
+        &v2,
+        &opts(),
+    )
+    .await
+    .expect("install v2");
+    assert_eq!(out.revision, 2);
+    let pruned: Vec<String> = out.pruned.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        pruned,
+        vec![format!("ConfigMap/{ns}/cfg"), format!("Deployment/{ns}/op")]
+    );
+    assert!(env.get(&v1[6]).await.is_none() && env.get(&v1[5]).await.is_none());
+
+    // The same revision again: nothing applied changes, nothing pruned, no record write.
+    let records: Api<ConfigMap> = Api::namespaced(env.admin.clone(), CONTROLLER_NAMESPACE);
+    let record_name = olmv1::apply::record::record_name(&env.ext);
+    let rv = records
+        .get(&record_name)
+        .await
+        .expect("record")
+        .metadata
+        .resource_version;
+    let out = apply::install_revision(
+        &env.installer(),
+        &store,
+        &env.owner,
+        bundle("2"),
+        &v2,
+        &opts(),
+    )
+    .await
+    .expect("re-install v2");
+    assert_eq!(out.revision, 2);
+    assert!(out.report.changed.is_empty(), "{:?}", out.report.changed);
+    assert!(out.pruned.is_empty() && !out.record_written);
+    assert_eq!(
+        records
+            .get(&record_name)
+            .await
+            .expect("record")
+            .metadata
+            .resource_version,
+        rv
+    );
+}
+
+#[tokio::test]
+async fn preflight_of_hundreds_of_objects_runs_concurrently() {
+    let env = setup("many").await;
+    let objects: Vec<Value> = (0..300)
+        .map(|i| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i:03}"), "namespace": env.ns}}))
+        .collect();
+    // An account holding only the named rules: no unnamed shortcut, every name is checked.
+    env.grant(&objects, BundledRbac::Include, |_| true).await;
+    let infos = describe(&objects, &ResourceMap::offline(&objects)).expect("describe");
+    let req = requirements(&objects, &infos, &env.ext);
+    assert!(req.all_checks().len() > 1200);
+    let started = std::time::Instant::now();
+    let missing = permissions::evaluate(
+        &env.controller,
+        &env.ns,
+        &env.sa(),
+        &req,
+        permissions::DEFAULT_CONCURRENCY,
+    )
+    .await
+    .expect("evaluate");
+    let elapsed = started.elapsed();
+    assert!(missing.is_empty(), "{missing:?}");
+    eprintln!(
+        "preflight: {} permissions for 300 objects in {elapsed:?}",
+        req.all_checks().len()
+    );
+    assert!(elapsed < Duration::from_secs(20), "{elapsed:?}");
+}

@@ -9,6 +9,7 @@
 
 pub mod applier;
 pub mod client;
+pub mod install;
 pub mod order;
 pub mod ownership;
 pub mod record;
@@ -18,6 +19,7 @@ pub use applier::{
     UninstallReport, apply, garbage_collection_fallback, prune, resource_map, uninstall,
 };
 pub use client::{InstallerClients, installer_client, installer_config};
+pub use install::{InstallError, InstallOutcome, check_permissions, install_revision};
 pub use order::{Phase, PhaseKind, apply_order};
 pub use ownership::{Owner, with_ownership};
 pub use record::{

@@ -192,6 +192,30 @@ impl RevisionHistory {
         out
     }
 
+    /// Objects of every pending or installed revision that `objects` (a new rendering) no
+    /// longer contain: what installing `objects` will prune.
+    pub fn dropped_by(&self, objects: &[Value]) -> Vec<ObjectRef> {
+        let keep: std::collections::HashSet<ObjectRef> = objects
+            .iter()
+            .filter_map(ObjectRef::from_object)
+            .map(|mut r| {
+                r.version.clear();
+                r
+            })
+            .collect();
+        let mut out: Vec<ObjectRef> = self
+            .all_objects()
+            .into_iter()
+            .filter(|o| {
+                let mut k = o.clone();
+                k.version.clear();
+                !keep.contains(&k)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Marks `number` installed (after apply and prune), supersedes the others and keeps
     /// the newest [`KEEP_REVISIONS`].
     pub fn complete(&mut self, number: u64) {
@@ -486,6 +510,23 @@ mod tests {
         }
         assert_eq!(h.revisions.len(), KEEP_REVISIONS);
         assert_eq!(h.installed().unwrap().number, 11);
+    }
+
+    #[test]
+    fn dropped_by_a_new_rendering() {
+        let mut h = RevisionHistory::new(&Owner::new("e", "u"));
+        let one = h.begin(bundle("1"), &[cm("a"), cm("b")]);
+        h.complete(one);
+        h.begin(bundle("2"), &[cm("a"), cm("c")]); // an attempt that did not finish
+        let mut a2 = cm("a");
+        a2["apiVersion"] = json!("v2");
+        let dropped: Vec<String> = h.dropped_by(&[a2]).iter().map(|o| o.name.clone()).collect();
+        assert_eq!(dropped, vec!["b", "c"]);
+        assert!(
+            RevisionHistory::new(&Owner::new("e", "u"))
+                .dropped_by(&[cm("a")])
+                .is_empty()
+        );
     }
 
     #[test]

@@ -79,22 +79,52 @@ fn review(user: &str, groups: &[String], p: &Permission) -> SubjectAccessReview 
     }
 }
 
-/// Evaluates `req` for the ServiceAccount `namespace/name` with at most `concurrency`
-/// SubjectAccessReviews in flight; returns the missing permissions (empty = all held).
-pub async fn evaluate(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-    req: &Requirements,
+/// The unnamed form of a named resource permission (`None` for others). For RBAC an
+/// allowed unnamed request implies every name is allowed.
+pub fn unnamed(p: &Permission) -> Option<Permission> {
+    match p {
+        Permission::Resource {
+            namespace,
+            group,
+            resource,
+            name,
+            verb,
+        } if !name.is_empty() => Some(Permission::resource(namespace, group, resource, "", verb)),
+        _ => None,
+    }
+}
+
+/// The checks of the first round: every permission, named ones replaced by their
+/// unnamed form.
+pub fn first_round(all: &BTreeSet<Permission>) -> BTreeSet<Permission> {
+    all.iter()
+        .map(|p| unnamed(p).unwrap_or_else(|| p.clone()))
+        .collect()
+}
+
+/// The named checks still open after the first round.
+pub fn second_round(
+    all: &BTreeSet<Permission>,
+    first: &HashMap<Permission, bool>,
+) -> Vec<Permission> {
+    all.iter()
+        .filter(|p| !first.contains_key(*p))
+        .filter(|p| unnamed(p).is_none_or(|u| !first.get(&u).copied().unwrap_or(false)))
+        .cloned()
+        .collect()
+}
+
+async fn review_all(
+    api: &Api<SubjectAccessReview>,
+    user: &str,
+    groups: &[String],
+    checks: Vec<Permission>,
     concurrency: usize,
-) -> Result<BTreeSet<Permission>, EvaluateError> {
-    let (user, groups) = service_account_identity(namespace, name);
-    let api: Api<SubjectAccessReview> = Api::all(client.clone());
-    let checks: Vec<Permission> = req.all_checks().into_iter().collect();
-    let results: HashMap<Permission, bool> = futures::stream::iter(checks)
+) -> Result<Vec<(Permission, bool)>, kube::Error> {
+    futures::stream::iter(checks)
         .map(|p| {
             let api = api.clone();
-            let body = review(&user, &groups, &p);
+            let body = review(user, groups, &p);
             async move {
                 let out = api.create(&PostParams::default(), &body).await?;
                 let allowed = out.status.is_some_and(|s| s.allowed);
@@ -104,11 +134,48 @@ pub async fn evaluate(
         .buffer_unordered(concurrency.max(1))
         .try_collect()
         .await
-        .map_err(|source| EvaluateError::Review {
-            user: user.clone(),
-            source,
-        })?;
-    Ok(req.missing(|p| results.get(p).copied().unwrap_or(false)))
+}
+
+/// Evaluates `req` for the ServiceAccount `namespace/name` with at most `concurrency`
+/// SubjectAccessReviews in flight; returns the missing permissions (empty = all held).
+/// Two rounds: unnamed checks first (an account holding a verb on a whole resource needs
+/// no per-name checks), then the named checks that are still open.
+pub async fn evaluate(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    req: &Requirements,
+    concurrency: usize,
+) -> Result<BTreeSet<Permission>, EvaluateError> {
+    let (user, groups) = service_account_identity(namespace, name);
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    let err = |source| EvaluateError::Review {
+        user: user.clone(),
+        source,
+    };
+    let all = req.all_checks();
+    let mut results: HashMap<Permission, bool> = review_all(
+        &api,
+        &user,
+        &groups,
+        first_round(&all).into_iter().collect(),
+        concurrency,
+    )
+    .await
+    .map_err(err)?
+    .into_iter()
+    .collect();
+    let open = second_round(&all, &results);
+    results.extend(
+        review_all(&api, &user, &groups, open, concurrency)
+            .await
+            .map_err(err)?,
+    );
+    let allowed = |p: &Permission| {
+        results.get(p).copied().unwrap_or(false)
+            || unnamed(p).is_some_and(|u| results.get(&u).copied().unwrap_or(false))
+    };
+    Ok(req.missing(allowed))
 }
 
 /// [`evaluate`], turning missing permissions into [`EvaluateError::Missing`].
@@ -122,5 +189,62 @@ pub async fn preflight(
     match missing_message(&missing) {
         Some(msg) => Err(EvaluateError::Missing(msg)),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_skip_names_covered_by_the_resource() {
+        let all: BTreeSet<Permission> = [
+            Permission::resource("ns", "", "configmaps", "a", "get"),
+            Permission::resource("ns", "", "configmaps", "b", "get"),
+            Permission::resource("ns", "", "configmaps", "a", "delete"),
+            Permission::resource("ns", "", "configmaps", "", "create"),
+            Permission::NonResource {
+                path: "/metrics".into(),
+                verb: "get".into(),
+            },
+        ]
+        .into_iter()
+        .collect();
+        let first = first_round(&all);
+        assert_eq!(first.len(), 4); // get, delete, create on configmaps + /metrics
+        let results: HashMap<Permission, bool> = first
+            .iter()
+            .map(|p| {
+                let allowed = !matches!(p, Permission::Resource { verb, .. } if verb == "delete");
+                (p.clone(), allowed)
+            })
+            .collect();
+        assert_eq!(
+            second_round(&all, &results),
+            vec![Permission::resource("ns", "", "configmaps", "a", "delete")]
+        );
+    }
+
+    #[test]
+    fn reviews_carry_the_service_account_identity() {
+        let (user, groups) = service_account_identity("ns", "sa");
+        let r = review(
+            &user,
+            &groups,
+            &Permission::resource(
+                "",
+                "olm.operatorframework.io",
+                "clusterextensions/finalizers",
+                "e",
+                "update",
+            ),
+        );
+        assert_eq!(r.spec.user.as_deref(), Some("system:serviceaccount:ns:sa"));
+        assert_eq!(r.spec.groups.as_ref().map(Vec::len), Some(3));
+        let a = r.spec.resource_attributes.unwrap();
+        assert_eq!(a.resource.as_deref(), Some("clusterextensions"));
+        assert_eq!(a.subresource.as_deref(), Some("finalizers"));
+        assert_eq!(a.name.as_deref(), Some("e"));
+        assert_eq!(a.namespace, None);
     }
 }
