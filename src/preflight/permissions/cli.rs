@@ -145,3 +145,59 @@ fn flatten(doc: Value, out: &mut Vec<Value>) {
         other => out.push(other),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(source: &Path, diff: Option<&Path>) -> RbacArgs {
+        RbacArgs {
+            source: source.to_path_buf(),
+            namespace: "inst".into(),
+            extension: "ext".into(),
+            bundled_rbac: BundledRbac::Include,
+            diff: diff.map(Path::to_path_buf),
+        }
+    }
+
+    #[test]
+    fn prints_rbac_and_upgrade_diffs() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("old.yaml");
+        let new = dir.path().join("new.yaml");
+        std::fs::write(
+            &old,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: n}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &new,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: n}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: n}\n",
+        )
+        .unwrap();
+        let full = run_inner(&args(&new, None)).unwrap();
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&full).unwrap();
+        assert_eq!(
+            docs[1]["rules"][2]["resourceNames"],
+            serde_json::json!(["a", "b"])
+        );
+        let diff = run_inner(&args(&new, Some(&old))).unwrap();
+        let doc: Value = serde_saphyr::from_str(&diff).unwrap();
+        assert_eq!(
+            doc["rules"],
+            serde_json::json!([{"apiGroups": [""], "resources": ["configmaps"],
+                "verbs": ["get", "update", "patch", "delete"], "resourceNames": ["b"]}])
+        );
+        assert_eq!(
+            run_inner(&args(&old, Some(&old))).unwrap(),
+            "# the upgrade needs no additional permissions\n"
+        );
+        std::fs::write(&old, "kind: ConfigMap\nmetadata: {name: x}\n").unwrap();
+        assert!(
+            run_inner(&args(&old, None))
+                .unwrap_err()
+                .contains("apiVersion")
+        );
+        assert!(run_inner(&args(&dir.path().join("nope"), None)).is_err());
+    }
+}
