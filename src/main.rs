@@ -35,6 +35,8 @@ enum Command {
     Resolve(olmv1::resolve::cli::ResolveArgs),
     /// Render a registry+v1 bundle into the Kubernetes objects that would be applied.
     Render(olmv1::bundle::cli::RenderArgs),
+    /// Print the least-privilege RBAC an installer ServiceAccount needs for a bundle.
+    Rbac(olmv1::preflight::permissions::cli::RbacArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +57,7 @@ fn main() -> ExitCode {
         Command::Catalog(args) => olmv1::fbc::cli::run(args),
         Command::Resolve(args) => olmv1::resolve::cli::run(args),
         Command::Render(args) => olmv1::bundle::cli::run(args),
+        Command::Rbac(args) => olmv1::preflight::permissions::cli::run(args),
     }
 }
 
