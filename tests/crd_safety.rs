@@ -435,16 +435,13 @@ fn write_yaml(dir: &Path, file: &str, value: &impl serde::Serialize) -> PathBuf 
 async fn crd_diff_from_cluster() {
     let client = support::cluster().admin().await;
     let group = unique_group("cli");
-    let live = install_widgets(&client, &group).await;
+    install_widgets(&client, &group).await;
     let name = crd_name(&group);
     let dir = tempfile::tempdir().unwrap();
 
     // Unsafe: a field removed.
     let mut spec = spec_schema();
-    spec["properties"]
-        .as_object_mut()
-        .unwrap()
-        .remove("owner");
+    spec["properties"].as_object_mut().unwrap().remove("owner");
     spec["required"] = json!([]);
     let removed = write_yaml(
         dir.path(),
@@ -457,7 +454,13 @@ async fn crd_diff_from_cluster() {
     })
     .await
     .unwrap();
-    assert_eq!(run.code, Some(1), "stdout: {}\nstderr: {}", run.stdout, run.stderr);
+    assert_eq!(
+        run.code,
+        Some(1),
+        "stdout: {}\nstderr: {}",
+        run.stdout,
+        run.stderr
+    );
     let findings = [
         "existingFieldRemoval: removed field : v1.^.spec.owner",
         "existingFieldRemoval: removed field : v1alpha1.^.spec.owner",
@@ -493,7 +496,13 @@ async fn crd_diff_from_cluster() {
     })
     .await
     .unwrap();
-    assert_eq!(run.code, Some(0), "stdout: {}\nstderr: {}", run.stdout, run.stderr);
+    assert_eq!(
+        run.code,
+        Some(0),
+        "stdout: {}\nstderr: {}",
+        run.stdout,
+        run.stderr
+    );
     assert_eq!(
         run.stdout,
         format!("CRD \"{name}\": safe to upgrade (stored versions: [v1alpha1, v1])\n")
@@ -512,7 +521,13 @@ async fn crd_diff_from_cluster() {
     })
     .await
     .unwrap();
-    assert_eq!(run.code, Some(1), "stdout: {}\nstderr: {}", run.stdout, run.stderr);
+    assert_eq!(
+        run.code,
+        Some(1),
+        "stdout: {}\nstderr: {}",
+        run.stdout,
+        run.stderr
+    );
     assert!(
         run.stdout
             .contains("  - storedVersionRemoval: stored versions removed : [v1alpha1]\n"),
@@ -525,11 +540,23 @@ async fn crd_diff_from_cluster() {
     let run = tokio::task::spawn_blocking({
         let missing = missing.clone();
         let dropped = dropped.clone();
-        move || crd_diff(&["--from-cluster".as_ref(), missing.as_ref(), dropped.as_ref()])
+        move || {
+            crd_diff(&[
+                "--from-cluster".as_ref(),
+                missing.as_ref(),
+                dropped.as_ref(),
+            ])
+        }
     })
     .await
     .unwrap();
-    assert_eq!(run.code, Some(2), "stdout: {}\nstderr: {}", run.stdout, run.stderr);
+    assert_eq!(
+        run.code,
+        Some(2),
+        "stdout: {}\nstderr: {}",
+        run.stdout,
+        run.stderr
+    );
     assert_eq!(run.stdout, "");
     assert!(
         run.stderr.contains(&format!(
@@ -547,11 +574,23 @@ async fn crd_diff_from_cluster() {
     );
     let run = tokio::task::spawn_blocking({
         let name = name.clone();
-        move || crd_diff(&["--from-cluster".as_ref(), name.as_ref(), config_map.as_ref()])
+        move || {
+            crd_diff(&[
+                "--from-cluster".as_ref(),
+                name.as_ref(),
+                config_map.as_ref(),
+            ])
+        }
     })
     .await
     .unwrap();
-    assert_eq!(run.code, Some(2), "stdout: {}\nstderr: {}", run.stdout, run.stderr);
+    assert_eq!(
+        run.code,
+        Some(2),
+        "stdout: {}\nstderr: {}",
+        run.stdout,
+        run.stderr
+    );
     assert!(
         run.stderr.contains(
             "cm.yaml: not a CustomResourceDefinition: the document has apiVersion \"v1\" and kind \"ConfigMap\""
@@ -559,7 +598,6 @@ async fn crd_diff_from_cluster() {
         "{}",
         run.stderr
     );
-    drop(live);
 }
 
 #[tokio::test]
@@ -584,7 +622,13 @@ async fn crd_diff_files_with_stored_versions_from_the_old_file() {
     let run = tokio::task::spawn_blocking(move || crd_diff(&[o.as_ref(), n.as_ref()]))
         .await
         .unwrap();
-    assert_eq!(run.code, Some(1), "stdout: {}\nstderr: {}", run.stdout, run.stderr);
+    assert_eq!(
+        run.code,
+        Some(1),
+        "stdout: {}\nstderr: {}",
+        run.stdout,
+        run.stderr
+    );
     assert!(
         run.stdout
             .contains("  - storedVersionRemoval: stored versions removed : [v1alpha1]\n"),
@@ -603,9 +647,16 @@ async fn crd_diff_files_with_stored_versions_from_the_old_file() {
     })
     .await
     .unwrap();
-    assert_eq!(run.code, Some(0), "stdout: {}\nstderr: {}", run.stdout, run.stderr);
+    assert_eq!(
+        run.code,
+        Some(0),
+        "stdout: {}\nstderr: {}",
+        run.stdout,
+        run.stderr
+    );
     assert!(
-        run.stdout.ends_with("safe to upgrade (stored versions: [v1])\n"),
+        run.stdout
+            .ends_with("safe to upgrade (stored versions: [v1])\n"),
         "{}",
         run.stdout
     );
@@ -779,4 +830,95 @@ spec:
             message(&name, &findings)
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// The README's real upgrade pairs, with the old CRD installed on the API server
+// ---------------------------------------------------------------------------------------
+
+/// Installs the old CRD of a fixture pair (under a group of its own), reads it back and
+/// checks the new CRD against that live copy, as the reconciler does. Returns the findings
+/// as text, or None when the fixtures are absent.
+async fn live_fixture_pair(old: &str, new: &str) -> Option<Vec<String>> {
+    let bundles = olmv1::testenv::shared_dir("fixtures/bundles")?;
+    let read = |rel: &str| {
+        let text = std::fs::read_to_string(bundles.join(rel)).expect("reading a fixture");
+        parse_crd(&text).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    };
+    let (mut old_crd, mut new_crd) = (read(old), read(new));
+    let group = format!("{}.{}", support::unique("pair"), old_crd.spec.group);
+    let name = format!("{}.{group}", old_crd.spec.names.plural);
+    for crd in [&mut old_crd, &mut new_crd] {
+        crd.spec.group = group.clone();
+        crd.metadata.name = Some(name.clone());
+    }
+    let client = support::cluster().admin().await;
+    crd_api(&client)
+        .create(&PostParams::default(), &old_crd)
+        .await
+        .unwrap_or_else(|e| panic!("creating {old} as {name}: {e}"));
+    let live = wait_established(&client, &name).await;
+    let from_live = texts(&check(&live, &new_crd));
+    // The live copy gives exactly the verdict of the files.
+    assert_eq!(
+        from_live,
+        texts(&check(&old_crd, &new_crd)),
+        "{old} -> {new}"
+    );
+    Some(from_live)
+}
+
+#[tokio::test]
+async fn camel_karavan_3_18_5_to_3_20_0_against_the_live_crd_is_unsafe() {
+    let Some(f) = live_fixture_pair(
+        "camel-karavan-operator/3.18.5/manifests/karavans.camel.apache.org.crd.yml",
+        "camel-karavan-operator/3.20.0/manifests/karavans.camel.apache.org.crd.yml",
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(f, ["existingFieldRemoval: removed field : v1.^.spec.type"]);
+}
+
+#[tokio::test]
+async fn camel_karavan_3_20_0_to_3_20_1_against_the_live_crd_is_safe() {
+    let Some(f) = live_fixture_pair(
+        "camel-karavan-operator/3.20.0/manifests/karavans.camel.apache.org.crd.yml",
+        "camel-karavan-operator/3.20.1/manifests/karavans.camel.apache.org.crd.yml",
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(f, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn limitador_0_3_0_to_0_4_0_against_the_live_crd_is_safe() {
+    let Some(f) = live_fixture_pair(
+        "limitador-operator/0.3.0/manifests/limitador.kuadrant.io_limitadors.yaml",
+        "limitador-operator/0.4.0/manifests/limitador.kuadrant.io_limitadors.yaml",
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(f, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn cluster_manager_0_6_0_to_0_7_0_against_the_live_crd_is_unsafe_for_the_enum_only() {
+    let Some(f) = live_fixture_pair(
+        "cluster-manager/0.6.0/manifests/operator.open-cluster-management.io_clustermanagers.yaml",
+        "cluster-manager/0.7.0/manifests/operator.open-cluster-management.io_clustermanagers.yaml",
+    )
+    .await
+    else {
+        return;
+    };
+    assert_eq!(
+        f,
+        [r#"v1: ^.spec.deployOption.mode: enum: allowed enum values removed : ["Detached"]"#]
+    );
 }

@@ -91,7 +91,9 @@ fn canonical(v: &serde_json::Value) -> serde_json::Value {
             _ => v.clone(),
         },
         Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
-        Value::Object(o) => Value::Object(o.iter().map(|(k, v)| (k.clone(), canonical(v))).collect()),
+        Value::Object(o) => {
+            Value::Object(o.iter().map(|(k, v)| (k.clone(), canonical(v))).collect())
+        }
         _ => v.clone(),
     }
 }
