@@ -801,6 +801,17 @@ spec:
                 properties:
                   limit: {{type: number}}
                   mode: {{type: string}}
+              labels:
+                type: object
+                additionalProperties: true
+              limits:
+                type: object
+                additionalProperties: {{type: integer, default: 0.0, exclusiveMinimum: false}}
+              port:
+                x-kubernetes-int-or-string: true
+                anyOf: [{{type: integer}}, {{type: string}}]
+                default: 80.0
+                x-kubernetes-embedded-resource: false
               extra:
                 type: object
                 properties: {{}}
