@@ -42,8 +42,10 @@ fn catalog_text(versions: &[&str], deprecate: Option<&str>) -> String {
         );
     }
     blobs.push(json!({"schema": "olm.package", "name": "bar", "defaultChannel": "alpha"}));
-    blobs.push(json!({"schema": "olm.channel", "name": "alpha", "package": "bar",
-        "entries": [{"name": "bar.v1"}]}));
+    blobs.push(
+        json!({"schema": "olm.channel", "name": "alpha", "package": "bar",
+        "entries": [{"name": "bar.v1"}]}),
+    );
     blobs.push(json!({"schema": "olm.bundle", "name": "bar.v1", "package": "bar", "image": "i",
         "properties": [{"type": "olm.package", "value": {"packageName": "bar", "version": "1.0.0"}}]}));
     blobs.iter().map(|b| format!("{b}\n")).collect()
