@@ -86,7 +86,49 @@ struct BundleIn {
     #[serde(default, deserialize_with = "null_as_default")]
     image: String,
     #[serde(default, deserialize_with = "null_as_default")]
-    properties: Vec<Property>,
+    properties: Vec<PropertyIn>,
+}
+
+/// A bundle property whose value is only built for `olm.package` (other values, such
+/// as CSV metadata or whole bundle objects, are skipped without allocating when
+/// `type` comes first, as it does in rendered catalogs).
+struct PropertyIn(Property);
+
+impl<'de> Deserialize<'de> for PropertyIn {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = PropertyIn;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a property object with \"type\" and \"value\"")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PropertyIn, A::Error> {
+                let mut type_: Option<String> = None;
+                let mut value = Value::Null;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    match key.as_ref() {
+                        "type" => type_ = Some(map.next_value()?),
+                        "value" => match type_.as_deref() {
+                            Some(t) if t != PROPERTY_PACKAGE => {
+                                map.next_value::<IgnoredAny>()?;
+                            }
+                            _ => value = map.next_value()?,
+                        },
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                let type_ = type_.ok_or_else(|| serde::de::Error::missing_field("type"))?;
+                if type_ != PROPERTY_PACKAGE {
+                    value = Value::Null;
+                }
+                Ok(PropertyIn(Property { type_, value }))
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 /// Adds one FBC blob (one JSON line) of the package to `content`, compacted. Blobs of
@@ -125,7 +167,7 @@ pub fn push_compact(content: &mut PackageContent, line: &[u8]) -> Result<(), Str
                 name: b.name,
                 package: b.package,
                 image: b.image,
-                properties: compact_properties(b.properties),
+                properties: compact_properties(b.properties.into_iter().map(|p| p.0).collect()),
                 related_images: Vec::new(),
             });
         }

@@ -48,11 +48,12 @@ pub enum SourceError {
         #[source]
         source: crate::fbc::FbcError,
     },
-    #[error("catalog image {image}: {source}")]
+    /// The image error names the image already.
+    #[error("pulling the catalog: {source}")]
     Image {
         image: String,
         #[source]
-        source: crate::image::ImageError,
+        source: Box<crate::image::ImageError>,
     },
     #[error("catalog image {image}: {message}")]
     ImageSetup { image: String, message: String },
@@ -268,7 +269,7 @@ async fn pull(image: &str, args: &SourceArgs) -> Result<PathBuf, SourceError> {
     config.insecure_registries = args.insecure_registries.clone();
     let puller = ImagePuller::new(config).map_err(|source| SourceError::Image {
         image: image.to_string(),
-        source,
+        source: Box::new(source),
     })?;
     let secrets = local_registry_credentials().map_err(setup)?;
     let pulled = puller
@@ -276,7 +277,7 @@ async fn pull(image: &str, args: &SourceArgs) -> Result<PathBuf, SourceError> {
         .await
         .map_err(|source| SourceError::Image {
             image: image.to_string(),
-            source,
+            source: Box::new(source),
         })?;
     Ok(pulled.dir)
 }
