@@ -412,3 +412,222 @@ async fn real_catalogs_load_and_serve() {
         assert!(bundles.lines().count() >= 1, "{version}/{package}");
     }
 }
+
+// ------------------------------------------------------------------ hostile input
+// Each ends in a clear Progressing message while the previous content stays served.
+// (Nothing-outside-the-cache and memory bounds are asserted by the unit tests of
+// src/image at the pull level; here the reconciler's reporting is checked.)
+
+use olmv1::testenv::registry::TarEntry;
+
+fn configs_label() -> BTreeMap<String, String> {
+    BTreeMap::from([("operators.operatorframework.io.index.configs.v1".to_string(), "/configs".to_string())])
+}
+
+async fn push_entries(name: &str, files: &[(&str, &[u8])], entries: Vec<TarEntry>, labels: BTreeMap<String, String>) -> String {
+    let spec = ImageSpec {
+        files: files.iter().map(|(p, d)| (p.to_string(), d.to_vec())).collect(),
+        entries,
+        labels,
+        ..Default::default()
+    };
+    let repo = format!("hostile/{}:v1", support::unique(name));
+    registry::push_image(support::registry(), &repo, &spec).await.expect("push").reference
+}
+
+async fn push_gzip_layer(name: &str, layer: Vec<u8>) -> String {
+    let repo = format!("hostile/{}:v1", support::unique(name));
+    registry::push_layers(support::registry(), &repo, vec![(layer, "application/vnd.oci.image.layer.v1.tar+gzip".into())], &configs_label())
+        .await
+        .expect("push")
+        .reference
+}
+
+const OK_FILE: &[u8] = br#"{"schema":"olm.package","name":"x","defaultChannel":"stable"}"#;
+
+#[tokio::test]
+async fn hostile_label_pointing_outside_the_image() {
+    let labels = BTreeMap::from([("operators.operatorframework.io.index.configs.v1".to_string(), "../../etc".to_string())]);
+    let r = push_entries("labelout", &[("configs/x/catalog.json", OK_FILE)], vec![], labels).await;
+    bad_image_keeps_previous_content(&r, "source catalog content").await;
+}
+
+#[tokio::test]
+async fn hostile_dotdot_entry() {
+    let r = push_entries("dotdot", &[], vec![TarEntry::File { path: "configs/../../escape".into(), data: b"x".to_vec() }], configs_label()).await;
+    bad_image_keeps_previous_content(&r, "source catalog content").await;
+}
+
+#[tokio::test]
+async fn hostile_absolute_path_entry() {
+    let r = push_entries("abs", &[], vec![TarEntry::File { path: "/etc/olmv1-escape".into(), data: b"x".to_vec() }], configs_label()).await;
+    bad_image_keeps_previous_content(&r, "source catalog content").await;
+}
+
+#[tokio::test]
+async fn hostile_symlink_out() {
+    let r = push_entries("symlink", &[("configs/x/catalog.json", OK_FILE)], vec![TarEntry::Symlink { path: "configs/link".into(), target: "../../../../etc/passwd".into() }], configs_label()).await;
+    bad_image_keeps_previous_content(&r, "source catalog content").await;
+}
+
+#[tokio::test]
+async fn hostile_hardlink_out() {
+    let r = push_entries("hardlink", &[("configs/x/catalog.json", OK_FILE)], vec![TarEntry::HardLink { path: "configs/h".into(), target: "/etc/passwd".into() }], configs_label()).await;
+    bad_image_keeps_previous_content(&r, "source catalog content").await;
+}
+
+#[tokio::test]
+async fn hostile_device_file() {
+    let r = push_entries("device", &[("configs/x/catalog.json", OK_FILE)], vec![TarEntry::CharDevice { path: "configs/null".into() }], configs_label()).await;
+    bad_image_keeps_previous_content(&r, "source catalog content").await;
+}
+
+fn gz_member(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(data).expect("gzip");
+    e.finish().expect("gzip")
+}
+
+#[tokio::test]
+async fn hostile_decompression_bomb() {
+    // 2.4 GiB of zeros from a few MB of concatenated gzip members.
+    let zeros = gz_member(&vec![0u8; 4 << 20]);
+    let mut layer = Vec::new();
+    for i in 0..6 {
+        let mut h = tar::Header::new_gnu();
+        h.set_path(format!("configs/bomb{i}")).expect("path");
+        h.set_entry_type(tar::EntryType::Regular);
+        h.set_size(400 << 20);
+        h.set_mode(0o644);
+        h.set_cksum();
+        layer.extend(gz_member(h.as_bytes()));
+        for _ in 0..100 {
+            layer.extend_from_slice(&zeros);
+        }
+    }
+    layer.extend(gz_member(&[0u8; 1024]));
+    assert!(layer.len() < 8 << 20);
+    let r = push_gzip_layer("bomb", layer).await;
+    bad_image_keeps_previous_content(&r, "exceeds the limit").await;
+}
+
+#[tokio::test]
+async fn hostile_million_tiny_files() {
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut b = tar::Builder::new(gz);
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_size(0);
+    h.set_mode(0o644);
+    for i in 0..1_000_000u32 {
+        h.set_path(format!("configs/f/{i}")).expect("path");
+        h.set_cksum();
+        b.append(&h, std::io::empty()).expect("append");
+    }
+    let layer = b.into_inner().expect("tar").finish().expect("gzip");
+    let r = push_gzip_layer("million", layer).await;
+    bad_image_keeps_previous_content(&r, "number of tar entries exceeds the limit").await;
+}
+
+async fn bad_catalog(name: &str, file: &str, content: &[u8], expected: &str) {
+    let pushed = push_catalog(&format!("catalogs/{}:v1", support::unique(name)), &[(file, content.to_vec())]).await;
+    bad_image_keeps_previous_content(&pushed.reference, expected).await;
+}
+
+#[tokio::test]
+async fn invalid_json_names_file_and_line() {
+    let content = b"{\"schema\":\"olm.package\",\"name\":\"j\",\"defaultChannel\":\"stable\"}\n{\"schema\": \"olm.channel\",\n  \"name\": oops}\n";
+    bad_catalog("badjson", "j/catalog.json", content, "j/catalog.json").await;
+}
+
+#[tokio::test]
+async fn invalid_yaml_names_file_and_line() {
+    let content = b"schema: olm.package\nname: y\ndefaultChannel: stable\n---\nschema: olm.channel\n  name: [unclosed\n";
+    bad_catalog("badyaml", "y/catalog.yaml", content, "y/catalog.yaml").await;
+}
+
+#[tokio::test]
+async fn channel_naming_a_missing_bundle() {
+    let host = support::registry().host().to_string();
+    let mut content = fbc("m", &["1.0.0"], &host);
+    content.extend_from_slice(br#"{"schema":"olm.channel","name":"fast","package":"m","entries":[{"name":"m.v9.9.9"}]}"#);
+    bad_catalog("missingbundle", "m/catalog.json", &content, "m.v9.9.9").await;
+}
+
+#[tokio::test]
+async fn missing_default_channel() {
+    let content = br#"{"schema":"olm.package","name":"d","defaultChannel":"nope"}
+{"schema":"olm.channel","name":"stable","package":"d","entries":[{"name":"d.v1.0.0"}]}
+{"schema":"olm.bundle","name":"d.v1.0.0","package":"d","image":"example.com/d:v1","properties":[{"type":"olm.package","value":{"packageName":"d","version":"1.0.0"}}]}
+"#;
+    bad_catalog("nodefault", "d/catalog.json", content, "nope").await;
+}
+
+#[tokio::test]
+async fn catalog_larger_than_the_limit() {
+    let big = format!(
+        "{{\"schema\":\"olm.package\",\"name\":\"big\",\"defaultChannel\":\"stable\",\"description\":\"{}\"}}\n",
+        "x".repeat(support::MAX_CATALOG_BYTES as usize + 1024)
+    );
+    bad_catalog("big", "big/catalog.json", big.as_bytes(), "limit").await;
+}
+
+#[tokio::test]
+async fn registry_returning_500_is_retried_and_reported() {
+    let host = support::failing_registry();
+    bad_image_keeps_previous_content(&format!("{host}/catalog:v1"), "500").await;
+}
+
+#[tokio::test]
+async fn registry_blob_with_the_wrong_digest_is_reported() {
+    let host = support::registry().host().to_string();
+    let pushed = push_catalog(&format!("catalogs/{}:v1", support::unique("corrupt")), &[("c/catalog.json", fbc("c", &["1.0.0"], &host))]).await;
+    let blob = support::registry().blob_data_path(&pushed.layer_digests[0]);
+    std::fs::write(&blob, b"not the layer that was pushed").expect("corrupt the blob");
+    bad_image_keeps_previous_content(&pushed.reference, "digest mismatch").await;
+}
+
+#[tokio::test]
+async fn pull_secret_of_the_controller_account_unlocks_an_authenticated_registry() {
+    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+    let api = api().await;
+    let auth = support::auth_registry();
+    let name = support::unique("auth");
+    let mut files = BTreeMap::new();
+    files.insert("a/catalog.json".to_string(), fbc("a", &["1.0.0"], auth.host()));
+    let pushed = registry::push_catalog_image(auth, &format!("catalogs/{name}:v1"), &files).await.expect("push");
+
+    // Without credentials: a clear 401 message.
+    api.create(&PostParams::default(), &catalog(&name, &pushed.reference, None)).await.expect("create");
+    let c = support::eventually(60, "401 reported", || async {
+        let c = api.get(&name).await.ok()?;
+        condition(&c, "Progressing")?.message.contains("401").then_some(c)
+    })
+    .await;
+    let message = condition(&c, "Progressing").expect("progressing").message;
+    assert!(message.contains("pull secret"), "{message}");
+
+    // A dockerconfigjson Secret referenced by the controller's ServiceAccount fixes it.
+    let admin = support::cluster().admin().await;
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), "olmv1-system");
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "test-registry-auth"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": base64_encode(&auth.dockerconfigjson())},
+    }))
+    .expect("secret");
+    let _ = secrets.create(&PostParams::default(), &secret).await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin, "olmv1-system");
+    accounts
+        .patch("olmv1-controller", &PatchParams::default(), &Patch::Merge(json!({"imagePullSecrets": [{"name": "test-registry-auth"}]})))
+        .await
+        .expect("patch service account");
+    wait_serving(&api, &name, &pushed.reference).await;
+}
+
+fn base64_encode(data: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(data)
+}

@@ -59,6 +59,10 @@ pub struct ControllerArgs {
     #[arg(long)]
     pub lenient_catalogs: bool,
 
+    /// Largest catalog (bytes of FBC files) the catalog controller ingests.
+    #[arg(long, default_value_t = 1 << 30)]
+    pub max_catalog_bytes: u64,
+
     /// Seconds in one `pollIntervalMinutes` unit (tests use 1).
     #[arg(long, default_value_t = 60, hide = true)]
     pub poll_unit_seconds: u64,

@@ -180,8 +180,45 @@ pub fn registry() -> &'static olmv1::testenv::registry::TestRegistry {
     })
 }
 
+/// A second registry with htpasswd authentication and TLS (its CA is trusted by the
+/// test controller; its credentials are not, unless a test adds a pull secret).
+pub fn auth_registry() -> &'static olmv1::testenv::registry::TestRegistry {
+    static REGISTRY: OnceLock<olmv1::testenv::registry::TestRegistry> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        olmv1::testenv::registry::TestRegistry::start_with_auth_tls()
+            .unwrap_or_else(|e| panic!("starting the auth+TLS test registry: {e:#}"))
+    })
+}
+
+/// `host:port` of a plain-HTTP "registry" that answers every request with HTTP 500.
+pub fn failing_registry() -> &'static str {
+    static HOST: OnceLock<String> = OnceLock::new();
+    HOST.get_or_init(|| {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        let host = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 8192];
+                    while let Ok(n) = stream.read(&mut buf) {
+                        let reply = b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 5\r\n\r\nerror";
+                        if n == 0 || stream.write_all(reply).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        host
+    })
+}
+
 /// The controller (`olmv1 controller` in this process, as its own non-admin
 /// ServiceAccount) running against [`cluster`] and pulling from [`registry`].
+/// The catalog size limit of the test controller.
+pub const MAX_CATALOG_BYTES: u64 = 8 << 20;
+
 pub struct RunningController {
     /// `http://127.0.0.1:<port>`: the catalog server.
     pub catalog_server: String,
@@ -193,6 +230,8 @@ pub fn controller() -> &'static RunningController {
     CONTROLLER.get_or_init(|| {
         let cluster = cluster();
         let registry = registry();
+        let auth = auth_registry();
+        let failing = failing_registry();
         let free = || olmv1::testenv::control_plane::free_port().unwrap_or_else(|e| panic!("{e}"));
         let (health, catalogs) = (free(), free());
         let cache_dir = std::env::temp_dir().join(format!(
@@ -200,6 +239,9 @@ pub fn controller() -> &'static RunningController {
             std::process::id(),
             unique("c")
         ));
+        std::fs::create_dir_all(&cache_dir).unwrap_or_else(|e| panic!("{e}"));
+        let ca_file = cache_dir.join("registry-ca.pem");
+        std::fs::write(&ca_file, auth.ca_pem().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}"));
         let args = olmv1::controller::ControllerArgs {
             kubeconfig: Some(cluster.controller_kubeconfig.clone()),
             health_probe_bind_address: format!("127.0.0.1:{health}"),
@@ -208,12 +250,13 @@ pub fn controller() -> &'static RunningController {
             catalog_server_tls_cert: None,
             catalog_server_tls_key: None,
             cache_dir: cache_dir.clone(),
-            insecure_registries: vec![registry.host().to_string()],
-            ca_bundle: None,
+            insecure_registries: vec![registry.host().to_string(), failing.to_string()],
+            ca_bundle: Some(ca_file),
             global_pull_secret: None,
             namespace: "olmv1-system".into(),
             service_account: "olmv1-controller".into(),
             lenient_catalogs: false,
+            max_catalog_bytes: MAX_CATALOG_BYTES,
             poll_unit_seconds: 1,
         };
         std::thread::spawn(move || {
