@@ -83,14 +83,14 @@ pub struct LocalCatalog {
 }
 
 impl CatalogSource {
-    /// An existing path is a catalog on disk; a value with a `/` and a tag or digest
-    /// (`registry/repo:tag`, `repo@sha256:…`) is an image; anything else is a
-    /// ClusterCatalog name.
+    /// An existing path, or a value that starts like a path (`.`, `/`, `~`), is a
+    /// catalog on disk; a value with `/`, `:` or `@` (which a Kubernetes name cannot
+    /// hold) is an image reference; anything else is a ClusterCatalog name.
     pub fn parse(s: &str) -> CatalogSource {
         let path = PathBuf::from(s);
-        if path.exists() {
+        if path.exists() || s.starts_with(['.', '/', '~']) {
             CatalogSource::Path(path)
-        } else if s.contains('/') && (s.contains(':') || s.contains('@')) {
+        } else if s.contains(['/', ':', '@']) {
             CatalogSource::Image(s.to_string())
         } else {
             CatalogSource::ClusterCatalog(s.to_string())
@@ -340,10 +340,18 @@ mod tests {
             CatalogSource::parse("operatorhubio"),
             CatalogSource::ClusterCatalog("operatorhubio".into())
         );
-        // a relative path that does not exist and has no tag is a ClusterCatalog name
         assert_eq!(
-            CatalogSource::parse("no/such/dir"),
-            CatalogSource::ClusterCatalog("no/such/dir".into())
+            CatalogSource::parse("./no/such/dir"),
+            CatalogSource::Path("./no/such/dir".into())
+        );
+        // a Kubernetes name cannot hold `/`: an image (docker.io shorthand)
+        assert_eq!(
+            CatalogSource::parse("org/catalog"),
+            CatalogSource::Image("org/catalog".into())
+        );
+        assert_eq!(
+            CatalogSource::parse("my-catalog.example"),
+            CatalogSource::ClusterCatalog("my-catalog.example".into())
         );
     }
 
