@@ -140,6 +140,32 @@ pub fn endpoint(catalog: &ClusterCatalog) -> Result<Endpoint, ContentError> {
     })
 }
 
+/// One ClusterCatalog prepared for resolution: what [`crate::resolve::CatalogInput`]
+/// borrows, owned.
+#[derive(Clone, Debug)]
+pub struct CatalogContent {
+    pub name: String,
+    pub priority: i32,
+    pub availability: crate::resolve::Availability,
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// The package's content; empty when the catalog was not read because the
+    /// selector excludes it or it is `Unavailable`; `Err` with the message when it
+    /// could not be read (resolution then fails with that catalog named).
+    pub content: Result<Arc<PackageContent>, String>,
+}
+
+impl CatalogContent {
+    pub fn input(&self) -> crate::resolve::CatalogInput<'_> {
+        crate::resolve::CatalogInput {
+            name: &self.name,
+            priority: self.priority,
+            availability: self.availability,
+            labels: &self.labels,
+            content: self.content.as_deref().map_err(Clone::clone),
+        }
+    }
+}
+
 /// Counters, for tests and metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ContentStats {
@@ -230,6 +256,45 @@ impl ContentClient {
     ) -> Result<Arc<PackageContent>, ContentError> {
         let ep = endpoint(catalog)?;
         self.package_at(&ep, package).await
+    }
+
+    /// Every catalog's content for `package`, in list order, ready for
+    /// [`crate::resolve::resolve`] (`inputs: Vec<_> = contents.iter().map(|c| c.input())`).
+    /// Catalogs the selector excludes or that are `Unavailable` are not read; the
+    /// others are read concurrently (through the cache).
+    pub async fn catalog_contents(
+        &self,
+        catalogs: &[ClusterCatalog],
+        package: &str,
+        selector: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
+    ) -> Vec<CatalogContent> {
+        use crate::resolve::Availability;
+        // An invalid selector reads nothing; resolution reports the selector error.
+        let selector = crate::resolve::selector::Selector::parse(selector).ok();
+        let reads = catalogs.iter().map(|c| {
+            let labels = c.metadata.labels.clone().unwrap_or_default();
+            let availability = match c.spec.availability_mode {
+                crate::api::AvailabilityMode::Unavailable => Availability::Unavailable,
+                crate::api::AvailabilityMode::Available => Availability::Available,
+            };
+            let wanted = availability == Availability::Available
+                && selector.as_ref().is_some_and(|s| s.matches(&labels));
+            async move {
+                let content = if wanted {
+                    self.package(c, package).await.map_err(|e| e.to_string())
+                } else {
+                    Ok(Arc::new(PackageContent::default()))
+                };
+                CatalogContent {
+                    name: c.metadata.name.clone().unwrap_or_default(),
+                    priority: c.spec.priority,
+                    availability,
+                    labels,
+                    content,
+                }
+            }
+        });
+        futures::future::join_all(reads).await
     }
 
     /// [`ContentClient::package`] for an endpoint already extracted.

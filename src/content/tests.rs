@@ -411,3 +411,48 @@ async fn concurrent_reads_share_one_fetch() {
     assert_eq!(c.stats().requests, 1);
     assert_eq!(c.stats().fetches, 1);
 }
+
+#[tokio::test]
+async fn catalog_contents_reads_only_selected_available_catalogs() {
+    let s = Server::start().await;
+    s.store("one", &catalog_text(&["1.0.0", "1.1.0"], None));
+    s.store("two", &catalog_text(&["2.0.0"], None));
+    let c = client();
+    let mut one = cluster_catalog("one", &format!("{}/catalogs/one", s.base), "r1", true);
+    one.metadata.labels = Some([("tier".to_string(), "gold".to_string())].into());
+    one.spec.priority = 5;
+    let two = cluster_catalog("two", &format!("{}/catalogs/two", s.base), "r2", true);
+    let mut off = cluster_catalog("off", &format!("{}/catalogs/off", s.base), "r3", false);
+    off.spec.availability_mode = crate::api::AvailabilityMode::Unavailable;
+    let dark = cluster_catalog("dark", &format!("{}/catalogs/dark", s.base), "r4", false);
+    let all = [one.clone(), two.clone(), off.clone()];
+
+    let contents = c.catalog_contents(&all, "foo", None).await;
+    assert_eq!(c.stats().requests, 2, "the Unavailable catalog is not read");
+    assert_eq!(contents[0].priority, 5);
+    let inputs: Vec<_> = contents.iter().map(CatalogContent::input).collect();
+    let req = crate::resolve::ResolveRequest {
+        package: "foo".into(),
+        ..Default::default()
+    };
+    let r = crate::resolve::resolve(&req, &inputs).unwrap();
+    assert_eq!(
+        (r.bundle.name.as_str(), r.bundle.catalog.as_str()),
+        ("foo.v1.1.0", "one")
+    );
+
+    let selector = serde_json::from_value(json!({"matchLabels": {"tier": "gold"}})).unwrap();
+    let contents = c.catalog_contents(&all, "foo", Some(&selector)).await;
+    assert!(
+        contents[1].content.as_ref().unwrap().is_empty(),
+        "not selected, not read"
+    );
+
+    // Available but not serving: resolution fails naming the catalog.
+    let contents = c.catalog_contents(&[two, dark], "foo", None).await;
+    let inputs: Vec<_> = contents.iter().map(CatalogContent::input).collect();
+    let e = crate::resolve::resolve(&req, &inputs)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(r#"catalog "dark" is not being served"#), "{e}");
+}

@@ -85,7 +85,10 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
             service_account: Some(args.service_account.clone()),
             global_pull_secret: args.global_pull_secret.clone(),
             lenient: args.lenient_catalogs,
-            limits: crate::fbc::parse::Limits { max_total_bytes: args.max_catalog_bytes, ..Default::default() },
+            limits: crate::fbc::parse::Limits {
+                max_total_bytes: args.max_catalog_bytes,
+                ..Default::default()
+            },
         },
     ));
     tracing::info!(address = %args.catalog_server_bind_address, scheme, "serving catalog content");
