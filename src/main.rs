@@ -33,6 +33,10 @@ enum Command {
     Catalog(olmv1::fbc::cli::CatalogArgs),
     /// Resolve a package against catalogs and print the bundle that would be installed.
     Resolve(olmv1::resolve::cli::ResolveArgs),
+    /// Render a registry+v1 bundle into the Kubernetes objects that would be applied.
+    Render(olmv1::bundle::cli::RenderArgs),
+    /// Print the least-privilege RBAC an installer ServiceAccount needs for a bundle.
+    Rbac(olmv1::preflight::permissions::cli::RbacArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +56,8 @@ fn main() -> ExitCode {
         Command::CrdDiff(args) => olmv1::preflight::crd_safety::cli::run(args),
         Command::Catalog(args) => olmv1::fbc::cli::run(args),
         Command::Resolve(args) => olmv1::resolve::cli::run(args),
+        Command::Render(args) => olmv1::bundle::cli::run(args),
+        Command::Rbac(args) => olmv1::preflight::permissions::cli::run(args),
     }
 }
 

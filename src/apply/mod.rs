@@ -1,2 +1,27 @@
-//! Applying rendered objects as the installer ServiceAccount: impersonating client,
-//! ordered server-side apply, the durable revision record, pruning and drift watches.
+//! Applying rendered objects as the installer ServiceAccount (reference A3, A5, A7, §5.6):
+//! impersonating clients ([`client`]), the dependency order ([`order`]), ownership labels,
+//! ownerReferences and the takeover refusal ([`ownership`]), the durable revision record
+//! ([`record`]), and the I/O of server-side apply, pruning and uninstall ([`applier`]).
+//!
+//! Typical reconcile: `preflight::permissions` → [`apply`] → record the revision with
+//! [`RevisionHistory::begin`] before and [`RevisionHistory::complete`] after → [`prune`]
+//! the [`RevisionHistory::prune_candidates`] → [`RevisionStore::save`].
+
+pub mod applier;
+pub mod client;
+pub mod install;
+pub mod order;
+pub mod ownership;
+pub mod record;
+
+pub use applier::{
+    ApplyError, ApplyOptions, ApplyReport, FIELD_MANAGER, Resolver, UninstallOptions,
+    UninstallReport, apply, garbage_collection_fallback, prune, resource_map, uninstall,
+};
+pub use client::{InstallerClients, installer_client, installer_config};
+pub use install::{InstallError, InstallOutcome, check_permissions, install_revision};
+pub use order::{Phase, PhaseKind, apply_order};
+pub use ownership::{Owner, with_ownership};
+pub use record::{
+    BundleInfo, ObjectRef, RecordError, Revision, RevisionHistory, RevisionState, RevisionStore,
+};

@@ -1,2 +1,60 @@
 //! registry+v1 bundles: loading from a directory or an unpacked image, validation,
 //! and rendering into the Kubernetes objects to apply (reference §5).
+//!
+//! Flow: [`load_dir`] (bounded I/O) → [`validate`] (pure, every problem at once) →
+//! [`render`] (pure, deterministic: same input, byte-identical output). Ownership labels
+//! and ownerReferences (§5.6) are added later by the applier, not here.
+
+pub mod cli;
+mod config;
+mod csv;
+mod deployment_config;
+mod fast_yaml;
+mod load;
+pub mod names;
+mod render;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{BundleConfig, ConfigError, DeploymentConfig, InstallMode, InstallModeSet};
+pub use csv::{Csv, CsvError, WebhookDescription, WebhookType};
+pub use load::{LoadError, LoadOptions, load_dir};
+pub use render::{
+    CertProvider, RenderError, RenderOptions, render, render_owned, to_yaml_documents,
+};
+pub use validate::{ValidationErrors, validate};
+
+use serde_json::Value;
+
+/// Kind of the ClusterServiceVersion manifest.
+pub const CSV_KIND: &str = "ClusterServiceVersion";
+
+/// A loaded (not yet validated) registry+v1 bundle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bundle {
+    /// `operators.operatorframework.io.bundle.package.v1` from `metadata/annotations.yaml`.
+    pub package_name: String,
+    /// The ClusterServiceVersion, with `metadata/properties.yaml` appended to its
+    /// `olm.properties` annotation.
+    pub csv: Value,
+    /// `apiextensions.k8s.io/v1` CustomResourceDefinitions, in file order.
+    pub crds: Vec<Value>,
+    /// Every other manifest (including CRDs of other API versions, which validation rejects).
+    pub others: Vec<Value>,
+    /// `properties` of `metadata/properties.yaml`.
+    pub properties: Vec<Value>,
+    /// `dependencies` of `metadata/dependencies.yaml`.
+    pub dependencies: Vec<Value>,
+}
+
+impl Bundle {
+    /// `metadata.name` of the CSV (the bundle name).
+    pub fn name(&self) -> &str {
+        self.csv
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+}

@@ -70,7 +70,7 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     }
     let puller = Arc::new(crate::image::ImagePuller::new(puller_config)?);
     let tls = match (&args.catalog_server_tls_cert, &args.catalog_server_tls_key) {
-        (Some(cert), Some(key)) => Some(crate::server::tls::load(cert, key)?),
+        (Some(cert), Some(key)) => Some(crate::server::tls::server_config(cert, key)?),
         _ => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -96,11 +96,21 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     let health = health::serve(health_listener, readiness.clone(), client.clone());
-    let catalogs = crate::server::tls::serve(
-        catalog_listener,
-        crate::server::catalog::router(storage_dir),
-        tls,
-    );
+    let router = crate::server::catalog::router(storage_dir);
+    type Serving = std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>>;
+    let catalogs: Serving = match tls {
+        Some(config) => Box::pin(crate::server::catalog::serve_tls(
+            catalog_listener,
+            config,
+            router,
+            std::future::pending(),
+        )),
+        None => Box::pin(crate::server::catalog::serve(
+            catalog_listener,
+            router,
+            std::future::pending(),
+        )),
+    };
     let catalog_reconciler = catalog::run(catalog_ctx);
     readiness.set_ready(true);
     tokio::select! {

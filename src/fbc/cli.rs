@@ -139,6 +139,8 @@ pub fn run(args: CatalogArgs) -> ExitCode {
     let mut out = stdout.lock();
     match execute(args, &mut out) {
         Ok(()) => ExitCode::SUCCESS,
+        // `olmv1 catalog … | head`: the reader left; not an error.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             let _ = out.flush();
             eprintln!("error: {e}");
@@ -179,6 +181,16 @@ fn load(a: &QueryArgs) -> Result<(query::CatalogData, Filter), CliError> {
         no_webhooks: a.no_webhooks,
     };
     Ok((data, f))
+}
+
+fn is_broken_pipe(e: &CliError) -> bool {
+    match e {
+        CliError::Fbc(FbcError::Io { source, .. }) => {
+            source.kind() == std::io::ErrorKind::BrokenPipe
+        }
+        CliError::Output(m) => m.to_ascii_lowercase().contains("broken pipe"),
+        _ => false,
+    }
 }
 
 fn out_err(e: impl std::fmt::Display) -> CliError {

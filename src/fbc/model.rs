@@ -35,7 +35,11 @@ pub struct MetaKey {
 pub struct Package {
     pub schema: String,
     pub name: String,
-    #[serde(rename = "defaultChannel", default)]
+    #[serde(
+        rename = "defaultChannel",
+        default,
+        deserialize_with = "null_as_default"
+    )]
     pub default_channel: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -50,7 +54,7 @@ pub struct Channel {
     pub schema: String,
     pub name: String,
     pub package: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub entries: Vec<ChannelEntry>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub properties: Vec<Property>,
@@ -61,7 +65,11 @@ pub struct ChannelEntry {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub skips: Vec<String>,
     #[serde(rename = "skipRange", default, skip_serializing_if = "Option::is_none")]
     pub skip_range: Option<String>,
@@ -72,9 +80,9 @@ pub struct Bundle {
     pub schema: String,
     pub name: String,
     pub package: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub image: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub properties: Vec<Property>,
     #[serde(
         rename = "relatedImages",
@@ -86,9 +94,20 @@ pub struct Bundle {
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RelatedImage {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub name: String,
+    /// Real catalogs contain `"image": null` (rendered from CSVs with empty related images).
+    #[serde(default, deserialize_with = "null_as_default")]
     pub image: String,
+}
+
+/// Deserializes `null` as the type's default value.
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -172,5 +191,33 @@ impl PackageContent {
 
     pub fn is_empty(&self) -> bool {
         self.package.is_none() && self.channels.is_empty() && self.bundles.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nulls_in_real_catalogs_are_tolerated() {
+        let b: Bundle = serde_json::from_str(
+            r#"{"schema":"olm.bundle","name":"b","package":"p","image":null,"properties":null,
+                "relatedImages":[{"name":"redis","image":null},{"name":null,"image":"x"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(b.image, "");
+        assert_eq!(b.related_images[0].image, "");
+        assert_eq!(b.related_images[1].name, "");
+        let c: Channel = serde_json::from_str(
+            r#"{"schema":"olm.channel","name":"c","package":"p","entries":[{"name":"b","skips":null}]}"#,
+        )
+        .unwrap();
+        assert!(c.entries[0].skips.is_empty());
+        assert!(
+            serde_json::from_str::<Bundle>(
+                r#"{"schema":"olm.bundle","name":"b","package":"p","image":5}"#
+            )
+            .is_err()
+        );
     }
 }

@@ -274,6 +274,33 @@ pub fn current_dir(root: &Path, name: &str) -> Option<PathBuf> {
     Some(root.join(target))
 }
 
+/// Names of the catalogs stored under `root` (for garbage collection of catalogs that
+/// no longer exist).
+pub fn stored_names(root: &Path) -> Result<Vec<String>, FbcError> {
+    let mut names = Vec::new();
+    let entries = match std::fs::read_dir(root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(names),
+        Err(e) => {
+            return Err(FbcError::Io {
+                path: root.to_path_buf(),
+                source: e,
+            });
+        }
+    };
+    for entry in entries {
+        let entry = entry.map_err(io(root))?;
+        if let Some(name) = entry.file_name().to_str()
+            && !name.starts_with('.')
+            && validate_catalog_name(name).is_ok()
+        {
+            names.push(name.to_string());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
 /// Removes version directories and link leftovers of `name` that are not current.
 fn clean_orphans(root: &Path, name: &str) -> Result<(), FbcError> {
     let current = std::fs::read_link(root.join(name)).ok();
@@ -397,6 +424,7 @@ mod tests {
         std::fs::create_dir(root.path().join(".cat_deadbeef")).unwrap();
         std::fs::write(root.path().join(".cat_deadbeef/catalog.jsonl"), "x").unwrap();
         store(root.path(), "cat", source(CAT).path()).unwrap();
+        assert_eq!(stored_names(root.path()).unwrap(), ["cat", "cat-b"]);
         assert!(!root.path().join(".cat_deadbeef").exists());
         assert!(current_dir(root.path(), "cat-b").unwrap().exists());
         assert!(delete(root.path(), "cat").unwrap());

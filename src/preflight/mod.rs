@@ -2,3 +2,4 @@
 //! installer ServiceAccount permission check.
 
 pub mod crd_safety;
+pub mod permissions;

@@ -8,11 +8,11 @@
 //! read from the stored file section by section (small ones at once, large ones
 //! streamed in 64 KiB chunks), so serving memory does not grow with catalog size.
 //! Each stored version's index is loaded once and cached until the catalog's link
-//! points elsewhere. Gzip bodies of `metas` responses up to [`GZIP_CACHE_ENTRY`] are
-//! compressed once per catalog version and query and kept in a small bounded cache
+//! points elsewhere. `metas` bodies up to [`GZIP_CACHE_ENTRY`] (plain, or gzip
+//! compressed once) are kept per catalog version and query in a bounded cache
 //! ([`GZIP_CACHE_BUDGET`] bytes in total), so repeated queries (the resolver's
-//! `metas?package=`) cost no compression; other bodies are compressed on the fly by
-//! tower-http.
+//! `metas?package=`) cost neither reads nor compression; other bodies are streamed and
+//! compressed on the fly by tower-http.
 
 use crate::fbc::store::{
     CATALOG_FILE, Index, Section, current_dir, read_index, validate_catalog_name,
@@ -38,10 +38,10 @@ const INLINE_BODY: u64 = 256 << 10;
 const CHUNK: usize = 64 << 10;
 /// Responses at least this large are compressed (catalogd's gzip threshold).
 pub const GZIP_MIN_SIZE: u64 = 1400;
-/// Largest compressed `metas` body kept in the gzip cache.
+/// Largest `metas` body (plain or compressed) kept in the body cache.
 pub const GZIP_CACHE_ENTRY: u64 = 2 << 20;
-/// Total size of the gzip cache.
-pub const GZIP_CACHE_BUDGET: u64 = 16 << 20;
+/// Total size of the body cache.
+pub const GZIP_CACHE_BUDGET: u64 = 32 << 20;
 /// Time given to open connections after shutdown is requested.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
@@ -59,25 +59,26 @@ struct Loaded {
 struct Shared {
     root: PathBuf,
     cache: RwLock<HashMap<String, Arc<Loaded>>>,
-    gzip: std::sync::Mutex<GzipCache>,
+    bodies: std::sync::Mutex<BodyCache>,
 }
 
-type GzipKey = (PathBuf, [Option<String>; 3]);
+/// (version directory, filter, gzip).
+type BodyKey = (PathBuf, [Option<String>; 3], bool);
 
-/// Compressed `metas` bodies by (version directory, filter); evicts oldest first.
+/// `metas` bodies (plain or gzip) by [`BodyKey`]; evicts oldest first.
 #[derive(Default)]
-struct GzipCache {
-    entries: HashMap<GzipKey, bytes::Bytes>,
-    order: std::collections::VecDeque<GzipKey>,
+struct BodyCache {
+    entries: HashMap<BodyKey, bytes::Bytes>,
+    order: std::collections::VecDeque<BodyKey>,
     size: u64,
 }
 
-impl GzipCache {
-    fn get(&self, key: &GzipKey) -> Option<bytes::Bytes> {
+impl BodyCache {
+    fn get(&self, key: &BodyKey) -> Option<bytes::Bytes> {
         self.entries.get(key).cloned()
     }
 
-    fn insert(&mut self, key: GzipKey, body: bytes::Bytes) {
+    fn insert(&mut self, key: BodyKey, body: bytes::Bytes) {
         if body.len() as u64 > GZIP_CACHE_ENTRY || self.entries.contains_key(&key) {
             return;
         }
@@ -125,12 +126,13 @@ impl IntoResponse for ApiError {
 }
 
 /// The catalog API for the catalogs stored under `root` (the `root` given to
-/// [`crate::fbc::store`]), with gzip compression.
+/// [`crate::fbc::store`]), with gzip compression and request tracing (access log at
+/// `tower_http=debug`).
 pub fn router(root: impl Into<PathBuf>) -> Router {
     let shared = Arc::new(Shared {
         root: root.into(),
         cache: RwLock::new(HashMap::new()),
-        gzip: std::sync::Mutex::new(GzipCache::default()),
+        bodies: std::sync::Mutex::new(BodyCache::default()),
     });
     let compress = SizeAbove::new(GZIP_MIN_SIZE).and(
         |status: StatusCode, _: http::Version, _: &HeaderMap, _: &http::Extensions| {
@@ -141,6 +143,7 @@ pub fn router(root: impl Into<PathBuf>) -> Router {
         .route("/catalogs/{name}/api/v1/all", get(all))
         .route("/catalogs/{name}/api/v1/metas", get(metas))
         .layer(CompressionLayer::new().gzip(true).compress_when(compress))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(shared)
 }
 
@@ -174,10 +177,55 @@ where
     }
 }
 
+/// [`serve`] over TLS with the given server configuration (see [`super::tls::server_config`]).
+pub async fn serve_tls<F>(
+    listener: tokio::net::TcpListener,
+    tls: Arc<tokio_rustls::rustls::ServerConfig>,
+    router: Router,
+    shutdown: F,
+) -> std::io::Result<()>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let listener = super::tls::TlsListener::new(listener, tls)?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = tx.send(());
+    });
+    tokio::select! {
+        r = server => r,
+        _ = async {
+            if rx.await.is_ok() {
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        } => Ok(()),
+    }
+}
+
 impl Shared {
     /// The current stored version of `name`, loading its index on first use.
     async fn lookup(self: &Arc<Self>, name: &str) -> Result<Arc<Loaded>, ApiError> {
         validate_catalog_name(name).map_err(ApiError::BadRequest)?;
+        // A store may swap the version (and remove the old one) between reading the link
+        // and opening the files: look again while the link keeps moving.
+        let mut attempts = 0;
+        loop {
+            let before = current_dir(&self.root, name);
+            match self.lookup_once(name).await {
+                Err(ApiError::NotFound)
+                    if attempts < 10 && current_dir(&self.root, name) != before =>
+                {
+                    attempts += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn lookup_once(self: &Arc<Self>, name: &str) -> Result<Arc<Loaded>, ApiError> {
         let dir = current_dir(&self.root, name).ok_or(ApiError::NotFound)?;
         if let Ok(cache) = self.cache.read()
             && let Some(l) = cache.get(name)
@@ -215,7 +263,15 @@ fn load(dir: &Path) -> Result<Loaded, ApiError> {
     let meta = file
         .metadata()
         .map_err(|e| ApiError::Internal(format!("{}: {e}", path.display())))?;
-    let index = read_index(dir).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let index = match read_index(dir) {
+        Ok(index) => index,
+        Err(crate::fbc::FbcError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Err(ApiError::NotFound);
+        }
+        Err(e) => return Err(ApiError::Internal(e.to_string())),
+    };
     let modified = meta
         .modified()
         .map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -316,6 +372,7 @@ fn base_response(status: StatusCode, l: &Loaded) -> http::response::Builder {
         .status(status)
         .header(header::LAST_MODIFIED, l.last_modified.clone())
         .header(header::ETAG, l.etag.clone())
+        .header(header::VARY, "accept-encoding")
 }
 
 fn precondition_response(p: Precondition, l: &Loaded) -> Option<Response> {
@@ -466,30 +523,39 @@ async fn metas(
     }
     let sections = select(&l, &filter);
     let total: u64 = sections.iter().map(|s| s[1]).sum();
-    if method == Method::GET
+    let gzip = method == Method::GET
         && (GZIP_MIN_SIZE..=4 * GZIP_CACHE_ENTRY).contains(&total)
-        && accepts_gzip(&headers)
-    {
-        let key = (l.dir.clone(), filter);
-        let cached = shared.gzip.lock().ok().and_then(|c| c.get(&key));
+        && accepts_gzip(&headers);
+    if method == Method::GET && (gzip || total <= GZIP_CACHE_ENTRY) {
+        let key = (l.dir.clone(), filter, gzip);
+        let cached = shared.bodies.lock().ok().and_then(|c| c.get(&key));
         let body = match cached {
             Some(b) => b,
             None => {
                 let file = l.file.clone();
-                let b = tokio::task::spawn_blocking(move || gzip_sections(&file, &sections, total))
-                    .await
-                    .map_err(|e| ApiError::Internal(e.to_string()))??;
-                if let Ok(mut c) = shared.gzip.lock() {
+                let b = tokio::task::spawn_blocking(move || {
+                    if gzip {
+                        gzip_sections(&file, &sections, total)
+                    } else {
+                        read_sections(&file, &sections, total)
+                    }
+                })
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))??;
+                if let Ok(mut c) = shared.bodies.lock() {
                     c.insert(key, b.clone());
                 }
                 b
             }
         };
-        let builder = base_response(StatusCode::OK, &l)
-            .header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL)
-            .header(header::CONTENT_ENCODING, "gzip")
-            .header(header::VARY, "accept-encoding")
-            .header(header::CONTENT_LENGTH, b_len(&body));
+        let mut builder =
+            base_response(StatusCode::OK, &l).header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL);
+        if gzip {
+            builder = builder
+                .header(header::CONTENT_ENCODING, "gzip")
+                .header(header::VARY, "accept-encoding");
+        }
+        let builder = builder.header(header::CONTENT_LENGTH, b_len(&body));
         return Ok(build(builder, Body::from(body)));
     }
     let builder = base_response(StatusCode::OK, &l)
@@ -525,6 +591,18 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
                 (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !q_zero
             })
         })
+}
+
+fn read_sections(file: &File, sections: &[Section], total: u64) -> Result<bytes::Bytes, ApiError> {
+    let mut buf = vec![0u8; total as usize];
+    let mut at = 0usize;
+    for &[off, len] in sections {
+        let len = len as usize;
+        file.read_exact_at(&mut buf[at..at + len], off)
+            .map_err(|e| ApiError::Internal(format!("reading catalog: {e}")))?;
+        at += len;
+    }
+    Ok(bytes::Bytes::from(buf))
 }
 
 fn gzip_sections(file: &File, sections: &[Section], total: u64) -> Result<bytes::Bytes, ApiError> {

@@ -1,5 +1,5 @@
-//! HTTP servers: the catalogd-compatible catalog API ([`catalog`]), health probes
-//! ([`health`]), TLS serving ([`tls`]) and metrics.
+//! HTTP servers: the catalogd-compatible catalog API ([`catalog`]), optional TLS for
+//! it ([`tls`]), and health probes ([`health`]).
 
 pub mod catalog;
 pub mod health;

@@ -1,117 +1,122 @@
-//! Serving an axum router over TLS (the catalog server when a certificate is
-//! configured), or over plain HTTP otherwise.
+//! Optional TLS for the HTTP servers: a certificate chain and private key from PEM files
+//! (as catalogd's `--tls-cert`/`--tls-key`) and an axum [`Listener`] that completes TLS
+//! handshakes in background tasks (with a timeout), so a slow or hostile client cannot
+//! hold up accepting other connections.
 
-use anyhow::{Context, Result};
-use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use std::path::Path;
+use axum::serve::Listener;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls;
+use tokio_rustls::server::TlsStream;
 
-/// Loads a PEM certificate chain and private key into a server configuration.
-pub fn load(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>> {
+/// Time a client gets to complete the TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("reading TLS certificate {path}: {message}")]
+    Cert { path: PathBuf, message: String },
+    #[error("reading TLS private key {path}: {message}")]
+    Key { path: PathBuf, message: String },
+    #[error("TLS configuration: {0}")]
+    Config(String),
+}
+
+/// A server configuration from a PEM certificate chain and a PEM private key.
+pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let cert_err = |message: String| TlsError::Cert {
+        path: cert.to_path_buf(),
+        message,
+    };
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .with_context(|| format!("reading TLS certificate {}", cert.display()))?
+        .map_err(|e| cert_err(e.to_string()))?
         .collect::<Result<_, _>>()
-        .with_context(|| format!("parsing TLS certificate {}", cert.display()))?;
-    anyhow::ensure!(
-        !certs.is_empty(),
-        "no certificate found in {}",
-        cert.display()
-    );
-    let key = PrivateKeyDer::from_pem_file(key)
-        .with_context(|| format!("reading TLS private key {}", key.display()))?;
-    let mut config = rustls::ServerConfig::builder()
+        .map_err(|e| cert_err(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(cert_err("no CERTIFICATE block found".into()));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Key {
+        path: key.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .context("TLS certificate and key do not match")?;
+        .map_err(|e| TlsError::Config(e.to_string()))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 
-/// Serves `router` on `listener`, with TLS when `tls` is given.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    tls: Option<Arc<rustls::ServerConfig>>,
-) -> std::io::Result<()> {
-    let Some(tls) = tls else {
-        return axum::serve(listener, router).await;
-    };
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    loop {
-        let (stream, peer) = listener.accept().await?;
-        let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(router.clone());
-        tokio::spawn(async move {
-            let stream = match acceptor.accept(stream).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-            };
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            if let Err(e) = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
+/// A TCP listener that yields connections after their TLS handshake succeeded.
+pub struct TlsListener {
+    local: SocketAddr,
+    rx: tokio::sync::mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    accept_task: tokio::task::JoinHandle<()>,
+}
+
+impl TlsListener {
+    pub fn new(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> std::io::Result<Self> {
+        let local = listener.local_addr()?;
+        let acceptor = TlsAcceptor::from(config);
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        let accept_task = tokio::spawn(async move {
+            loop {
+                let (tcp, addr) = match listener.accept().await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accepting connection");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let acceptor = acceptor.clone();
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(tls)) => {
+                            let _ = tx.send((tls, addr)).await;
+                        }
+                        Ok(Err(e)) => tracing::debug!(%addr, error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!(%addr, "TLS handshake timed out"),
+                    }
+                });
             }
         });
+        Ok(Self {
+            local,
+            rx,
+            accept_task,
+        })
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use axum::routing::get;
+impl Drop for TlsListener {
+    fn drop(&mut self) {
+        self.accept_task.abort();
+    }
+}
 
-    #[tokio::test]
-    async fn serves_https_with_the_configured_certificate() {
-        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let pki = crate::testenv::pki::generate(dir.path()).expect("pki");
-        let config = load(&pki.serving_cert, &pki.serving_key).expect("load");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let router = Router::new().route("/ping", get(|| async { "pong" }));
-        let server = tokio::spawn(serve(listener, router, Some(config)));
+impl Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
 
-        let client = reqwest::Client::builder()
-            .add_root_certificate(
-                reqwest::Certificate::from_pem(pki.ca_pem.as_bytes()).expect("ca"),
-            )
-            .build()
-            .expect("client");
-        let body = client
-            .get(format!("https://127.0.0.1:{port}/ping"))
-            .send()
-            .await
-            .expect("https request")
-            .text()
-            .await
-            .expect("body");
-        assert_eq!(body, "pong");
-        // A client that does not trust the CA is refused.
-        let untrusted = reqwest::get(format!("https://127.0.0.1:{port}/ping")).await;
-        assert!(untrusted.is_err());
-        server.abort();
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.rx.recv().await {
+            Some(conn) => conn,
+            None => std::future::pending().await,
+        }
     }
 
-    #[test]
-    fn mismatched_or_missing_files_are_clear_errors() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let err =
-            load(&dir.path().join("nope.crt"), &dir.path().join("nope.key")).expect_err("missing");
-        assert!(format!("{err:#}").contains("nope.crt"), "{err:#}");
-        let a = crate::testenv::pki::generate(&dir.path().join("a")).expect("pki");
-        let b = crate::testenv::pki::generate(&dir.path().join("b")).expect("pki");
-        let err = load(&a.serving_cert, &b.serving_key).expect_err("mismatch");
-        assert!(format!("{err:#}").contains("do not match"), "{err:#}");
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
     }
 }

@@ -117,6 +117,15 @@ fn prune_logs(root: &Path) {
     };
     let mut failed: Vec<PathBuf> = Vec::new();
     for dir in entries.flatten().map(|e| e.path()) {
+        // `<stamp>-<binary>-<pid>`: a run whose process still lives is left alone.
+        let pid = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit('-').next())
+            .unwrap_or("");
+        if !pid.is_empty() && Path::new("/proc").join(pid).exists() {
+            continue;
+        }
         if dir.join("FAILED").exists() {
             failed.push(dir);
         } else {

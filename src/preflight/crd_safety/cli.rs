@@ -103,10 +103,23 @@ fn fetch_live(name: &str) -> Result<CustomResourceDefinition, String> {
             .await
             .map_err(|e| format!("connecting to the cluster: {e}"))?;
         let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client);
-        api.get(name)
-            .await
-            .map_err(|e| format!("getting CRD {name:?} from the cluster: {e}"))
+        api.get(name).await.map_err(|e| fetch_error(name, &e))
     })
+}
+
+/// A readable error for a failed GET of the live CRD (kube's own text repeats the whole
+/// API status in debug form).
+fn fetch_error(name: &str, e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) if status.is_not_found() => format!(
+            "CRD {name:?} does not exist on the cluster (nothing to compare with: a new CRD is always safe to install)"
+        ),
+        kube::Error::Api(status) => format!(
+            "getting CRD {name:?} from the cluster: {} (HTTP {})",
+            status.message, status.code
+        ),
+        other => format!("getting CRD {name:?} from the cluster: {other}"),
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +157,32 @@ spec:
             stored_versions: stored.map(|s| s.split(',').map(str::to_owned).collect()),
             from_cluster: None,
         }
+    }
+
+    #[test]
+    fn cluster_errors_are_short_and_say_what_is_wrong() {
+        let status = |code: u16, reason: &str, message: &str| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                reason: reason.to_owned(),
+                message: message.to_owned(),
+                ..Default::default()
+            }))
+        };
+        let e = status(
+            404,
+            "NotFound",
+            "customresourcedefinitions.apiextensions.k8s.io \"x.example.com\" not found",
+        );
+        assert_eq!(
+            fetch_error("x.example.com", &e),
+            "CRD \"x.example.com\" does not exist on the cluster (nothing to compare with: a new CRD is always safe to install)"
+        );
+        let e = status(403, "Forbidden", "user \"bob\" cannot get resource");
+        assert_eq!(
+            fetch_error("x.example.com", &e),
+            "getting CRD \"x.example.com\" from the cluster: user \"bob\" cannot get resource (HTTP 403)"
+        );
     }
 
     #[test]

@@ -70,6 +70,39 @@ fn json(v: &JSON) -> String {
     v.0.to_string()
 }
 
+/// `v` with every whole-number float written as an integer (`1.0` → `1`, `3e2` → `300`),
+/// recursively. The API server stores `default` and `enum` values that way (Go decodes
+/// them with integer conversion), so the live copy of a CRD written with `default: 1.0`
+/// reads back as `1`; comparing canonical forms keeps that from looking like a change.
+fn canonical(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.is_finite() && f.fract() == 0.0 => {
+                // 2^63 and 2^64 as f64: whole floats in these ranges convert exactly.
+                if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f) {
+                    Value::from(f as i64)
+                } else if (0.0..1.844_674_407_370_955_2e19).contains(&f) {
+                    Value::from(f as u64)
+                } else {
+                    v.clone()
+                }
+            }
+            _ => v.clone(),
+        },
+        Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
+        Value::Object(o) => {
+            Value::Object(o.iter().map(|(k, v)| (k.clone(), canonical(v))).collect())
+        }
+        _ => v.clone(),
+    }
+}
+
+/// Compares two JSON values as the API server would store them (see [`canonical`]).
+fn same_json(a: &JSON, b: &JSON) -> bool {
+    a == b || canonical(&a.0) == canonical(&b.0)
+}
+
 fn json_list<'a>(values: impl IntoIterator<Item = &'a JSON>) -> String {
     let mut s = String::from("[");
     for (i, v) in values.into_iter().enumerate() {
@@ -568,8 +601,9 @@ fn check_enum(old: Option<&[JSON]>, new: Option<&[JSON]>, node: &mut Node<'_>) {
             ),
         ),
         (Some(o), Some(n)) => {
-            let kept: HashSet<String> = n.iter().map(json).collect();
-            let removed: Vec<&JSON> = o.iter().filter(|v| !kept.contains(&json(v))).collect();
+            let key = |v: &JSON| canonical(&v.0).to_string();
+            let kept: HashSet<String> = n.iter().map(key).collect();
+            let removed: Vec<&JSON> = o.iter().filter(|v| !kept.contains(&key(v))).collect();
             if !removed.is_empty() {
                 node.push(
                     Rule::Enum,
@@ -628,7 +662,7 @@ fn check_default(old: Option<&JSON>, new_schema: &JSONSchemaProps, node: &mut No
             Rule::Default,
             format!("default value removed : {}", json(o)),
         ),
-        (Some(o), Some(n)) if o != n => node.push(
+        (Some(o), Some(n)) if !same_json(o, n) => node.push(
             Rule::Default,
             format!("default value changed : {} -> {}", json(o), json(n)),
         ),
@@ -746,6 +780,9 @@ fn check_multiple_of(old: Option<f64>, new: Option<f64>, node: &mut Node<'_>) {
 }
 
 fn check_pattern(old: Option<&str>, new: Option<&str>, node: &mut Node<'_>) {
+    // An empty pattern matches everything (and the API server drops it on write).
+    let old = old.filter(|s| !s.is_empty());
+    let new = new.filter(|s| !s.is_empty());
     match (old, new) {
         (None, Some(_)) => node.push(
             Rule::Pattern,

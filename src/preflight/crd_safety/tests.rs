@@ -326,6 +326,52 @@ fn pattern_added_or_changed_is_found_and_removal_passes() {
     assert_safe(p(Some("^[a-z]+$")), p(None));
 }
 
+/// The API server stores whole-number floats in `default`/`enum` as integers and drops
+/// empty strings: the live copy of a CRD written with `default: 1.0` or `pattern: ""`
+/// reads back differently, which must not look like a change (found against a real
+/// kube-apiserver by `tests/crd_safety.rs`).
+#[test]
+fn api_server_number_and_empty_string_rewrites_are_not_changes() {
+    let written = obj(json!({
+        "ratio": {"type": "number", "default": 1.0, "enum": [1.0, 2.5, 300.0, 0.0, -4.0]},
+        "count": {"type": "integer", "default": 2.0},
+        "settings": {"type": "object", "default": {"limit": 5.0, "l": [1.0]},
+                     "properties": {"limit": {"type": "number"}, "l": {"type": "array", "items": {"type": "number"}}}},
+        "name": {"type": "string", "pattern": ""}
+    }));
+    let stored = obj(json!({
+        "ratio": {"type": "number", "default": 1, "enum": [1, 2.5, 300, 0, -4]},
+        "count": {"type": "integer", "default": 2},
+        "settings": {"type": "object", "default": {"limit": 5, "l": [1]},
+                     "properties": {"limit": {"type": "number"}, "l": {"type": "array", "items": {"type": "number"}}}},
+        "name": {"type": "string"}
+    }));
+    assert_safe(stored.clone(), written.clone());
+    assert_safe(written.clone(), stored.clone());
+
+    // Real changes of those values are still found.
+    let mut changed = written.clone();
+    changed["properties"]["ratio"]["default"] = json!(1.5);
+    changed["properties"]["ratio"]["enum"] = json!([1.0, 2.5, 300.0, -4.0]);
+    changed["properties"]["count"]["default"] = json!(3.0);
+    changed["properties"]["name"]["pattern"] = json!("^a");
+    assert_eq!(
+        diff_spec(stored, changed),
+        vec![
+            r#"v1: ^.spec.count: default: default value changed : 2 -> 3.0"#.to_owned(),
+            r#"v1: ^.spec.name: pattern: pattern added : "" -> "^a""#.to_owned(),
+            r#"v1: ^.spec.ratio: enum: allowed enum values removed : [0]"#.to_owned(),
+            r#"v1: ^.spec.ratio: default: default value changed : 1 -> 1.5"#.to_owned(),
+        ]
+    );
+    // Integers beyond f64 precision keep their identity.
+    assert_one(
+        obj(json!({"n": {"type": "integer", "default": 9_007_199_254_740_993_u64}})),
+        obj(json!({"n": {"type": "integer", "default": 9_007_199_254_740_992_u64}})),
+        "v1: ^.spec.n: default: default value changed : 9007199254740993 -> 9007199254740992",
+    );
+}
+
 #[test]
 fn nullable_removed_is_found_and_nullable_added_passes() {
     let n = |v: bool| obj(json!({"x": {"type": "string", "nullable": v}}));

@@ -538,3 +538,121 @@ async fn real_fixture_catalogs_load_validate_and_serve() {
     }
     s.shutdown().await;
 }
+
+/// TLS with a certificate made by the `openssl` command (skipped when it is missing).
+#[tokio::test]
+async fn serves_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output();
+    if !made.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("skipping: openssl not available to make a test certificate: {made:?}");
+        return;
+    }
+    let config = crate::server::tls::server_config(&cert, &key).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(src.path().join("c.json"), CAT).unwrap();
+    store(root.path(), "cat", src.path()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve_tls(
+        listener,
+        config,
+        router(root.path()),
+        async move {
+            let _ = rx.await;
+        },
+    ));
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(&cert).unwrap()).unwrap();
+    let c = reqwest::Client::builder()
+        .tls_certs_only([ca])
+        .build()
+        .unwrap();
+    let r = c
+        .get(format!(
+            "https://localhost:{}/catalogs/cat/api/v1/metas?package=q",
+            addr.port()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(lines(&r.text().await.unwrap()).len(), 4);
+    // A plain-HTTP client gets no answer from the TLS port.
+    assert!(
+        client()
+            .get(format!("http://{addr}/catalogs/cat/api/v1/all"))
+            .send()
+            .await
+            .is_err()
+    );
+    // Errors in the files are named.
+    let err = crate::server::tls::server_config(&key, &key)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("tls.key") && err.contains("certificate"),
+        "{err}"
+    );
+    let _ = tx.send(());
+    server.await.unwrap().unwrap();
+}
+
+/// Readers see the old or the new content, never a mix or an error, while versions swap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swaps_are_atomic_for_readers() {
+    let s = Server::start().await;
+    s.store_text("cat", CAT);
+    let second: String = CAT.lines().skip(4).map(|l| format!("{l}\n")).collect();
+    let root = s.root.path().to_path_buf();
+    let (a, b) = (CAT.to_string(), second.clone());
+    let writer = tokio::task::spawn_blocking(move || {
+        for i in 0..40 {
+            let src = tempfile::tempdir().unwrap();
+            std::fs::write(src.path().join("c.json"), if i % 2 == 0 { &b } else { &a }).unwrap();
+            store(&root, "cat", src.path()).unwrap();
+        }
+    });
+    let c = client();
+    let mut seen = std::collections::HashSet::new();
+    while !writer.is_finished() {
+        let r = c
+            .get(s.url("/catalogs/cat/api/v1/all"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let body = r.text().await.unwrap();
+        assert!(body == CAT || body == second, "mixed content: {body}");
+        seen.insert(body);
+    }
+    writer.await.unwrap();
+    assert!(!seen.is_empty());
+    s.shutdown().await;
+}

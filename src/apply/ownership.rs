@@ -1,0 +1,236 @@
+//! Ownership of applied objects (reference §5.6): the owner labels and the ownerReference
+//! added before applying, and the decision whether an existing object may be managed.
+//! Pure.
+
+use super::record::ObjectRef;
+use serde_json::{Map, Value, json};
+
+pub const OWNER_KIND_LABEL: &str = "olm.operatorframework.io/owner-kind";
+pub const OWNER_NAME_LABEL: &str = "olm.operatorframework.io/owner-name";
+pub const OWNER_KIND: &str = "ClusterExtension";
+pub const OWNER_API_VERSION: &str = "olm.operatorframework.io/v1";
+
+/// The ClusterExtension that owns what is applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub name: String,
+    pub uid: String,
+}
+
+impl Owner {
+    pub fn new(name: impl Into<String>, uid: impl Into<String>) -> Self {
+        Owner {
+            name: name.into(),
+            uid: uid.into(),
+        }
+    }
+
+    /// The ownerReference to the ClusterExtension (controller, blockOwnerDeletion).
+    pub fn owner_reference(&self) -> Value {
+        json!({
+            "apiVersion": OWNER_API_VERSION,
+            "kind": OWNER_KIND,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": true,
+            "blockOwnerDeletion": true,
+        })
+    }
+
+    /// The label selector matching the objects of this extension.
+    pub fn label_selector(&self) -> String {
+        format!(
+            "{OWNER_KIND_LABEL}={OWNER_KIND},{OWNER_NAME_LABEL}={}",
+            self.name
+        )
+    }
+}
+
+/// A copy of `obj` with the owner labels and the ownerReference added. Other owner
+/// references of the rendered object are kept; a ClusterExtension reference is replaced.
+pub fn with_ownership(obj: &Value, owner: &Owner) -> Value {
+    let mut out = obj.clone();
+    let Some(root) = out.as_object_mut() else {
+        return out;
+    };
+    let meta = root
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    let Some(meta) = meta.as_object_mut() else {
+        return out;
+    };
+    let labels = meta
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !labels.is_object() {
+        *labels = Value::Object(Map::new());
+    }
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert(OWNER_KIND_LABEL.into(), OWNER_KIND.into());
+        labels.insert(OWNER_NAME_LABEL.into(), owner.name.clone().into());
+    }
+    let mut refs: Vec<Value> = meta
+        .get("ownerReferences")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter(|r| {
+                    !(r["kind"] == OWNER_KIND
+                        && r["apiVersion"]
+                            .as_str()
+                            .is_some_and(|v| v.starts_with("olm.operatorframework.io/")))
+                })
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    refs.push(owner.owner_reference());
+    meta.insert("ownerReferences".into(), Value::Array(refs));
+    out
+}
+
+/// Who an existing object belongs to, from its labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// Labelled as owned by this extension.
+    Ours,
+    /// Labelled as owned by another ClusterExtension.
+    OtherExtension(String),
+    /// Not labelled as managed by any ClusterExtension.
+    Unmanaged,
+}
+
+/// Classifies an existing object's `metadata.labels` for extension `extension`.
+pub fn classify(
+    labels: Option<&std::collections::BTreeMap<String, String>>,
+    extension: &str,
+) -> Ownership {
+    let get = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+    match (get(OWNER_KIND_LABEL), get(OWNER_NAME_LABEL)) {
+        (Some(OWNER_KIND), Some(name)) if name == extension => Ownership::Ours,
+        (Some(OWNER_KIND), Some(name)) => Ownership::OtherExtension(name.to_owned()),
+        _ => Ownership::Unmanaged,
+    }
+}
+
+/// An existing object the extension may not take over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    pub object: ObjectRef,
+    pub ownership: Ownership,
+}
+
+/// The takeover-refusal message: every conflicting object, sorted, with its owner.
+pub fn conflict_message(conflicts: &[Conflict]) -> String {
+    let mut lines: Vec<String> = conflicts
+        .iter()
+        .map(|c| match &c.ownership {
+            Ownership::OtherExtension(other) => {
+                format!("{} (owned by ClusterExtension {other:?})", c.object)
+            }
+            _ => format!("{} (not managed by a ClusterExtension)", c.object),
+        })
+        .collect();
+    lines.sort();
+    lines.dedup();
+    format!(
+        "refusing to take over {} existing object(s) not owned by this ClusterExtension: {}",
+        lines.len(),
+        lines.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn ownership_is_added_and_other_metadata_kept() {
+        let obj = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "n", "labels": {"app": "x"},
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Foo", "name": "f", "uid": "1"},
+                    {"apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension", "name": "old", "uid": "0"}
+                ]},
+            "data": {"a": "b"}
+        });
+        let owner = Owner::new("ext", "uid-1");
+        let out = with_ownership(&obj, &owner);
+        assert_eq!(out["metadata"]["labels"]["app"], "x");
+        assert_eq!(
+            out["metadata"]["labels"][OWNER_KIND_LABEL],
+            "ClusterExtension"
+        );
+        assert_eq!(out["metadata"]["labels"][OWNER_NAME_LABEL], "ext");
+        let refs = out["metadata"]["ownerReferences"].as_array().unwrap();
+        assert_eq!(refs.len(), 2);
+        assert_eq!(refs[0]["kind"], "Foo");
+        assert_eq!(refs[1]["uid"], "uid-1");
+        assert_eq!(refs[1]["controller"], true);
+        assert_eq!(refs[1]["blockOwnerDeletion"], true);
+        assert_eq!(out["data"], obj["data"]);
+        // idempotent
+        assert_eq!(with_ownership(&out, &owner), out);
+    }
+
+    #[test]
+    fn metadata_is_created_when_missing() {
+        let out = with_ownership(
+            &json!({"kind": "X", "metadata": null}),
+            &Owner::new("e", "u"),
+        );
+        assert_eq!(out["metadata"]["labels"][OWNER_NAME_LABEL], "e");
+    }
+
+    #[test]
+    fn classification_by_labels() {
+        let mut l = BTreeMap::new();
+        assert_eq!(classify(None, "e"), Ownership::Unmanaged);
+        assert_eq!(classify(Some(&l), "e"), Ownership::Unmanaged);
+        l.insert(OWNER_NAME_LABEL.to_owned(), "e".to_owned());
+        // name without kind is not ownership
+        assert_eq!(classify(Some(&l), "e"), Ownership::Unmanaged);
+        l.insert(OWNER_KIND_LABEL.to_owned(), "ClusterExtension".to_owned());
+        assert_eq!(classify(Some(&l), "e"), Ownership::Ours);
+        assert_eq!(
+            classify(Some(&l), "f"),
+            Ownership::OtherExtension("e".into())
+        );
+    }
+
+    #[test]
+    fn conflict_message_lists_every_object_sorted() {
+        let r = |kind: &str, ns: &str, name: &str| ObjectRef {
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+            namespace: ns.into(),
+            name: name.into(),
+        };
+        let msg = conflict_message(&[
+            Conflict {
+                object: r("Service", "ns", "b"),
+                ownership: Ownership::Unmanaged,
+            },
+            Conflict {
+                object: r("ConfigMap", "ns", "a"),
+                ownership: Ownership::OtherExtension("other".into()),
+            },
+            Conflict {
+                object: r("Namespace", "", "x"),
+                ownership: Ownership::Unmanaged,
+            },
+        ]);
+        assert_eq!(
+            msg,
+            "refusing to take over 3 existing object(s) not owned by this ClusterExtension: \
+             ConfigMap/ns/a (owned by ClusterExtension \"other\"), Namespace/x (not managed by a ClusterExtension), \
+             Service/ns/b (not managed by a ClusterExtension)"
+        );
+    }
+}

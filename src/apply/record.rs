@@ -1,0 +1,598 @@
+//! The durable revision record (reference A5): what each installed revision applied —
+//! package, bundle, version, release, digest-pinned image, the object references and a
+//! hash of the rendered content — stored as gzip'd JSON in a ConfigMap
+//! `olmv1-revision-<extension>` in the controller's namespace (written by the controller's
+//! own identity; survives restarts; no Helm). Encoding, history bookkeeping and the
+//! ConfigMap shape are pure; [`RevisionStore`] does the reads and writes.
+
+use super::ownership::{OWNER_KIND, OWNER_KIND_LABEL, OWNER_NAME_LABEL, Owner};
+use flate2::Compression;
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::io::{Read as _, Write as _};
+
+/// Key of the gzip'd JSON history in the ConfigMap's `binaryData`.
+pub const DATA_KEY: &str = "history.json.gz";
+/// Largest encoded record accepted (ConfigMaps are limited to 1 MiB in total).
+pub const MAX_ENCODED_BYTES: usize = 900 * 1024;
+/// Largest decoded record accepted when reading (decompression bomb guard).
+pub const MAX_DECODED_BYTES: u64 = 64 * 1024 * 1024;
+/// Revisions kept in the history (the current one included).
+pub const KEEP_REVISIONS: usize = 5;
+const NAME_PREFIX: &str = "olmv1-revision-";
+const FIELD_MANAGER: &str = "olmv1";
+
+/// A reference to one applied object.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ObjectRef {
+    #[serde(default)]
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectRef {
+    /// The reference of a rendered object (`None` without kind, apiVersion or name).
+    pub fn from_object(obj: &Value) -> Option<ObjectRef> {
+        let api_version = obj.get("apiVersion")?.as_str()?;
+        let (group, version) = crate::preflight::permissions::split_api_version(api_version)?;
+        Some(ObjectRef {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: obj.get("kind")?.as_str()?.to_owned(),
+            namespace: obj["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            name: obj["metadata"]["name"].as_str()?.to_owned(),
+        })
+    }
+
+    /// Identity independent of the API version (a served-version change is the same object).
+    pub fn identity(&self) -> (&str, &str, &str, &str) {
+        (&self.group, &self.kind, &self.namespace, &self.name)
+    }
+
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+/// `Kind/namespace/name`, or `Kind/name` for cluster-scoped objects.
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{}/{}", self.kind, self.name)
+        } else {
+            write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RevisionState {
+    /// Being applied (or an attempt that did not finish: its objects are pruning candidates).
+    Pending,
+    /// The installed revision.
+    Installed,
+    /// Replaced by a later installed revision; its dropped objects were pruned.
+    Superseded,
+}
+
+/// The bundle a revision installs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct BundleInfo {
+    pub package: String,
+    pub bundle_name: String,
+    pub version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
+    /// Digest-pinned image reference.
+    pub image: String,
+}
+
+/// One revision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Revision {
+    pub number: u64,
+    pub state: RevisionState,
+    #[serde(flatten)]
+    pub bundle: BundleInfo,
+    /// `sha256:<hex>` of the rendered objects (see [`content_hash`]).
+    pub content_hash: String,
+    pub objects: Vec<ObjectRef>,
+}
+
+/// All recorded revisions of one ClusterExtension, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevisionHistory {
+    pub extension: String,
+    pub uid: String,
+    pub revisions: Vec<Revision>,
+}
+
+impl RevisionHistory {
+    pub fn new(owner: &Owner) -> Self {
+        RevisionHistory {
+            extension: owner.name.clone(),
+            uid: owner.uid.clone(),
+            revisions: Vec::new(),
+        }
+    }
+
+    /// The installed revision, if any.
+    pub fn installed(&self) -> Option<&Revision> {
+        self.revisions
+            .iter()
+            .rev()
+            .find(|r| r.state == RevisionState::Installed)
+    }
+
+    /// Starts a revision for `bundle` with `objects` (rendered, before ownership metadata):
+    /// returns its number. The latest revision is reused when it has the same content and
+    /// bundle (a re-apply records nothing new). Earlier pending revisions are kept so their
+    /// objects are pruned too.
+    pub fn begin(&mut self, bundle: BundleInfo, objects: &[Value]) -> u64 {
+        let hash = content_hash(objects);
+        if let Some(last) = self.revisions.last()
+            && last.content_hash == hash
+            && last.bundle == bundle
+            && last.state != RevisionState::Superseded
+        {
+            return last.number;
+        }
+        let number = self.revisions.iter().map(|r| r.number).max().unwrap_or(0) + 1;
+        let mut refs: Vec<ObjectRef> = objects.iter().filter_map(ObjectRef::from_object).collect();
+        refs.sort();
+        refs.dedup();
+        self.revisions.push(Revision {
+            number,
+            state: RevisionState::Pending,
+            bundle,
+            content_hash: hash,
+            objects: refs,
+        });
+        number
+    }
+
+    pub fn get(&self, number: u64) -> Option<&Revision> {
+        self.revisions.iter().find(|r| r.number == number)
+    }
+
+    /// Objects of every other pending or installed revision that revision `number` does
+    /// not contain: what to delete once `number` is applied.
+    pub fn prune_candidates(&self, number: u64) -> Vec<ObjectRef> {
+        let Some(current) = self.get(number) else {
+            return Vec::new();
+        };
+        let keep: std::collections::HashSet<_> =
+            current.objects.iter().map(|o| o.identity()).collect();
+        let mut out: Vec<ObjectRef> = self
+            .revisions
+            .iter()
+            .filter(|r| r.number != number && r.state != RevisionState::Superseded)
+            .flat_map(|r| r.objects.iter())
+            .filter(|o| !keep.contains(&o.identity()))
+            .cloned()
+            .collect();
+        out.sort();
+        out.dedup_by(|a, b| a.identity() == b.identity());
+        out
+    }
+
+    /// Objects of every pending or installed revision that `objects` (a new rendering) no
+    /// longer contain: what installing `objects` will prune.
+    pub fn dropped_by(&self, objects: &[Value]) -> Vec<ObjectRef> {
+        let keep: std::collections::HashSet<ObjectRef> = objects
+            .iter()
+            .filter_map(ObjectRef::from_object)
+            .map(|mut r| {
+                r.version.clear();
+                r
+            })
+            .collect();
+        let mut out: Vec<ObjectRef> = self
+            .all_objects()
+            .into_iter()
+            .filter(|o| {
+                let mut k = o.clone();
+                k.version.clear();
+                !keep.contains(&k)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Marks `number` installed (after apply and prune), supersedes the others and keeps
+    /// the newest [`KEEP_REVISIONS`].
+    pub fn complete(&mut self, number: u64) {
+        for r in &mut self.revisions {
+            r.state = if r.number == number {
+                RevisionState::Installed
+            } else {
+                RevisionState::Superseded
+            };
+        }
+        let excess = self.revisions.len().saturating_sub(KEEP_REVISIONS);
+        self.revisions.drain(..excess);
+    }
+
+    /// Every object of every non-superseded revision (what an uninstall removes).
+    pub fn all_objects(&self) -> Vec<ObjectRef> {
+        let mut out: Vec<ObjectRef> = self
+            .revisions
+            .iter()
+            .filter(|r| r.state != RevisionState::Superseded)
+            .flat_map(|r| r.objects.iter().cloned())
+            .collect();
+        out.sort();
+        out.dedup_by(|a, b| a.identity() == b.identity());
+        out
+    }
+}
+
+/// `sha256:<hex>` over the rendered objects' JSON, one per line, in order.
+pub fn content_hash(objects: &[Value]) -> String {
+    let mut h = Sha256::new();
+    for o in objects {
+        h.update(o.to_string().as_bytes());
+        h.update(b"\n");
+    }
+    format!("sha256:{}", data_encoding::HEXLOWER.encode(&h.finalize()))
+}
+
+/// Errors of the revision record.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(
+        "revision record of {extension}: {size} bytes compressed exceeds the {MAX_ENCODED_BYTES}-byte limit"
+    )]
+    TooLarge { extension: String, size: usize },
+    #[error("revision record {namespace}/{name} is unreadable: {reason}")]
+    Corrupt {
+        namespace: String,
+        name: String,
+        reason: String,
+    },
+    #[error("revision record {namespace}/{name}: {source}")]
+    Kube {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Gzip'd JSON of the history.
+pub fn encode(history: &RevisionHistory) -> Result<Vec<u8>, RecordError> {
+    let json = serde_json::to_vec(history).map_err(|e| RecordError::Corrupt {
+        namespace: String::new(),
+        name: record_name(&history.extension),
+        reason: e.to_string(),
+    })?;
+    let mut enc = GzEncoder::new(Vec::new(), Compression::best());
+    let gz = enc
+        .write_all(&json)
+        .and_then(|()| enc.finish())
+        .map_err(|e| RecordError::Corrupt {
+            namespace: String::new(),
+            name: record_name(&history.extension),
+            reason: e.to_string(),
+        })?;
+    if gz.len() > MAX_ENCODED_BYTES {
+        return Err(RecordError::TooLarge {
+            extension: history.extension.clone(),
+            size: gz.len(),
+        });
+    }
+    Ok(gz)
+}
+
+/// Inverse of [`encode`]; `Err(reason)` for data that is not a record.
+pub fn decode(gz: &[u8]) -> Result<RevisionHistory, String> {
+    let mut json = Vec::new();
+    GzDecoder::new(gz)
+        .take(MAX_DECODED_BYTES + 1)
+        .read_to_end(&mut json)
+        .map_err(|e| format!("gzip: {e}"))?;
+    if json.len() as u64 > MAX_DECODED_BYTES {
+        return Err(format!(
+            "larger than {MAX_DECODED_BYTES} bytes uncompressed"
+        ));
+    }
+    serde_json::from_slice(&json).map_err(|e| format!("JSON: {e}"))
+}
+
+/// `olmv1-revision-<extension>`, shortened with a hash when longer than 253 characters.
+pub fn record_name(extension: &str) -> String {
+    let name = format!("{NAME_PREFIX}{extension}");
+    if name.len() <= 253 {
+        return name;
+    }
+    let h = Sha256::digest(extension.as_bytes());
+    let suffix = &data_encoding::HEXLOWER.encode(&h)[..16];
+    let keep = 253 - NAME_PREFIX.len() - suffix.len() - 1;
+    let mut cut = extension[..keep.min(extension.len())].to_owned();
+    while !extension.is_char_boundary(cut.len()) {
+        cut.pop();
+    }
+    format!("{NAME_PREFIX}{}-{suffix}", cut.trim_end_matches(['-', '.']))
+}
+
+/// The ConfigMap holding `history` (owned by the ClusterExtension, so garbage collection
+/// removes it with the extension).
+pub fn record_configmap(history: &RevisionHistory, namespace: &str) -> Result<Value, RecordError> {
+    let gz = encode(history)?;
+    Ok(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": record_name(&history.extension),
+            "namespace": namespace,
+            "labels": {
+                OWNER_KIND_LABEL: OWNER_KIND,
+                OWNER_NAME_LABEL: history.extension,
+                "app.kubernetes.io/managed-by": "olmv1",
+                "olm.operatorframework.io/revision-record": "true",
+            },
+            "ownerReferences": [{
+                "apiVersion": super::ownership::OWNER_API_VERSION,
+                "kind": OWNER_KIND,
+                "name": history.extension,
+                "uid": history.uid,
+                "controller": true,
+            }],
+        },
+        "binaryData": { DATA_KEY: data_encoding::BASE64.encode(&gz) },
+    }))
+}
+
+/// Reads and writes revision records with the controller's own identity.
+#[derive(Clone)]
+pub struct RevisionStore {
+    api: Api<k8s_openapi::api::core::v1::ConfigMap>,
+    namespace: String,
+}
+
+impl RevisionStore {
+    /// Records in `namespace` (the controller's namespace).
+    pub fn new(client: kube::Client, namespace: &str) -> Self {
+        RevisionStore {
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.to_owned(),
+        }
+    }
+
+    fn kube_err(&self, extension: &str, source: kube::Error) -> RecordError {
+        RecordError::Kube {
+            namespace: self.namespace.clone(),
+            name: record_name(extension),
+            source,
+        }
+    }
+
+    /// The history of `extension`, `None` if nothing was recorded. A record left by an
+    /// earlier ClusterExtension of the same name (other uid) is not returned.
+    pub async fn load(&self, owner: &Owner) -> Result<Option<RevisionHistory>, RecordError> {
+        let name = record_name(&owner.name);
+        let Some(cm) = self
+            .api
+            .get_opt(&name)
+            .await
+            .map_err(|e| self.kube_err(&owner.name, e))?
+        else {
+            return Ok(None);
+        };
+        let corrupt = |reason: String| RecordError::Corrupt {
+            namespace: self.namespace.clone(),
+            name: name.clone(),
+            reason,
+        };
+        let data = cm
+            .binary_data
+            .as_ref()
+            .and_then(|d| d.get(DATA_KEY))
+            .ok_or_else(|| corrupt(format!("no binaryData key {DATA_KEY}")))?;
+        let history = decode(&data.0).map_err(corrupt)?;
+        if history.extension != owner.name {
+            return Err(corrupt(format!(
+                "records extension {:?}",
+                history.extension
+            )));
+        }
+        if !owner.uid.is_empty() && history.uid != owner.uid {
+            return Ok(None);
+        }
+        Ok(Some(history))
+    }
+
+    /// Writes `history` (server-side apply; unchanged content is not a change).
+    pub async fn save(&self, history: &RevisionHistory) -> Result<(), RecordError> {
+        let cm = record_configmap(history, &self.namespace)?;
+        self.api
+            .patch(
+                &record_name(&history.extension),
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&cm),
+            )
+            .await
+            .map_err(|e| self.kube_err(&history.extension, e))?;
+        Ok(())
+    }
+
+    /// Removes the record of `extension` (absent is fine).
+    pub async fn delete(&self, extension: &str) -> Result<(), RecordError> {
+        match self
+            .api
+            .delete(&record_name(extension), &DeleteParams::default())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(self.kube_err(extension, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cm(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "ns"}})
+    }
+
+    fn bundle(v: &str) -> BundleInfo {
+        BundleInfo {
+            package: "pkg".into(),
+            bundle_name: format!("pkg.v{v}"),
+            version: v.into(),
+            release: None,
+            image: format!("registry/pkg@sha256:{}", "a".repeat(64)),
+        }
+    }
+
+    #[test]
+    fn object_ref_from_objects_and_display() {
+        let r = ObjectRef::from_object(&cm("a")).unwrap();
+        assert_eq!(r.to_string(), "ConfigMap/ns/a");
+        assert_eq!(r.api_version(), "v1");
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "x.y"}});
+        let r = ObjectRef::from_object(&crd).unwrap();
+        assert_eq!(r.to_string(), "CustomResourceDefinition/x.y");
+        assert_eq!(r.group, "apiextensions.k8s.io");
+        assert!(ObjectRef::from_object(&json!({"kind": "X"})).is_none());
+    }
+
+    #[test]
+    fn history_begin_complete_prune() {
+        let owner = Owner::new("ext", "uid");
+        let mut h = RevisionHistory::new(&owner);
+        let one = h.begin(bundle("1"), &[cm("a"), cm("b")]);
+        assert_eq!(one, 1);
+        assert!(h.installed().is_none());
+        assert!(h.prune_candidates(one).is_empty());
+        h.complete(one);
+        assert_eq!(h.installed().unwrap().number, 1);
+        // same content again: no new revision
+        assert_eq!(h.begin(bundle("1"), &[cm("a"), cm("b")]), 1);
+        assert_eq!(h.revisions.len(), 1);
+        // an attempt that crashed, then another revision
+        let two = h.begin(bundle("2"), &[cm("a"), cm("c")]);
+        let three = h.begin(bundle("3"), &[cm("a"), cm("d")]);
+        assert_eq!((two, three), (2, 3));
+        let names: Vec<String> = h
+            .prune_candidates(three)
+            .iter()
+            .map(|o| o.name.clone())
+            .collect();
+        assert_eq!(names, vec!["b", "c"]);
+        h.complete(three);
+        assert_eq!(h.installed().unwrap().bundle.version, "3");
+        assert!(h.prune_candidates(three).is_empty());
+        assert_eq!(h.all_objects().len(), 2);
+        for v in 4..12 {
+            let n = h.begin(bundle(&v.to_string()), &[cm("a")]);
+            h.complete(n);
+        }
+        assert_eq!(h.revisions.len(), KEEP_REVISIONS);
+        assert_eq!(h.installed().unwrap().number, 11);
+    }
+
+    #[test]
+    fn dropped_by_a_new_rendering() {
+        let mut h = RevisionHistory::new(&Owner::new("e", "u"));
+        let one = h.begin(bundle("1"), &[cm("a"), cm("b")]);
+        h.complete(one);
+        h.begin(bundle("2"), &[cm("a"), cm("c")]); // an attempt that did not finish
+        let mut a2 = cm("a");
+        a2["apiVersion"] = json!("v2");
+        let dropped: Vec<String> = h.dropped_by(&[a2]).iter().map(|o| o.name.clone()).collect();
+        assert_eq!(dropped, vec!["b", "c"]);
+        assert!(
+            RevisionHistory::new(&Owner::new("e", "u"))
+                .dropped_by(&[cm("a")])
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_version_change_of_the_same_object_is_not_pruned() {
+        let mut h = RevisionHistory::new(&Owner::new("e", "u"));
+        let mut old = cm("a");
+        old["apiVersion"] = json!("example.com/v1");
+        let mut new = old.clone();
+        new["apiVersion"] = json!("example.com/v2");
+        let one = h.begin(bundle("1"), &[old]);
+        h.complete(one);
+        let two = h.begin(bundle("2"), &[new]);
+        assert!(h.prune_candidates(two).is_empty());
+    }
+
+    #[test]
+    fn encoding_round_trips_and_hundreds_of_objects_fit() {
+        let mut h = RevisionHistory::new(&Owner::new("ext", "uid"));
+        for rev in 0..KEEP_REVISIONS {
+            let objects: Vec<Value> = (0..2000)
+                .map(|i| {
+                    json!({"apiVersion": "example.com/v1beta1", "kind": "SomeLongKindName",
+                        "metadata": {"name": format!("object-with-a-long-name-{rev}-{i:05}"), "namespace": "some-namespace"}})
+                })
+                .collect();
+            let n = h.begin(bundle(&rev.to_string()), &objects);
+            if rev + 1 < KEEP_REVISIONS {
+                h.complete(n);
+            }
+        }
+        let gz = encode(&h).unwrap();
+        assert!(gz.len() < MAX_ENCODED_BYTES, "{} bytes", gz.len());
+        assert_eq!(decode(&gz).unwrap(), h);
+        let cm = record_configmap(&h, "olmv1-system").unwrap();
+        assert_eq!(cm["metadata"]["name"], "olmv1-revision-ext");
+        assert_eq!(cm["metadata"]["ownerReferences"][0]["uid"], "uid");
+        let b64 = cm["binaryData"][DATA_KEY].as_str().unwrap();
+        assert_eq!(data_encoding::BASE64.decode(b64.as_bytes()).unwrap(), gz);
+    }
+
+    #[test]
+    fn garbage_is_rejected() {
+        assert!(decode(b"not gzip").is_err());
+        let mut enc = GzEncoder::new(Vec::new(), Compression::fast());
+        enc.write_all(b"{\"x\":1}").unwrap();
+        assert!(
+            decode(&enc.finish().unwrap())
+                .unwrap_err()
+                .starts_with("JSON")
+        );
+    }
+
+    #[test]
+    fn record_names_stay_valid() {
+        assert_eq!(record_name("argocd"), "olmv1-revision-argocd");
+        let long = "a".repeat(300);
+        let n = record_name(&long);
+        assert_eq!(n.len(), 253);
+        assert_ne!(record_name(&"a".repeat(301)), n);
+    }
+
+    #[test]
+    fn content_hash_depends_on_content_and_order() {
+        let a = content_hash(&[cm("a"), cm("b")]);
+        assert_eq!(a, content_hash(&[cm("a"), cm("b")]));
+        assert_ne!(a, content_hash(&[cm("b"), cm("a")]));
+        assert!(a.starts_with("sha256:") && a.len() == 7 + 64);
+    }
+}

@@ -1,0 +1,186 @@
+//! `olmv1 render`: load, validate and render a registry+v1 bundle offline and print the
+//! objects as YAML documents (or every problem, exit code 1).
+
+use super::{CertProvider, LoadOptions, RenderOptions, load_dir, render, to_yaml_documents};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Where a bundle comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BundleSource {
+    /// An unpacked bundle directory (holding `manifests/` and `metadata/`).
+    Directory(PathBuf),
+    /// An image reference (not supported yet by this command).
+    Image(String),
+}
+
+impl BundleSource {
+    /// An existing path is a directory; anything else is taken as an image reference.
+    pub fn parse(s: &str) -> BundleSource {
+        let p = PathBuf::from(s);
+        if p.exists() {
+            BundleSource::Directory(p)
+        } else {
+            BundleSource::Image(s.to_string())
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CertProviderArg {
+    CertManager,
+    None,
+}
+
+/// Render a registry+v1 bundle into the Kubernetes objects that would be applied.
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// Bundle directory (holding manifests/ and metadata/).
+    pub source: String,
+    /// Install namespace.
+    #[arg(long, short = 'n')]
+    pub namespace: String,
+    /// Namespace the operator watches (shorthand for the config's watchNamespace).
+    #[arg(long)]
+    pub watch_namespace: Option<String>,
+    /// Bundle configuration file (JSON or YAML), the same object as spec.config.inline.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Certificate provider for webhooks.
+    #[arg(long, value_enum, default_value = "cert-manager")]
+    pub cert_provider: CertProviderArg,
+}
+
+const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+fn read_config(path: &PathBuf) -> Result<Value, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(format!(
+            "config file {} is larger than {MAX_CONFIG_BYTES} bytes",
+            path.display()
+        ));
+    }
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    serde_saphyr::from_str::<Value>(&text)
+        .map_err(|e| format!("config file {}: {e}", path.display()))
+}
+
+fn run_inner(args: RenderArgs) -> Result<String, String> {
+    let dir = match BundleSource::parse(&args.source) {
+        BundleSource::Directory(d) => d,
+        BundleSource::Image(r) => {
+            return Err(format!(
+                "\"{r}\" is not a bundle directory (image references are not supported by this command yet)"
+            ));
+        }
+    };
+    let mut config = match &args.config {
+        Some(p) => read_config(p)?,
+        None => Value::Object(Default::default()),
+    };
+    if let Some(ns) = &args.watch_namespace {
+        match config.as_object_mut() {
+            Some(o) => {
+                o.insert("watchNamespace".into(), Value::String(ns.clone()));
+            }
+            None => return Err("the config file must hold an object".to_string()),
+        }
+    }
+    let bundle = load_dir(&dir, &LoadOptions::default()).map_err(|e| e.to_string())?;
+    let options = RenderOptions {
+        cert_provider: match args.cert_provider {
+            CertProviderArg::CertManager => CertProvider::CertManager,
+            CertProviderArg::None => CertProvider::None,
+        },
+    };
+    let objects =
+        render(&bundle, &args.namespace, Some(&config), &options).map_err(|e| e.to_string())?;
+    to_yaml_documents(&objects)
+}
+
+/// Runs `olmv1 render`.
+pub fn run(args: RenderArgs) -> ExitCode {
+    match run_inner(args) {
+        Ok(yaml) => {
+            print!("{yaml}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn testdata(p: &str) -> String {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/bundle/testdata")
+            .join(p)
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    fn args(source: &str) -> RenderArgs {
+        RenderArgs {
+            source: source.to_string(),
+            namespace: "widget-system".into(),
+            watch_namespace: None,
+            config: None,
+            cert_provider: CertProviderArg::CertManager,
+        }
+    }
+
+    #[test]
+    fn prints_the_golden_yaml() {
+        let out = run_inner(args(&testdata("bundles/all-namespaces"))).unwrap();
+        assert_eq!(
+            out,
+            std::fs::read_to_string(testdata("golden/all-namespaces.yaml")).unwrap()
+        );
+    }
+
+    #[test]
+    fn watch_namespace_and_config_file() {
+        let mut a = args(&testdata("bundles/single-namespace"));
+        a.watch_namespace = Some("team-a".into());
+        assert_eq!(
+            run_inner(a).unwrap(),
+            std::fs::read_to_string(testdata("golden/single-namespace.yaml")).unwrap()
+        );
+        let mut a = args(&testdata("bundles/all-namespaces"));
+        a.config = Some(PathBuf::from(testdata("configs/deploymentconfig-env.json")));
+        assert_eq!(
+            run_inner(a).unwrap(),
+            std::fs::read_to_string(testdata("golden/deploymentconfig-env.yaml")).unwrap()
+        );
+    }
+
+    #[test]
+    fn errors_are_reported() {
+        let err = run_inner(args(&testdata("bundles/own-namespace"))).unwrap_err();
+        assert_eq!(
+            err,
+            "invalid configuration: required field \"watchNamespace\" is missing"
+        );
+        let mut a = args(&testdata("bundles/webhook-mutating"));
+        a.cert_provider = CertProviderArg::None;
+        assert_eq!(
+            run_inner(a).unwrap_err(),
+            "unsupported bundle: webhookDefinitions are not supported"
+        );
+        let err = run_inner(args("quay.io/example/bundle:v1")).unwrap_err();
+        assert!(err.contains("image references are not supported"), "{err}");
+        assert_eq!(
+            run(args(&testdata("bundles/own-namespace"))),
+            ExitCode::FAILURE
+        );
+    }
+}

@@ -1,0 +1,250 @@
+//! Evaluating [`Requirements`] for a ServiceAccount with SubjectAccessReviews sent by the
+//! controller's own identity, many in flight at once.
+
+use super::{Permission, Requirements, missing_message};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::{Api, PostParams};
+use std::collections::{BTreeSet, HashMap};
+
+/// SubjectAccessReviews in flight at once.
+pub const DEFAULT_CONCURRENCY: usize = 32;
+
+/// Errors of the permission preflight.
+#[derive(Debug, thiserror::Error)]
+pub enum EvaluateError {
+    /// The account lacks permissions; the message is reference §7's, one line per rule.
+    #[error("{0}")]
+    Missing(String),
+    #[error("checking permissions of {user}: creating a SubjectAccessReview: {source}")]
+    Review {
+        user: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The user name and groups of a ServiceAccount, as the API server authenticates it.
+pub fn service_account_identity(namespace: &str, name: &str) -> (String, Vec<String>) {
+    (
+        format!("system:serviceaccount:{namespace}:{name}"),
+        vec![
+            "system:serviceaccounts".to_owned(),
+            format!("system:serviceaccounts:{namespace}"),
+            "system:authenticated".to_owned(),
+        ],
+    )
+}
+
+fn review(user: &str, groups: &[String], p: &Permission) -> SubjectAccessReview {
+    let mut spec = SubjectAccessReviewSpec {
+        user: Some(user.to_owned()),
+        groups: Some(groups.to_vec()),
+        ..Default::default()
+    };
+    match p {
+        Permission::Resource {
+            namespace,
+            group,
+            resource,
+            name,
+            verb,
+        } => {
+            let (resource, sub) = match resource.split_once('/') {
+                Some((r, s)) => (r, Some(s.to_owned())),
+                None => (resource.as_str(), None),
+            };
+            spec.resource_attributes = Some(ResourceAttributes {
+                namespace: Some(namespace.clone()).filter(|s| !s.is_empty()),
+                group: Some(group.clone()),
+                resource: Some(resource.to_owned()),
+                subresource: sub,
+                name: Some(name.clone()).filter(|s| !s.is_empty()),
+                verb: Some(verb.clone()),
+                ..Default::default()
+            });
+        }
+        Permission::NonResource { path, verb } => {
+            spec.non_resource_attributes = Some(NonResourceAttributes {
+                path: Some(path.clone()),
+                verb: Some(verb.clone()),
+            });
+        }
+    }
+    SubjectAccessReview {
+        spec,
+        ..Default::default()
+    }
+}
+
+/// The unnamed form of a named resource permission (`None` for others). For RBAC an
+/// allowed unnamed request implies every name is allowed.
+pub fn unnamed(p: &Permission) -> Option<Permission> {
+    match p {
+        Permission::Resource {
+            namespace,
+            group,
+            resource,
+            name,
+            verb,
+        } if !name.is_empty() => Some(Permission::resource(namespace, group, resource, "", verb)),
+        _ => None,
+    }
+}
+
+/// The checks of the first round: every permission, named ones replaced by their
+/// unnamed form.
+pub fn first_round(all: &BTreeSet<Permission>) -> BTreeSet<Permission> {
+    all.iter()
+        .map(|p| unnamed(p).unwrap_or_else(|| p.clone()))
+        .collect()
+}
+
+/// The named checks still open after the first round.
+pub fn second_round(
+    all: &BTreeSet<Permission>,
+    first: &HashMap<Permission, bool>,
+) -> Vec<Permission> {
+    all.iter()
+        .filter(|p| !first.contains_key(*p))
+        .filter(|p| unnamed(p).is_none_or(|u| !first.get(&u).copied().unwrap_or(false)))
+        .cloned()
+        .collect()
+}
+
+async fn review_all(
+    api: &Api<SubjectAccessReview>,
+    user: &str,
+    groups: &[String],
+    checks: Vec<Permission>,
+    concurrency: usize,
+) -> Result<Vec<(Permission, bool)>, kube::Error> {
+    futures::stream::iter(checks)
+        .map(|p| {
+            let api = api.clone();
+            let body = review(user, groups, &p);
+            async move {
+                let out = api.create(&PostParams::default(), &body).await?;
+                let allowed = out.status.is_some_and(|s| s.allowed);
+                Ok::<_, kube::Error>((p, allowed))
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect()
+        .await
+}
+
+/// Evaluates `req` for the ServiceAccount `namespace/name` with at most `concurrency`
+/// SubjectAccessReviews in flight; returns the missing permissions (empty = all held).
+/// Two rounds: unnamed checks first (an account holding a verb on a whole resource needs
+/// no per-name checks), then the named checks that are still open.
+pub async fn evaluate(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    req: &Requirements,
+    concurrency: usize,
+) -> Result<BTreeSet<Permission>, EvaluateError> {
+    let (user, groups) = service_account_identity(namespace, name);
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    let err = |source| EvaluateError::Review {
+        user: user.clone(),
+        source,
+    };
+    let all = req.all_checks();
+    let mut results: HashMap<Permission, bool> = review_all(
+        &api,
+        &user,
+        &groups,
+        first_round(&all).into_iter().collect(),
+        concurrency,
+    )
+    .await
+    .map_err(err)?
+    .into_iter()
+    .collect();
+    let open = second_round(&all, &results);
+    results.extend(
+        review_all(&api, &user, &groups, open, concurrency)
+            .await
+            .map_err(err)?,
+    );
+    let allowed = |p: &Permission| {
+        results.get(p).copied().unwrap_or(false)
+            || unnamed(p).is_some_and(|u| results.get(&u).copied().unwrap_or(false))
+    };
+    Ok(req.missing(allowed))
+}
+
+/// [`evaluate`], turning missing permissions into [`EvaluateError::Missing`].
+pub async fn preflight(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    req: &Requirements,
+) -> Result<(), EvaluateError> {
+    let missing = evaluate(client, namespace, name, req, DEFAULT_CONCURRENCY).await?;
+    match missing_message(&missing) {
+        Some(msg) => Err(EvaluateError::Missing(msg)),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_skip_names_covered_by_the_resource() {
+        let all: BTreeSet<Permission> = [
+            Permission::resource("ns", "", "configmaps", "a", "get"),
+            Permission::resource("ns", "", "configmaps", "b", "get"),
+            Permission::resource("ns", "", "configmaps", "a", "delete"),
+            Permission::resource("ns", "", "configmaps", "", "create"),
+            Permission::NonResource {
+                path: "/metrics".into(),
+                verb: "get".into(),
+            },
+        ]
+        .into_iter()
+        .collect();
+        let first = first_round(&all);
+        assert_eq!(first.len(), 4); // get, delete, create on configmaps + /metrics
+        let results: HashMap<Permission, bool> = first
+            .iter()
+            .map(|p| {
+                let allowed = !matches!(p, Permission::Resource { verb, .. } if verb == "delete");
+                (p.clone(), allowed)
+            })
+            .collect();
+        assert_eq!(
+            second_round(&all, &results),
+            vec![Permission::resource("ns", "", "configmaps", "a", "delete")]
+        );
+    }
+
+    #[test]
+    fn reviews_carry_the_service_account_identity() {
+        let (user, groups) = service_account_identity("ns", "sa");
+        let r = review(
+            &user,
+            &groups,
+            &Permission::resource(
+                "",
+                "olm.operatorframework.io",
+                "clusterextensions/finalizers",
+                "e",
+                "update",
+            ),
+        );
+        assert_eq!(r.spec.user.as_deref(), Some("system:serviceaccount:ns:sa"));
+        assert_eq!(r.spec.groups.as_ref().map(Vec::len), Some(3));
+        let a = r.spec.resource_attributes.unwrap();
+        assert_eq!(a.resource.as_deref(), Some("clusterextensions"));
+        assert_eq!(a.subresource.as_deref(), Some("finalizers"));
+        assert_eq!(a.name.as_deref(), Some("e"));
+        assert_eq!(a.namespace, None);
+    }
+}
