@@ -10,6 +10,7 @@
 pub mod api;
 pub mod apply;
 pub mod bundle;
+pub mod content;
 pub mod controller;
 pub mod fbc;
 pub mod image;

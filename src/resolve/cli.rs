@@ -1,6 +1,7 @@
 //! `olmv1 resolve`: resolve a package against catalogs offline and print the chosen
 //! bundle, the exact error, or (`--explain`) a verdict for every bundle. Catalog
-//! sources are a [`CatalogSource`]; only FBC files and directories are read today.
+//! sources are a [`CatalogSource`]: FBC files and directories, catalog images, and
+//! ClusterCatalogs (read through the catalog content client).
 
 use super::{
     Availability, CatalogInput, Explanation, InstalledBundle, ResolveRequest, UpgradePolicy,
@@ -9,16 +10,17 @@ use super::{
 use crate::fbc::model::PackageContent;
 use crate::version::BundleVersion;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct ResolveArgs {
-    /// Catalog to read: an FBC file or directory (repeatable). Image references and
-    /// ClusterCatalog names are recognised but not supported offline yet.
+    /// Catalog to read (repeatable): an FBC file or directory, a catalog image
+    /// reference (registry/repo:tag or @sha256:…), or the name of a ClusterCatalog
+    /// (read from status.urls.base; kubeconfig from --kubeconfig or KUBECONFIG).
     #[arg(long = "catalog", required = true)]
     pub catalogs: Vec<String>,
-    /// Priority of each --catalog, in the same order (default 0).
+    /// Priority of each --catalog, in the same order (default: the ClusterCatalog's
+    /// spec.priority, else 0).
     #[arg(long = "priority", allow_negative_numbers = true)]
     pub priorities: Vec<i32>,
     /// Package name (spec.source.catalog.packageName).
@@ -42,6 +44,8 @@ pub struct ResolveArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
     pub output: Output,
+    #[command(flatten)]
+    pub source: SourceArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -50,61 +54,7 @@ pub enum Output {
     Json,
 }
 
-/// Where a catalog comes from. Only [`CatalogSource::Path`] is implemented; the lead
-/// adds image pulls and ClusterCatalog reads (over the catalogd HTTP API).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CatalogSource {
-    Path(PathBuf),
-    Image(String),
-    ClusterCatalog(String),
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    #[error("catalog {0:?}: reading catalogs from images is not supported by this command yet")]
-    ImageUnsupported(String),
-    #[error(
-        "catalog {0:?}: no such file or directory, and reading ClusterCatalogs is not supported by this command yet"
-    )]
-    ClusterCatalogUnsupported(String),
-    #[error("catalog {path}: {source}")]
-    Fbc {
-        path: String,
-        #[source]
-        source: crate::fbc::FbcError,
-    },
-}
-
-impl CatalogSource {
-    /// An existing path is a catalog on disk; something with a registry-like `/` and
-    /// a tag or digest is an image; anything else is a ClusterCatalog name.
-    pub fn parse(s: &str) -> CatalogSource {
-        let path = PathBuf::from(s);
-        if path.exists() {
-            CatalogSource::Path(path)
-        } else if s.contains('/') && (s.contains(':') || s.contains('@')) {
-            CatalogSource::Image(s.to_string())
-        } else {
-            CatalogSource::ClusterCatalog(s.to_string())
-        }
-    }
-
-    /// The package's content from this source.
-    pub fn load(&self, package: &str) -> Result<PackageContent, SourceError> {
-        match self {
-            CatalogSource::Path(p) => {
-                crate::fbc::load_package(p, package).map_err(|source| SourceError::Fbc {
-                    path: p.display().to_string(),
-                    source,
-                })
-            }
-            CatalogSource::Image(r) => Err(SourceError::ImageUnsupported(r.clone())),
-            CatalogSource::ClusterCatalog(n) => {
-                Err(SourceError::ClusterCatalogUnsupported(n.clone()))
-            }
-        }
-    }
-}
+pub use crate::content::source::{CatalogSource, SourceArgs, SourceError};
 
 /// Turns `--installed` into an installed-bundle record: a bundle name found in a
 /// catalog gives its version; a version finds the bundle's name; a name ending in
@@ -171,10 +121,21 @@ fn run_inner(args: &ResolveArgs) -> Result<ExitCode, String> {
         .iter()
         .map(|c| CatalogSource::parse(c))
         .collect();
-    let contents: Vec<PackageContent> = sources
-        .iter()
-        .map(|s| s.load(&args.package).map_err(|e| e.to_string()))
-        .collect::<Result<_, _>>()?;
+    let mut contents: Vec<PackageContent> = Vec::with_capacity(sources.len());
+    let mut priorities: Vec<i32> = Vec::with_capacity(sources.len());
+    for (i, source) in sources.iter().enumerate() {
+        let loaded = source
+            .load_package_blocking(&args.package, &args.source)
+            .map_err(|e| e.to_string())?;
+        priorities.push(
+            args.priorities
+                .get(i)
+                .copied()
+                .or(loaded.priority)
+                .unwrap_or(0),
+        );
+        contents.push(loaded.content);
+    }
     let installed = args
         .installed
         .as_deref()
@@ -196,7 +157,7 @@ fn run_inner(args: &ResolveArgs) -> Result<ExitCode, String> {
         .enumerate()
         .map(|(i, (name, content))| CatalogInput {
             name,
-            priority: args.priorities.get(i).copied().unwrap_or(0),
+            priority: priorities[i],
             availability: Availability::Available,
             labels: &labels,
             content: Ok(content),
@@ -346,7 +307,6 @@ mod tests {
             CatalogSource::parse("operatorhubio"),
             CatalogSource::ClusterCatalog("operatorhubio".into())
         );
-        assert!(CatalogSource::parse("operatorhubio").load("p").is_err());
     }
 
     #[test]
