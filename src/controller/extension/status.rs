@@ -30,7 +30,10 @@ pub enum Outcome {
     /// A transient failure; retried with backoff.
     Retrying(String),
     /// A failure that retrying cannot fix; `reason` is `Blocked` or `InvalidConfiguration`.
-    Blocked { reason: &'static str, message: String },
+    Blocked {
+        reason: &'static str,
+        message: String,
+    },
     /// The extension cannot be worked on (e.g. its ServiceAccount is missing).
     ValidationFailed(String),
     /// A failure outlasted `progressDeadlineMinutes`.
@@ -48,7 +51,11 @@ pub struct Observation {
 }
 
 /// The status to write.
-pub fn next_status(current: &ClusterExtensionStatus, observation: &Observation, now: &Time) -> ClusterExtensionStatus {
+pub fn next_status(
+    current: &ClusterExtensionStatus,
+    observation: &Observation,
+    now: &Time,
+) -> ClusterExtensionStatus {
     let mut status = current.clone();
     let generation = observation.generation;
     let mut set = |c: Condition| {
@@ -56,7 +63,9 @@ pub fn next_status(current: &ClusterExtensionStatus, observation: &Observation, 
     };
 
     let installed = match (&observation.outcome, &observation.installed) {
-        (Outcome::ValidationFailed(message), _) => unknown(TYPE_INSTALLED, REASON_FAILED, message.clone(), generation),
+        (Outcome::ValidationFailed(message), _) => {
+            unknown(TYPE_INSTALLED, REASON_FAILED, message.clone(), generation)
+        }
         (_, Some(bundle)) => condition(
             TYPE_INSTALLED,
             true,
@@ -64,16 +73,34 @@ pub fn next_status(current: &ClusterExtensionStatus, observation: &Observation, 
             format!("Installed bundle {} successfully", bundle.image),
             generation,
         ),
-        (_, None) => condition(TYPE_INSTALLED, false, REASON_FAILED, MSG_NO_BUNDLE, generation),
+        (_, None) => condition(
+            TYPE_INSTALLED,
+            false,
+            REASON_FAILED,
+            MSG_NO_BUNDLE,
+            generation,
+        ),
     };
     set(installed);
 
     let progressing = match &observation.outcome {
-        Outcome::Succeeded => condition(TYPE_PROGRESSING, true, REASON_SUCCEEDED, MSG_DESIRED_STATE, generation),
-        Outcome::Retrying(message) | Outcome::ValidationFailed(message) => {
-            condition(TYPE_PROGRESSING, true, REASON_RETRYING, message.clone(), generation)
+        Outcome::Succeeded => condition(
+            TYPE_PROGRESSING,
+            true,
+            REASON_SUCCEEDED,
+            MSG_DESIRED_STATE,
+            generation,
+        ),
+        Outcome::Retrying(message) | Outcome::ValidationFailed(message) => condition(
+            TYPE_PROGRESSING,
+            true,
+            REASON_RETRYING,
+            message.clone(),
+            generation,
+        ),
+        Outcome::Blocked { reason, message } => {
+            condition(TYPE_PROGRESSING, false, reason, message.clone(), generation)
         }
-        Outcome::Blocked { reason, message } => condition(TYPE_PROGRESSING, false, reason, message.clone(), generation),
         Outcome::DeadlineExceeded { minutes, last } => condition(
             TYPE_PROGRESSING,
             false,
@@ -90,21 +117,30 @@ pub fn next_status(current: &ClusterExtensionStatus, observation: &Observation, 
     if let Some(deprecation) = &observation.deprecation {
         for d in deprecation {
             let c = match d.status {
-                ConditionStatus::True => condition(d.type_, true, d.reason, d.message.clone(), generation),
-                ConditionStatus::False => condition(d.type_, false, d.reason, d.message.clone(), generation),
-                ConditionStatus::Unknown => unknown(d.type_, d.reason, d.message.clone(), generation),
+                ConditionStatus::True => {
+                    condition(d.type_, true, d.reason, d.message.clone(), generation)
+                }
+                ConditionStatus::False => {
+                    condition(d.type_, false, d.reason, d.message.clone(), generation)
+                }
+                ConditionStatus::Unknown => {
+                    unknown(d.type_, d.reason, d.message.clone(), generation)
+                }
             };
             set(c);
         }
     }
 
-    status.install = observation.installed.as_ref().map(|b| ClusterExtensionInstallStatus {
-        bundle: BundleMetadata {
-            name: b.name.clone(),
-            version: b.version.clone(),
-            release: b.release.clone().filter(|r| !r.is_empty()),
-        },
-    });
+    status.install = observation
+        .installed
+        .as_ref()
+        .map(|b| ClusterExtensionInstallStatus {
+            bundle: BundleMetadata {
+                name: b.name.clone(),
+                version: b.version.clone(),
+                release: b.release.clone().filter(|r| !r.is_empty()),
+            },
+        });
     status.observed_generation = generation;
     status
 }
@@ -116,7 +152,10 @@ pub fn for_resolved_bundle(name: &str, version: &str, error: impl std::fmt::Disp
 
 /// The validation failure message (reference §3 step 2).
 pub fn validation_failed(errors: &[String]) -> String {
-    format!("operation cannot proceed due to the following validation error(s): {}", errors.join(", "))
+    format!(
+        "operation cannot proceed due to the following validation error(s): {}",
+        errors.join(", ")
+    )
 }
 
 #[cfg(test)]
@@ -151,22 +190,52 @@ mod tests {
             generation: Some(1),
             installed: Some(bundle()),
             outcome: Outcome::Succeeded,
-            deprecation: Some(deprecation_conditions(CatalogData::Available(None), &[], Some("argocd-operator.v0.6.0"))),
+            deprecation: Some(deprecation_conditions(
+                CatalogData::Available(None),
+                &[],
+                Some("argocd-operator.v0.6.0"),
+            )),
         };
         let s = next_status(&Default::default(), &obs, &t(1));
         assert_eq!(
             triple(get(&s, "Installed")),
-            ("True", "Succeeded", "Installed bundle quay.io/operatorhubio/argocd-operator@sha256:abc successfully")
+            (
+                "True",
+                "Succeeded",
+                "Installed bundle quay.io/operatorhubio/argocd-operator@sha256:abc successfully"
+            )
         );
-        assert_eq!(triple(get(&s, "Progressing")), ("True", "Succeeded", "Desired state reached"));
-        assert_eq!(triple(get(&s, "Deprecated")), ("False", "NotDeprecated", "not deprecated"));
-        assert_eq!(triple(get(&s, "PackageDeprecated")), ("False", "NotDeprecated", "package not deprecated"));
-        assert_eq!(triple(get(&s, "ChannelDeprecated")), ("False", "NotDeprecated", "channel not deprecated"));
-        assert_eq!(triple(get(&s, "BundleDeprecated")), ("False", "NotDeprecated", "bundle not deprecated"));
+        assert_eq!(
+            triple(get(&s, "Progressing")),
+            ("True", "Succeeded", "Desired state reached")
+        );
+        assert_eq!(
+            triple(get(&s, "Deprecated")),
+            ("False", "NotDeprecated", "not deprecated")
+        );
+        assert_eq!(
+            triple(get(&s, "PackageDeprecated")),
+            ("False", "NotDeprecated", "package not deprecated")
+        );
+        assert_eq!(
+            triple(get(&s, "ChannelDeprecated")),
+            ("False", "NotDeprecated", "channel not deprecated")
+        );
+        assert_eq!(
+            triple(get(&s, "BundleDeprecated")),
+            ("False", "NotDeprecated", "bundle not deprecated")
+        );
         let bundle = &s.install.as_ref().expect("install").bundle;
-        assert_eq!((bundle.name.as_str(), bundle.version.as_str()), ("argocd-operator.v0.6.0", "0.6.0"));
+        assert_eq!(
+            (bundle.name.as_str(), bundle.version.as_str()),
+            ("argocd-operator.v0.6.0", "0.6.0")
+        );
         assert_eq!(s.observed_generation, Some(1));
-        assert!(s.conditions.iter().all(|c| c.observed_generation == Some(1)));
+        assert!(
+            s.conditions
+                .iter()
+                .all(|c| c.observed_generation == Some(1))
+        );
     }
 
     #[test]
@@ -178,13 +247,26 @@ mod tests {
             deprecation: Some(deprecation_conditions(CatalogData::Unavailable, &[], None)),
         };
         let s = next_status(&Default::default(), &obs, &t(1));
-        assert_eq!(triple(get(&s, "Installed")), ("False", "Failed", "No bundle installed"));
-        assert_eq!(triple(get(&s, "Progressing")), ("True", "Retrying", "no bundles found for package \"p\""));
+        assert_eq!(
+            triple(get(&s, "Installed")),
+            ("False", "Failed", "No bundle installed")
+        );
+        assert_eq!(
+            triple(get(&s, "Progressing")),
+            ("True", "Retrying", "no bundles found for package \"p\"")
+        );
         assert_eq!(
             triple(get(&s, "Deprecated")),
-            ("Unknown", "DeprecationStatusUnknown", "deprecation status unknown: catalog data unavailable")
+            (
+                "Unknown",
+                "DeprecationStatusUnknown",
+                "deprecation status unknown: catalog data unavailable"
+            )
         );
-        assert_eq!(triple(get(&s, "BundleDeprecated")), ("Unknown", "Absent", "no bundle installed yet"));
+        assert_eq!(
+            triple(get(&s, "BundleDeprecated")),
+            ("Unknown", "Absent", "no bundle installed yet")
+        );
         assert!(s.install.is_none());
     }
 
@@ -193,23 +275,46 @@ mod tests {
         let obs = Observation {
             generation: Some(3),
             installed: Some(bundle()),
-            outcome: Outcome::Blocked { reason: REASON_INVALID_CONFIGURATION, message: "invalid ClusterExtension configuration: x".into() },
+            outcome: Outcome::Blocked {
+                reason: REASON_INVALID_CONFIGURATION,
+                message: "invalid ClusterExtension configuration: x".into(),
+            },
             deprecation: None,
         };
         let s = next_status(&Default::default(), &obs, &t(1));
         assert_eq!(get(&s, "Installed").status, "True");
-        assert_eq!(triple(get(&s, "Progressing")), ("False", "InvalidConfiguration", "invalid ClusterExtension configuration: x"));
+        assert_eq!(
+            triple(get(&s, "Progressing")),
+            (
+                "False",
+                "InvalidConfiguration",
+                "invalid ClusterExtension configuration: x"
+            )
+        );
         assert!(conditions::find(&s.conditions, "Deprecated").is_none());
     }
 
     #[test]
     fn validation_failure_makes_installed_unknown() {
         let msg = validation_failed(&["service account \"sa\" not found in namespace \"ns\": unable to authenticate with the Kubernetes cluster.".into()]);
-        let obs = Observation { generation: Some(1), installed: None, outcome: Outcome::ValidationFailed(msg.clone()), deprecation: None };
+        let obs = Observation {
+            generation: Some(1),
+            installed: None,
+            outcome: Outcome::ValidationFailed(msg.clone()),
+            deprecation: None,
+        };
         let s = next_status(&Default::default(), &obs, &t(1));
-        assert_eq!(triple(get(&s, "Installed")), ("Unknown", "Failed", msg.as_str()));
-        assert_eq!(triple(get(&s, "Progressing")), ("True", "Retrying", msg.as_str()));
-        assert!(msg.starts_with("operation cannot proceed due to the following validation error(s): service account"));
+        assert_eq!(
+            triple(get(&s, "Installed")),
+            ("Unknown", "Failed", msg.as_str())
+        );
+        assert_eq!(
+            triple(get(&s, "Progressing")),
+            ("True", "Retrying", msg.as_str())
+        );
+        assert!(msg.starts_with(
+            "operation cannot proceed due to the following validation error(s): service account"
+        ));
     }
 
     #[test]
@@ -217,19 +322,31 @@ mod tests {
         let obs = Observation {
             generation: Some(1),
             installed: None,
-            outcome: Outcome::DeadlineExceeded { minutes: 10, last: "boom".into() },
+            outcome: Outcome::DeadlineExceeded {
+                minutes: 10,
+                last: "boom".into(),
+            },
             deprecation: None,
         };
         let s = next_status(&Default::default(), &obs, &t(1));
         assert_eq!(
             triple(get(&s, "Progressing")),
-            ("False", "ProgressDeadlineExceeded", "Revision has not rolled out for 10 minute(s). Last status: boom")
+            (
+                "False",
+                "ProgressDeadlineExceeded",
+                "Revision has not rolled out for 10 minute(s). Last status: boom"
+            )
         );
     }
 
     #[test]
     fn unchanged_observation_writes_nothing_new() {
-        let obs = Observation { generation: Some(1), installed: Some(bundle()), outcome: Outcome::Succeeded, deprecation: None };
+        let obs = Observation {
+            generation: Some(1),
+            installed: Some(bundle()),
+            outcome: Outcome::Succeeded,
+            deprecation: None,
+        };
         let s = next_status(&Default::default(), &obs, &t(1));
         assert_eq!(next_status(&s, &obs, &t(50)), s);
     }
