@@ -373,9 +373,12 @@ impl ImagePuller {
             .join("images")
             .join(top.replace(':', "-"))
             .join(extract.cache_key());
-        if let Some(hit) = read_cached(&final_dir) {
+        if let Some(mut hit) = read_cached(&final_dir) {
             tracing::debug!(image, digest = %top, "image already unpacked, using the cache");
             self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+            // The same content may have been pulled from another repository first:
+            // report the reference that was asked for.
+            hit.reference = pinned_ref;
             return Ok(hit);
         }
 

@@ -134,9 +134,9 @@ fn error_policy(
     Action::requeue(backoff(n))
 }
 
-/// Exponential backoff: 1 s, 2 s, 4 s … capped at 5 minutes.
+/// Exponential backoff: 1 s, 2 s, 4 s … capped at 30 s.
 pub fn backoff(failures: u32) -> Duration {
-    Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(300))
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(30))
 }
 
 /// `pollIntervalMinutes` × unit, stretched by up to 1% so that catalogs do not poll
@@ -357,7 +357,21 @@ async fn fail(
     let by_digest = spec_ref.contains('@');
     let (message, terminal) = match &failure {
         Failure::Image(ImageError::InvalidReference { .. }) => (failure_message(&failure), true),
-        Failure::Image(e) => (failure_message(&failure), by_digest && !e.is_retryable()),
+        // Content problems of an image pinned by digest never fix themselves; credentials,
+        // missing images and registry trouble can.
+        Failure::Image(e) => (
+            failure_message(&failure),
+            by_digest
+                && matches!(
+                    e,
+                    ImageError::MissingLabel { .. }
+                        | ImageError::LabelOutsideImage { .. }
+                        | ImageError::DirectoryMissing { .. }
+                        | ImageError::UnsafeEntry { .. }
+                        | ImageError::LimitExceeded { .. }
+                        | ImageError::Unsupported { .. }
+                ),
+        ),
         Failure::Store(FbcError::Io { .. }) => (failure_message(&failure), false),
         Failure::Store(_) => (failure_message(&failure), by_digest),
     };
@@ -467,7 +481,7 @@ mod tests {
         assert_eq!(backoff(1), Duration::from_secs(1));
         assert_eq!(backoff(2), Duration::from_secs(2));
         assert_eq!(backoff(5), Duration::from_secs(16));
-        assert_eq!(backoff(50), Duration::from_secs(256));
+        assert_eq!(backoff(50), Duration::from_secs(30));
     }
 
     #[test]
