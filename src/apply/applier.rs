@@ -5,6 +5,7 @@
 use super::order::{PhaseKind, apply_order, phase_of, uninstall_order};
 use super::ownership::{Conflict, Owner, Ownership, classify, conflict_message, with_ownership};
 use super::record::ObjectRef;
+use futures::FutureExt;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
@@ -275,6 +276,7 @@ pub async fn apply(
                     };
                     Ok::<_, ApplyError>((r.clone(), changed))
                 }
+                .boxed()
             })
             .buffer_unordered(opts.concurrency.max(1))
             .try_collect()
@@ -302,23 +304,27 @@ async fn check_takeover(
     concurrency: usize,
 ) -> Result<HashMap<usize, Option<String>>, ApplyError> {
     let found: Vec<Option<(usize, Option<String>, Ownership)>> =
-        futures::stream::iter(refs.iter().enumerate())
-            .map(|(i, r)| async move {
-                // A kind that is not served yet (CRD of this bundle) has no objects.
-                let Some((ar, namespaced)) = resolver.resolve(r).await? else {
-                    return Ok(None);
-                };
-                let api = resolver.api(&ar, namespaced, &r.namespace);
-                let existing = get_absent_ok(&api, &r.name)
-                    .await
-                    .map_err(kube_err("reading", r))?;
-                Ok::<_, ApplyError>(existing.map(|o| {
-                    (
-                        i,
-                        o.metadata.resource_version.clone(),
-                        classify(o.metadata.labels.as_ref(), &owner.name),
-                    )
-                }))
+        futures::stream::iter(refs.iter().cloned().enumerate())
+            .map(|(i, r)| {
+                async move {
+                    let r = &r;
+                    // A kind that is not served yet (CRD of this bundle) has no objects.
+                    let Some((ar, namespaced)) = resolver.resolve(r).await? else {
+                        return Ok(None);
+                    };
+                    let api = resolver.api(&ar, namespaced, &r.namespace);
+                    let existing = get_absent_ok(&api, &r.name)
+                        .await
+                        .map_err(kube_err("reading", r))?;
+                    Ok::<_, ApplyError>(existing.map(|o| {
+                        (
+                            i,
+                            o.metadata.resource_version.clone(),
+                            classify(o.metadata.labels.as_ref(), &owner.name),
+                        )
+                    }))
+                }
+                .boxed()
             })
             .buffer_unordered(concurrency.max(1))
             .try_collect()
@@ -432,23 +438,24 @@ async fn delete_phase(
     objects: &[ObjectRef],
     opts: &ApplyOptions,
 ) -> Result<Vec<ObjectRef>, ApplyError> {
-    let out: Vec<Option<ObjectRef>> = futures::stream::iter(objects)
-        .map(|r| async move {
-            let Some((ar, namespaced)) = resolver.resolve(r).await? else {
-                return Ok(None);
-            };
-            let api = resolver.api(&ar, namespaced, &r.namespace);
-            let Some(existing) = get_absent_ok(&api, &r.name)
-                .await
-                .map_err(kube_err("reading", r))?
-            else {
-                return Ok(None);
-            };
-            if classify(existing.metadata.labels.as_ref(), &owner.name) != Ownership::Ours {
-                return Ok(None); // taken over by someone else since: leave it
-            }
-            let params =
-                DeleteParams {
+    let out: Vec<Option<ObjectRef>> = futures::stream::iter(objects.iter().cloned())
+        .map(|r| {
+            async move {
+                let r = &r;
+                let Some((ar, namespaced)) = resolver.resolve(r).await? else {
+                    return Ok(None);
+                };
+                let api = resolver.api(&ar, namespaced, &r.namespace);
+                let Some(existing) = get_absent_ok(&api, &r.name)
+                    .await
+                    .map_err(kube_err("reading", r))?
+                else {
+                    return Ok(None);
+                };
+                if classify(existing.metadata.labels.as_ref(), &owner.name) != Ownership::Ours {
+                    return Ok(None); // taken over by someone else since: leave it
+                }
+                let params = DeleteParams {
                     preconditions: existing.metadata.uid.clone().map(|uid| {
                         kube::api::Preconditions {
                             uid: Some(uid),
@@ -457,15 +464,18 @@ async fn delete_phase(
                     }),
                     ..DeleteParams::background()
                 };
-            match api.delete(&r.name, &params).await {
-                Ok(_) => Ok(Some(r.clone())),
-                Err(e)
-                    if is_not_found(&e) || matches!(&e, kube::Error::Api(s) if s.code == 409) =>
-                {
-                    Ok(None)
+                match api.delete(&r.name, &params).await {
+                    Ok(_) => Ok(Some(r.clone())),
+                    Err(e)
+                        if is_not_found(&e)
+                            || matches!(&e, kube::Error::Api(s) if s.code == 409) =>
+                    {
+                        Ok(None)
+                    }
+                    Err(e) => Err(kube_err("deleting", r)(e)),
                 }
-                Err(e) => Err(kube_err("deleting", r)(e)),
             }
+            .boxed()
         })
         .buffer_unordered(opts.concurrency.max(1))
         .try_collect()

@@ -3,6 +3,7 @@
 //! until SIGTERM/SIGINT.
 
 pub mod catalog;
+pub mod extension;
 pub mod options;
 
 pub use options::ControllerArgs;
@@ -16,6 +17,13 @@ use std::time::Duration;
 /// Builds a client from `--kubeconfig`, `$KUBECONFIG`, `~/.kube/config` or the
 /// in-cluster environment, and proves the API server answers.
 pub async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Client> {
+    Ok(connect_with_config(kubeconfig).await?.1)
+}
+
+/// [`connect`], also returning the configuration (installer clients derive from it).
+pub async fn connect_with_config(
+    kubeconfig: Option<&std::path::Path>,
+) -> Result<(kube::Config, Client)> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -29,18 +37,58 @@ pub async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<Client> {
         )?,
     };
     let server = config.cluster_url.to_string();
-    let client = Client::try_from(config).context("building Kubernetes client")?;
+    let client = Client::try_from(config.clone()).context("building Kubernetes client")?;
     let version = tokio::time::timeout(Duration::from_secs(10), client.apiserver_version())
         .await
         .map_err(|_| anyhow::anyhow!("the API server at {server} did not answer within 10s"))?
         .with_context(|| format!("cannot reach the API server at {server}"))?;
     tracing::info!(server, version = %version.git_version, "connected to the API server");
-    Ok(client)
+    Ok((config, client))
+}
+
+/// The global pull secret, then the controller ServiceAccount's `imagePullSecrets`, as
+/// registry credentials. Missing or unreadable secrets are logged and skipped (public
+/// images still pull).
+pub async fn pull_secrets(
+    client: &Client,
+    namespace: &str,
+    service_account: Option<&str>,
+    global: Option<&str>,
+) -> crate::image::DockerConfig {
+    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
+    let mut names: Vec<String> = global.iter().map(|s| s.to_string()).collect();
+    if let Some(sa) = service_account {
+        let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), namespace);
+        if let Ok(Some(account)) = accounts.get_opt(sa).await {
+            names.extend(
+                account
+                    .image_pull_secrets
+                    .into_iter()
+                    .flatten()
+                    .map(|r| r.name),
+            );
+        }
+    }
+    let mut config = crate::image::DockerConfig::default();
+    for name in names {
+        match secrets.get_opt(&name).await {
+            Ok(Some(secret)) => match crate::image::DockerConfig::from_secret(&secret) {
+                Ok(parsed) => config.merge(&parsed),
+                Err(e) => {
+                    tracing::warn!(secret = %name, error = %e, "ignoring unusable pull secret")
+                }
+            },
+            Ok(None) => tracing::warn!(secret = %name, "pull secret not found"),
+            Err(e) => tracing::warn!(secret = %name, error = %e, "reading pull secret"),
+        }
+    }
+    config
 }
 
 /// Runs the controller until a termination signal arrives.
 pub async fn run(args: ControllerArgs) -> Result<()> {
-    let client = connect(args.kubeconfig.as_deref()).await?;
+    let (config, client) = connect_with_config(args.kubeconfig.as_deref()).await?;
     let readiness = Readiness::default();
     let health_listener = tokio::net::TcpListener::bind(&args.health_probe_bind_address)
         .await
@@ -76,7 +124,7 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let scheme = if tls.is_some() { "https" } else { "http" };
     let catalog_ctx = Arc::new(catalog::CatalogContext::new(
         client.clone(),
-        puller,
+        puller.clone(),
         catalog::CatalogSettings {
             storage_dir: storage_dir.clone(),
             base_url: format!("{scheme}://{}", args.external_address),
@@ -112,11 +160,27 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         )),
     };
     let catalog_reconciler = catalog::run(catalog_ctx);
+    let content = crate::content::ContentClient::new(crate::content::ContentConfig::default())?;
+    let extension_ctx = Arc::new(extension::ExtensionContext::new(
+        client.clone(),
+        config,
+        puller,
+        content,
+        extension::ExtensionSettings {
+            namespace: args.namespace.clone(),
+            service_account: Some(args.service_account.clone()),
+            global_pull_secret: args.global_pull_secret.clone(),
+            cert_provider: crate::bundle::CertProvider::CertManager,
+            minute: Duration::from_secs(args.poll_unit_seconds.max(1)),
+        },
+    ));
+    let extension_reconciler = extension::run(extension_ctx);
     readiness.set_ready(true);
     tokio::select! {
         result = health => result.context("health server failed")?,
         result = catalogs => result.context("catalog server failed")?,
         () = catalog_reconciler => tracing::info!("catalog reconciler stopped"),
+        () = extension_reconciler => tracing::info!("extension reconciler stopped"),
         () = &mut shutdown => tracing::info!("termination signal received, shutting down"),
     }
     Ok(())

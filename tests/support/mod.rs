@@ -9,6 +9,8 @@
 //! are kept (the ten newest), the others are pruned at the next start.
 #![allow(dead_code)]
 
+pub mod bundles;
+
 use olmv1::testenv::{self, Binaries, ControlPlane, Lifetime, Options, manifests};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -12,7 +12,6 @@ use crate::api::{self, AvailabilityMode, ClusterCatalog, ClusterCatalogStatus};
 use crate::fbc::{self, FbcError};
 use crate::image::{DockerConfig, Extract, ImageError, ImagePuller};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -336,7 +335,6 @@ async fn reconcile_catalog(
         }),
     );
     ctx.clear_failures(&name);
-    let _ = ctx.puller.prune_except(&[pulled.digest.as_str()]);
     Ok(requeue(&ctx))
 }
 
@@ -448,39 +446,16 @@ async fn remove_finalizer(
     }
 }
 
-/// The global pull secret, then the controller ServiceAccount's `imagePullSecrets`.
-/// Missing or unreadable secrets are logged and skipped (public images still pull).
+/// The pull secrets of the catalog controller (see [`crate::controller::pull_secrets`]).
 pub async fn pull_secrets(ctx: &CatalogContext) -> DockerConfig {
     let settings = &ctx.settings;
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &settings.namespace);
-    let mut names: Vec<String> = settings.global_pull_secret.iter().cloned().collect();
-    if let Some(sa) = &settings.service_account {
-        let accounts: Api<ServiceAccount> =
-            Api::namespaced(ctx.client.clone(), &settings.namespace);
-        if let Ok(Some(account)) = accounts.get_opt(sa).await {
-            names.extend(
-                account
-                    .image_pull_secrets
-                    .into_iter()
-                    .flatten()
-                    .map(|r| r.name),
-            );
-        }
-    }
-    let mut config = DockerConfig::default();
-    for name in names {
-        match secrets.get_opt(&name).await {
-            Ok(Some(secret)) => match DockerConfig::from_secret(&secret) {
-                Ok(parsed) => config.merge(&parsed),
-                Err(e) => {
-                    tracing::warn!(secret = %name, error = %e, "ignoring unusable pull secret")
-                }
-            },
-            Ok(None) => tracing::warn!(secret = %name, "pull secret not found"),
-            Err(e) => tracing::warn!(secret = %name, error = %e, "reading pull secret"),
-        }
-    }
-    config
+    crate::controller::pull_secrets(
+        &ctx.client,
+        &settings.namespace,
+        settings.service_account.as_deref(),
+        settings.global_pull_secret.as_deref(),
+    )
+    .await
 }
 
 #[cfg(test)]

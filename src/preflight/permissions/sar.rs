@@ -2,6 +2,7 @@
 //! controller's own identity, many in flight at once.
 
 use super::{Permission, Requirements, missing_message};
+use futures::FutureExt;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -130,6 +131,7 @@ async fn review_all(
                 let allowed = out.status.is_some_and(|s| s.allowed);
                 Ok::<_, kube::Error>((p, allowed))
             }
+            .boxed()
         })
         .buffer_unordered(concurrency.max(1))
         .try_collect()

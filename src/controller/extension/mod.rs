@@ -1,0 +1,915 @@
+//! The ClusterExtension reconciler (reference §3): finalizer, validation, installed
+//! state from the revision record, resolution over the served catalogs, bundle pull,
+//! render, CRD upgrade-safety and permission preflights, apply as the installer
+//! ServiceAccount, status and Events; uninstall on deletion (A7).
+//!
+//! Decisions are made by pure functions elsewhere ([`crate::resolve`],
+//! [`crate::bundle`], [`crate::preflight`], [`status`]); this module sequences them and
+//! does the I/O.
+
+pub mod status;
+
+use crate::api::conditions::{REASON_BLOCKED, REASON_INVALID_CONFIGURATION};
+use crate::api::{
+    self, ClusterCatalog, ClusterExtension, ClusterExtensionStatus, CrdUpgradeSafetyEnforcement,
+};
+use crate::apply::{
+    self, ApplyError, BundleInfo, InstallError, InstallerClients, Owner, RevisionStore,
+    UninstallOptions,
+};
+use crate::bundle::{self, CertProvider, RenderOptions};
+use crate::content::ContentClient;
+use crate::image::{Extract, ImageError, ImagePuller};
+use crate::preflight::crd_safety::{self, Enforcement, Verdict};
+use crate::resolve::deprecation::{CatalogData, deprecation_conditions};
+use crate::resolve::{self, ResolveRequest, UpgradePolicy};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+use status::{InstalledBundle, Observation, Outcome};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tracing::Instrument;
+
+/// Annotation that keeps CRDs (and so the users' custom resources) on uninstall (A7).
+pub const ANNOTATION_KEEP_CRDS: &str = "olm.operatorframework.io/keep-crds-on-uninstall";
+
+/// Settings of the ClusterExtension reconciler.
+#[derive(Clone, Debug)]
+pub struct ExtensionSettings {
+    /// The controller's namespace (revision records live there).
+    pub namespace: String,
+    pub service_account: Option<String>,
+    pub global_pull_secret: Option<String>,
+    pub cert_provider: CertProvider,
+    /// Length of one minute of `progressDeadlineMinutes` (shorter in tests).
+    pub minute: Duration,
+}
+
+pub struct ExtensionContext {
+    pub client: kube::Client,
+    pub installers: InstallerClients,
+    pub puller: Arc<ImagePuller>,
+    pub content: ContentClient,
+    pub store: RevisionStore,
+    pub recorder: Recorder,
+    pub settings: ExtensionSettings,
+    /// Per extension: (generation, when failures started), for progressDeadlineMinutes.
+    failing_since: Mutex<HashMap<String, (Option<i64>, Instant)>>,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExtensionError {
+    #[error("{0}")]
+    Kube(#[from] kube::Error),
+}
+
+impl ExtensionContext {
+    pub fn new(
+        client: kube::Client,
+        base_config: kube::Config,
+        puller: Arc<ImagePuller>,
+        content: ContentClient,
+        settings: ExtensionSettings,
+    ) -> Self {
+        let store = RevisionStore::new(client.clone(), &settings.namespace);
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "olmv1".into(),
+                instance: None,
+            },
+        );
+        ExtensionContext {
+            client,
+            installers: InstallerClients::new(base_config),
+            puller,
+            content,
+            store,
+            recorder,
+            settings,
+            failing_since: Mutex::default(),
+            failures: Mutex::default(),
+        }
+    }
+
+    fn next_backoff(&self, name: &str) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let n = failures.entry(name.to_string()).or_default();
+        *n = n.saturating_add(1);
+        crate::controller::catalog::backoff(*n)
+    }
+
+    fn succeeded(&self, name: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        self.failing_since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+    }
+
+    /// How long this extension has been failing at this generation.
+    fn failing_for(&self, name: &str, generation: Option<i64>) -> Duration {
+        let mut map = self.failing_since.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = map
+            .entry(name.to_string())
+            .or_insert((generation, Instant::now()));
+        if entry.0 != generation {
+            *entry = (generation, Instant::now());
+        }
+        entry.1.elapsed()
+    }
+}
+
+/// Runs the reconciler until the stream ends. Re-reconciles every extension when a
+/// ClusterCatalog changes (a new image can mean an upgrade) and when RBAC objects
+/// change (a permission preflight failure can be retried at once).
+pub async fn run(ctx: Arc<ExtensionContext>) {
+    let client = ctx.client.clone();
+    let extensions: Api<ClusterExtension> = Api::all(client.clone());
+    let controller = Controller::new(extensions, watcher::Config::default());
+    let store = controller.store();
+    let all = move || {
+        store
+            .state()
+            .iter()
+            .map(|e| ObjectRef::from_obj(e.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let (a1, a2, a3, a4, a5) = (all.clone(), all.clone(), all.clone(), all.clone(), all);
+    controller
+        .watches(
+            Api::<ClusterCatalog>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| a1(),
+        )
+        .watches(
+            Api::<ClusterRole>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| a2(),
+        )
+        .watches(
+            Api::<ClusterRoleBinding>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| a3(),
+        )
+        .watches(
+            Api::<Role>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| a4(),
+        )
+        .watches(
+            Api::<RoleBinding>::all(client.clone()),
+            watcher::Config::default(),
+            move |_| a5(),
+        )
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "extension reconcile loop");
+            }
+        })
+        .await;
+}
+
+fn error_policy(
+    ext: Arc<ClusterExtension>,
+    error: &ExtensionError,
+    ctx: Arc<ExtensionContext>,
+) -> Action {
+    tracing::warn!(extension = %ext.name_any(), error = %error, "reconcile failed");
+    Action::requeue(ctx.next_backoff(&ext.name_any()))
+}
+
+async fn reconcile(
+    ext: Arc<ClusterExtension>,
+    ctx: Arc<ExtensionContext>,
+) -> Result<Action, ExtensionError> {
+    let span = tracing::info_span!("reconcile", extension = %ext.name_any());
+    reconcile_extension(ext, ctx).instrument(span).await
+}
+
+fn now() -> Time {
+    Time(jiff::Timestamp::now())
+}
+
+/// The installed bundle as the status reports it, from the revision record.
+fn installed_of(history: Option<&apply::RevisionHistory>) -> Option<InstalledBundle> {
+    history
+        .and_then(|h| h.installed())
+        .map(|r| InstalledBundle {
+            name: r.bundle.bundle_name.clone(),
+            version: r.bundle.version.clone(),
+            release: r.bundle.release.clone(),
+            image: r.bundle.image.clone(),
+        })
+}
+
+/// The bundle this reconcile installs.
+struct Target {
+    name: String,
+    package: String,
+    version: String,
+    release: Option<String>,
+    image: String,
+}
+
+async fn reconcile_extension(
+    ext: Arc<ClusterExtension>,
+    ctx: Arc<ExtensionContext>,
+) -> Result<Action, ExtensionError> {
+    let name = ext.name_any();
+    let api: Api<ClusterExtension> = Api::all(ctx.client.clone());
+    let uid = ext.uid().unwrap_or_default();
+    let owner = Owner::new(name.clone(), uid);
+    let generation = ext.meta().generation;
+    let namespace = ext.spec.namespace.clone();
+    let account = ext.spec.service_account.name.clone();
+
+    if ext.meta().deletion_timestamp.is_some() {
+        return finalize(&api, &ext, &ctx, &owner).await;
+    }
+    if !ext
+        .finalizers()
+        .iter()
+        .any(|f| f == api::FINALIZER_EXTENSION)
+    {
+        let mut finalizers = ext.finalizers().to_vec();
+        finalizers.push(api::FINALIZER_EXTENSION.to_string());
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": ext.resource_version()}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        return Ok(Action::requeue(Duration::ZERO));
+    }
+
+    // 2. Validate what the API server cannot.
+    let errors = validate(&ctx, &namespace, &account).await;
+    if !errors.is_empty() {
+        let outcome = Outcome::ValidationFailed(status::validation_failed(&errors));
+        let obs = Observation {
+            generation,
+            installed: None,
+            outcome,
+            deprecation: None,
+        };
+        write_status(&api, &ext, &ctx, &obs).await?;
+        return Ok(Action::requeue(ctx.next_backoff(&name)));
+    }
+
+    // 3. Installed state.
+    let history = match ctx.store.load(&owner).await {
+        Ok(h) => h,
+        Err(e) => {
+            let obs = Observation {
+                generation,
+                installed: None,
+                outcome: Outcome::Retrying(format!("retrying to get installed bundle: {e}")),
+                deprecation: None,
+            };
+            write_status(&api, &ext, &ctx, &obs).await?;
+            return Ok(Action::requeue(ctx.next_backoff(&name)));
+        }
+    };
+    let installed = installed_of(history.as_ref());
+
+    // 4. Resolve.
+    let Some(filter) = ext.spec.source.catalog.clone() else {
+        let obs = Observation {
+            generation,
+            installed,
+            outcome: Outcome::Blocked {
+                reason: REASON_BLOCKED,
+                message: "catalog is required when sourceType is Catalog".into(),
+            },
+            deprecation: None,
+        };
+        write_status(&api, &ext, &ctx, &obs).await?;
+        return Ok(Action::await_change());
+    };
+    let channels = filter.channels.clone().unwrap_or_default();
+    let catalogs = Api::<ClusterCatalog>::all(ctx.client.clone())
+        .list(&ListParams::default())
+        .await?;
+    let contents = ctx
+        .content
+        .catalog_contents(
+            &catalogs.items,
+            &filter.package_name,
+            filter.selector.as_ref(),
+        )
+        .await;
+    let inputs: Vec<_> = contents.iter().map(|c| c.input()).collect();
+    let request = ResolveRequest {
+        package: filter.package_name.clone(),
+        channels: channels.clone(),
+        version_range: filter.version.clone().filter(|v| !v.is_empty()),
+        selector: filter.selector.clone(),
+        policy: match filter.upgrade_constraint_policy {
+            api::UpgradeConstraintPolicy::CatalogProvided => UpgradePolicy::CatalogProvided,
+            api::UpgradeConstraintPolicy::SelfCertified => UpgradePolicy::SelfCertified,
+        },
+        installed: installed.as_ref().map(|b| resolve::InstalledBundle {
+            name: b.name.clone(),
+            version: b.version.clone(),
+            release: b.release.clone(),
+        }),
+    };
+    let installed_name = installed.as_ref().map(|b| b.name.as_str());
+    let (target, deprecation) = match resolve::resolve(&request, &inputs) {
+        Ok(resolution) => {
+            let deprecation = deprecation_conditions(
+                CatalogData::Available(resolution.deprecation.as_ref()),
+                &channels,
+                installed_name,
+            );
+            let b = resolution.bundle;
+            let release = Some(b.version.status_release()).filter(|r| !r.is_empty());
+            let target = Target {
+                name: b.name,
+                package: b.package,
+                version: b.version.status_version(),
+                release,
+                image: b.image,
+            };
+            (target, deprecation)
+        }
+        Err(e) => {
+            let deprecation =
+                deprecation_conditions(CatalogData::Unavailable, &channels, installed_name);
+            // No catalog has the package any more (deleted): keep maintaining what is installed.
+            let keep = e.no_catalog_had_package()
+                && filter.version.as_deref().is_none_or(|v| {
+                    installed
+                        .as_ref()
+                        .is_some_and(|i| i.version == v || v.is_empty())
+                });
+            match (keep, history.as_ref().and_then(|h| h.installed())) {
+                (true, Some(rev)) => {
+                    tracing::info!(extension = %name, "no catalog provides the package any more; maintaining the installed bundle");
+                    let target = Target {
+                        name: rev.bundle.bundle_name.clone(),
+                        package: rev.bundle.package.clone(),
+                        version: rev.bundle.version.clone(),
+                        release: rev.bundle.release.clone(),
+                        image: rev.bundle.image.clone(),
+                    };
+                    (target, deprecation)
+                }
+                _ => {
+                    let message = e.to_string();
+                    emit(
+                        &ctx,
+                        &ext,
+                        EventType::Warning,
+                        "ResolutionFailed",
+                        "Resolve",
+                        &message,
+                    )
+                    .await;
+                    return fail(
+                        &api,
+                        &ext,
+                        &ctx,
+                        installed,
+                        Some(deprecation),
+                        Outcome::Retrying(message),
+                    )
+                    .await;
+                }
+            }
+        }
+    };
+
+    // 5.–8. Pull, render, preflights, apply.
+    match install(&ext, &ctx, &owner, &target, history.as_ref()).await {
+        Ok(done) => {
+            let bundle = InstalledBundle {
+                name: target.name.clone(),
+                version: target.version.clone(),
+                release: target.release.clone(),
+                image: done.image.clone(),
+            };
+            let changed = installed.as_ref() != Some(&bundle);
+            if changed {
+                let (reason, note) = match &installed {
+                    Some(old) => (
+                        "Upgraded",
+                        format!(
+                            "upgraded from {} to {} ({})",
+                            old.version, bundle.version, bundle.name
+                        ),
+                    ),
+                    None => (
+                        "Installed",
+                        format!(
+                            "installed bundle {} version {}",
+                            bundle.name, bundle.version
+                        ),
+                    ),
+                };
+                emit(&ctx, &ext, EventType::Normal, reason, "Install", &note).await;
+            } else if done.applied_changes > 0 {
+                let note = format!(
+                    "restored {} object(s) that differed from the installed revision",
+                    done.applied_changes
+                );
+                emit(
+                    &ctx,
+                    &ext,
+                    EventType::Normal,
+                    "DriftCorrected",
+                    "Apply",
+                    &note,
+                )
+                .await;
+            }
+            for warning in &done.warnings {
+                emit(
+                    &ctx,
+                    &ext,
+                    EventType::Warning,
+                    "CRDUpgradeSafety",
+                    "Preflight",
+                    warning,
+                )
+                .await;
+            }
+            let deprecation =
+                deprecation_conditions_after_install(&contents, &request, &channels, &bundle.name)
+                    .unwrap_or(deprecation);
+            let obs = Observation {
+                generation,
+                installed: Some(bundle),
+                outcome: Outcome::Succeeded,
+                deprecation: Some(deprecation),
+            };
+            write_status(&api, &ext, &ctx, &obs).await?;
+            ctx.succeeded(&name);
+            Ok(Action::await_change())
+        }
+        Err(failure) => {
+            let outcome = match failure {
+                InstallFailure::Retry(message) => Outcome::Retrying(status::for_resolved_bundle(
+                    &target.name,
+                    &target.version,
+                    message,
+                )),
+                InstallFailure::InvalidConfiguration(message) => Outcome::Blocked {
+                    reason: REASON_INVALID_CONFIGURATION,
+                    message,
+                },
+                InstallFailure::Blocked(message) => Outcome::Blocked {
+                    reason: REASON_BLOCKED,
+                    message: status::for_resolved_bundle(&target.name, &target.version, message),
+                },
+            };
+            let message = match &outcome {
+                Outcome::Retrying(m) | Outcome::Blocked { message: m, .. } => m.clone(),
+                _ => String::new(),
+            };
+            emit(
+                &ctx,
+                &ext,
+                EventType::Warning,
+                "InstallFailed",
+                "Install",
+                &message,
+            )
+            .await;
+            fail(&api, &ext, &ctx, installed, Some(deprecation), outcome).await
+        }
+    }
+}
+
+/// After a successful install the deprecation conditions describe the newly installed
+/// bundle (reference §2.1).
+fn deprecation_conditions_after_install(
+    contents: &[crate::content::CatalogContent],
+    request: &ResolveRequest,
+    channels: &[String],
+    installed: &str,
+) -> Option<[crate::resolve::deprecation::DeprecationCondition; 4]> {
+    let inputs: Vec<_> = contents.iter().map(|c| c.input()).collect();
+    let resolution = resolve::resolve(request, &inputs).ok()?;
+    Some(deprecation_conditions(
+        CatalogData::Available(resolution.deprecation.as_ref()),
+        channels,
+        Some(installed),
+    ))
+}
+
+/// Reports a failed reconcile; `Retrying` is retried with backoff, and turns into
+/// `ProgressDeadlineExceeded` once it lasted longer than `progressDeadlineMinutes`.
+async fn fail(
+    api: &Api<ClusterExtension>,
+    ext: &ClusterExtension,
+    ctx: &ExtensionContext,
+    installed: Option<InstalledBundle>,
+    deprecation: Option<[crate::resolve::deprecation::DeprecationCondition; 4]>,
+    mut outcome: Outcome,
+) -> Result<Action, ExtensionError> {
+    let name = ext.name_any();
+    let generation = ext.meta().generation;
+    let failing_for = ctx.failing_for(&name, generation);
+    if let (Some(minutes), Outcome::Retrying(last)) = (ext.spec.progress_deadline_minutes, &outcome)
+        && failing_for >= ctx.settings.minute.saturating_mul(minutes.max(0) as u32)
+    {
+        outcome = Outcome::DeadlineExceeded {
+            minutes,
+            last: last.clone(),
+        };
+    }
+    let retry = !matches!(outcome, Outcome::Blocked { .. });
+    let obs = Observation {
+        generation,
+        installed,
+        outcome,
+        deprecation,
+    };
+    write_status(api, ext, ctx, &obs).await?;
+    Ok(if retry {
+        Action::requeue(ctx.next_backoff(&name))
+    } else {
+        Action::await_change()
+    })
+}
+
+enum InstallFailure {
+    Retry(String),
+    InvalidConfiguration(String),
+    Blocked(String),
+}
+
+struct Installed {
+    image: String,
+    applied_changes: usize,
+    warnings: Vec<String>,
+}
+
+async fn install(
+    ext: &ClusterExtension,
+    ctx: &ExtensionContext,
+    owner: &Owner,
+    target: &Target,
+    history: Option<&apply::RevisionHistory>,
+) -> Result<Installed, InstallFailure> {
+    let namespace = &ext.spec.namespace;
+    let account = &ext.spec.service_account.name;
+
+    // 5. Pull and unpack.
+    let secrets = crate::controller::pull_secrets(
+        &ctx.client,
+        &ctx.settings.namespace,
+        ctx.settings.service_account.as_deref(),
+        ctx.settings.global_pull_secret.as_deref(),
+    )
+    .await;
+    let pulled = ctx
+        .puller
+        .pull(&target.image, &Extract::Whole, &secrets)
+        .await
+        .map_err(|e| match e {
+            ImageError::InvalidReference { .. } => InstallFailure::Blocked(e.to_string()),
+            other => InstallFailure::Retry(other.to_string()),
+        })?;
+
+    // 6. Load and render (CPU work, off the async workers).
+    let dir = pulled.dir.clone();
+    let config = ext
+        .spec
+        .config
+        .as_ref()
+        .and_then(|c| c.inline.clone())
+        .map(Value::Object);
+    let options = RenderOptions {
+        cert_provider: ctx.settings.cert_provider,
+    };
+    let ns = namespace.clone();
+    let rendered = tokio::task::spawn_blocking(move || {
+        let bundle = bundle::load_dir(&dir, &bundle::LoadOptions::default())
+            .map_err(|e| InstallFailure::Retry(e.to_string()))?;
+        bundle::render_owned(bundle, &ns, config.as_ref(), &options).map_err(|e| match e {
+            bundle::RenderError::Config(c) => InstallFailure::InvalidConfiguration(format!(
+                "invalid ClusterExtension configuration: {c}"
+            )),
+            other => InstallFailure::Retry(other.to_string()),
+        })
+    })
+    .await
+    .map_err(|e| InstallFailure::Retry(format!("render task failed: {e}")))??;
+
+    // 7a. CRD upgrade safety against the live CRDs.
+    let enforcement = match ext
+        .spec
+        .install
+        .as_ref()
+        .and_then(|i| i.preflight.as_ref())
+        .and_then(|p| p.crd_upgrade_safety.as_ref())
+        .map(|c| c.enforcement)
+    {
+        Some(CrdUpgradeSafetyEnforcement::None) => Enforcement::None,
+        _ => Enforcement::Strict,
+    };
+    let mut warnings = Vec::new();
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let mut blocked = Vec::new();
+    for obj in rendered
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+    {
+        let crd_name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let live = crds.get_opt(&crd_name).await.map_err(|e| {
+            InstallFailure::Retry(format!(
+                "getting existing resource for CRD {crd_name:?}: {e}"
+            ))
+        })?;
+        let Some(live) = live else { continue };
+        let new: CustomResourceDefinition = serde_json::from_value(obj.clone())
+            .map_err(|e| InstallFailure::Retry(format!("rendered CRD {crd_name:?}: {e}")))?;
+        let findings = crd_safety::check(&live, &new);
+        match crd_safety::verdict(enforcement, &crd_name, &findings) {
+            Verdict::Safe => {}
+            Verdict::Blocked(message) => blocked.push(message),
+            Verdict::Warn(message) => {
+                tracing::warn!(crd = %crd_name, findings = %message, "CRD upgrade safety disabled; proceeding despite unsafe changes");
+                warnings.push(message);
+            }
+        }
+    }
+    if !blocked.is_empty() {
+        return Err(InstallFailure::Retry(blocked.join("\n")));
+    }
+
+    // 7b. Permission preflight, then 8. apply as the installer account.
+    let installer = ctx
+        .installers
+        .get(namespace, account)
+        .map_err(|e| InstallFailure::Retry(e.to_string()))?;
+    apply::check_permissions(
+        &ctx.client,
+        &installer,
+        namespace,
+        account,
+        owner,
+        &rendered,
+        history,
+    )
+    .await
+    .map_err(|e| InstallFailure::Retry(e.to_string()))?;
+    let info = BundleInfo {
+        package: target.package.clone(),
+        bundle_name: target.name.clone(),
+        version: target.version.clone(),
+        release: target.release.clone(),
+        image: pulled.reference.clone(),
+    };
+    let outcome = apply::install_revision(
+        &installer,
+        &ctx.store,
+        owner,
+        info,
+        &rendered,
+        &apply::ApplyOptions::default(),
+    )
+    .await
+    .map_err(|e| match e {
+        InstallError::Apply(ApplyError::Conflict { message, .. }) => InstallFailure::Retry(message),
+        other => InstallFailure::Retry(other.to_string()),
+    })?;
+    Ok(Installed {
+        image: pulled.reference,
+        applied_changes: outcome.report.changed.len(),
+        warnings,
+    })
+}
+
+/// Namespace and installer ServiceAccount exist.
+async fn validate(ctx: &ExtensionContext, namespace: &str, account: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    match Api::<Namespace>::all(ctx.client.clone())
+        .get_opt(namespace)
+        .await
+    {
+        Ok(Some(_)) => {}
+        Ok(None) => errors.push(format!("namespace {namespace:?} not found")),
+        Err(e) => errors.push(format!("getting namespace {namespace:?}: {e}")),
+    }
+    if errors.is_empty() {
+        match Api::<ServiceAccount>::namespaced(ctx.client.clone(), namespace).get_opt(account).await {
+            Ok(Some(_)) => {}
+            Ok(None) => errors.push(format!(
+                "service account {account:?} not found in namespace {namespace:?}: unable to authenticate with the Kubernetes cluster."
+            )),
+            Err(e) => errors.push(format!("getting service account {account:?} in namespace {namespace:?}: {e}")),
+        }
+    }
+    errors
+}
+
+/// Uninstall (A7): everything the extension installed, through its installer account,
+/// then the finalizer. A missing installer account does not block deletion: the
+/// ownerReferences let garbage collection remove the objects.
+async fn finalize(
+    api: &Api<ClusterExtension>,
+    ext: &ClusterExtension,
+    ctx: &ExtensionContext,
+    owner: &Owner,
+) -> Result<Action, ExtensionError> {
+    let name = ext.name_any();
+    if !ext
+        .finalizers()
+        .iter()
+        .any(|f| f == api::FINALIZER_EXTENSION)
+    {
+        return Ok(Action::await_change());
+    }
+    let namespace = &ext.spec.namespace;
+    let account = &ext.spec.service_account.name;
+    let history = match ctx.store.load(owner).await {
+        Ok(h) => h,
+        Err(e) => {
+            emit(
+                ctx,
+                ext,
+                EventType::Warning,
+                "UninstallFailed",
+                "Uninstall",
+                &format!("reading the revision record: {e}"),
+            )
+            .await;
+            return Ok(Action::requeue(ctx.next_backoff(&name)));
+        }
+    };
+    let objects = history
+        .as_ref()
+        .map(|h| h.all_objects())
+        .unwrap_or_default();
+    let keep_crds = ext
+        .annotations()
+        .get(ANNOTATION_KEEP_CRDS)
+        .is_some_and(|v| v == "true");
+    let installer = match ctx.installers.get(namespace, account) {
+        Ok(c) => c,
+        Err(e) => {
+            emit(
+                ctx,
+                ext,
+                EventType::Warning,
+                "UninstallFailed",
+                "Uninstall",
+                &e.to_string(),
+            )
+            .await;
+            return Ok(Action::requeue(ctx.next_backoff(&name)));
+        }
+    };
+    let options = UninstallOptions {
+        keep_crds,
+        apply: Default::default(),
+    };
+    match apply::uninstall(
+        &ctx.client,
+        &installer,
+        namespace,
+        account,
+        owner,
+        &objects,
+        &options,
+    )
+    .await
+    {
+        Ok(report) => {
+            let note = format!(
+                "uninstalled: {} object(s) deleted{}",
+                report.deleted.len(),
+                if report.kept.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} CRD(s) kept", report.kept.len())
+                }
+            );
+            emit(
+                ctx,
+                ext,
+                EventType::Normal,
+                "Uninstalled",
+                "Uninstall",
+                &note,
+            )
+            .await;
+        }
+        Err(ApplyError::InstallerAccountMissing { .. }) => {
+            let note = apply::garbage_collection_fallback(namespace, account, &name, &objects);
+            emit(
+                ctx,
+                ext,
+                EventType::Warning,
+                "InstallerAccountMissing",
+                "Uninstall",
+                &note,
+            )
+            .await;
+        }
+        Err(e) => {
+            emit(
+                ctx,
+                ext,
+                EventType::Warning,
+                "UninstallFailed",
+                "Uninstall",
+                &e.to_string(),
+            )
+            .await;
+            return Ok(Action::requeue(ctx.next_backoff(&name)));
+        }
+    }
+    if let Err(e) = ctx.store.delete(&name).await {
+        tracing::warn!(extension = %name, error = %e, "deleting the revision record");
+    }
+    ctx.installers.forget(namespace, account);
+    let finalizers: Vec<&String> = ext
+        .finalizers()
+        .iter()
+        .filter(|f| *f != api::FINALIZER_EXTENSION)
+        .collect();
+    let patch =
+        json!({"metadata": {"finalizers": finalizers, "resourceVersion": ext.resource_version()}});
+    match api
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => return Err(e.into()),
+    }
+    ctx.succeeded(&name);
+    Ok(Action::await_change())
+}
+
+async fn write_status(
+    api: &Api<ClusterExtension>,
+    ext: &ClusterExtension,
+    _ctx: &ExtensionContext,
+    observation: &Observation,
+) -> Result<(), ExtensionError> {
+    let current = ext.status.clone().unwrap_or_default();
+    let next: ClusterExtensionStatus = status::next_status(&current, observation, &now());
+    if next == current {
+        return Ok(());
+    }
+    let patch = json!({
+        "apiVersion": "olm.operatorframework.io/v1",
+        "kind": "ClusterExtension",
+        "status": next,
+    });
+    api.patch_status(
+        &ext.name_any(),
+        &PatchParams::apply(crate::controller::catalog::FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn emit(
+    ctx: &ExtensionContext,
+    ext: &ClusterExtension,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: &str,
+) {
+    let event = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(
+            crate::api::conditions::sanitize_message(note)
+                .chars()
+                .take(1024)
+                .collect(),
+        ),
+        action: action.to_string(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &ext.object_ref(&())).await {
+        tracing::debug!(error = %e, "publishing event");
+    }
+}

@@ -1,0 +1,361 @@
+//! What a ClusterExtension's status says after a reconcile (reference §2.1, §3 step 9):
+//! a pure function of the current status, what is installed, how this reconcile ended
+//! and the deprecation data of the winning catalog. Messages are capped and cleaned by
+//! [`crate::api::conditions::set_condition`]; transition times only move on flips.
+
+use crate::api::conditions::{self, *};
+use crate::api::{BundleMetadata, ClusterExtensionInstallStatus, ClusterExtensionStatus};
+use crate::resolve::deprecation::{ConditionStatus, DeprecationCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+pub const MSG_DESIRED_STATE: &str = "Desired state reached";
+pub const MSG_NO_BUNDLE: &str = "No bundle installed";
+
+/// The bundle that is installed after this reconcile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstalledBundle {
+    pub name: String,
+    /// As shown in status (`1.0.0+2` for legacy releases).
+    pub version: String,
+    pub release: Option<String>,
+    /// Digest-pinned bundle image.
+    pub image: String,
+}
+
+/// How the reconcile ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The desired bundle is installed.
+    Succeeded,
+    /// A transient failure; retried with backoff.
+    Retrying(String),
+    /// A failure that retrying cannot fix; `reason` is `Blocked` or `InvalidConfiguration`.
+    Blocked {
+        reason: &'static str,
+        message: String,
+    },
+    /// The extension cannot be worked on (e.g. its ServiceAccount is missing).
+    ValidationFailed(String),
+    /// A failure outlasted `progressDeadlineMinutes`.
+    DeadlineExceeded { minutes: i32, last: String },
+}
+
+/// Everything the status is computed from.
+#[derive(Clone, Debug)]
+pub struct Observation {
+    pub generation: Option<i64>,
+    pub installed: Option<InstalledBundle>,
+    pub outcome: Outcome,
+    /// The deprecation conditions; `None` when the reconcile did not reach resolution.
+    pub deprecation: Option<[DeprecationCondition; 4]>,
+}
+
+/// The status to write.
+pub fn next_status(
+    current: &ClusterExtensionStatus,
+    observation: &Observation,
+    now: &Time,
+) -> ClusterExtensionStatus {
+    let mut status = current.clone();
+    let generation = observation.generation;
+    let mut set = |c: Condition| {
+        conditions::set_condition(&mut status.conditions, c, now.clone());
+    };
+
+    let installed = match (&observation.outcome, &observation.installed) {
+        (Outcome::ValidationFailed(message), _) => {
+            unknown(TYPE_INSTALLED, REASON_FAILED, message.clone(), generation)
+        }
+        (_, Some(bundle)) => condition(
+            TYPE_INSTALLED,
+            true,
+            REASON_SUCCEEDED,
+            format!("Installed bundle {} successfully", bundle.image),
+            generation,
+        ),
+        (_, None) => condition(
+            TYPE_INSTALLED,
+            false,
+            REASON_FAILED,
+            MSG_NO_BUNDLE,
+            generation,
+        ),
+    };
+    set(installed);
+
+    let progressing = match &observation.outcome {
+        Outcome::Succeeded => condition(
+            TYPE_PROGRESSING,
+            true,
+            REASON_SUCCEEDED,
+            MSG_DESIRED_STATE,
+            generation,
+        ),
+        Outcome::Retrying(message) | Outcome::ValidationFailed(message) => condition(
+            TYPE_PROGRESSING,
+            true,
+            REASON_RETRYING,
+            message.clone(),
+            generation,
+        ),
+        Outcome::Blocked { reason, message } => {
+            condition(TYPE_PROGRESSING, false, reason, message.clone(), generation)
+        }
+        Outcome::DeadlineExceeded { minutes, last } => condition(
+            TYPE_PROGRESSING,
+            false,
+            REASON_PROGRESS_DEADLINE_EXCEEDED,
+            format!(
+                "Revision has not rolled out for {minutes} minute{}. Last status: {last}",
+                if *minutes == 1 { "" } else { "(s)" }
+            ),
+            generation,
+        ),
+    };
+    set(progressing);
+
+    if let Some(deprecation) = &observation.deprecation {
+        for d in deprecation {
+            let c = match d.status {
+                ConditionStatus::True => {
+                    condition(d.type_, true, d.reason, d.message.clone(), generation)
+                }
+                ConditionStatus::False => {
+                    condition(d.type_, false, d.reason, d.message.clone(), generation)
+                }
+                ConditionStatus::Unknown => {
+                    unknown(d.type_, d.reason, d.message.clone(), generation)
+                }
+            };
+            set(c);
+        }
+    }
+
+    status.install = observation
+        .installed
+        .as_ref()
+        .map(|b| ClusterExtensionInstallStatus {
+            bundle: BundleMetadata {
+                name: b.name.clone(),
+                version: b.version.clone(),
+                release: b.release.clone().filter(|r| !r.is_empty()),
+            },
+        });
+    status.observed_generation = generation;
+    status
+}
+
+/// `error for resolved bundle "<name>" with version "<version>": <err>` (reference §2.1).
+pub fn for_resolved_bundle(name: &str, version: &str, error: impl std::fmt::Display) -> String {
+    format!("error for resolved bundle \"{name}\" with version \"{version}\": {error}")
+}
+
+/// The validation failure message (reference §3 step 2).
+pub fn validation_failed(errors: &[String]) -> String {
+    format!(
+        "operation cannot proceed due to the following validation error(s): {}",
+        errors.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resolve::deprecation::{CatalogData, deprecation_conditions};
+
+    fn t(s: i64) -> Time {
+        Time(jiff::Timestamp::from_second(s).expect("time"))
+    }
+
+    fn bundle() -> InstalledBundle {
+        InstalledBundle {
+            name: "argocd-operator.v0.6.0".into(),
+            version: "0.6.0".into(),
+            release: None,
+            image: "quay.io/operatorhubio/argocd-operator@sha256:abc".into(),
+        }
+    }
+
+    fn get<'a>(s: &'a ClusterExtensionStatus, t: &str) -> &'a Condition {
+        conditions::find(&s.conditions, t).expect("condition")
+    }
+
+    fn triple(c: &Condition) -> (&str, &str, &str) {
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str())
+    }
+
+    #[test]
+    fn success_matches_the_seed_example() {
+        let obs = Observation {
+            generation: Some(1),
+            installed: Some(bundle()),
+            outcome: Outcome::Succeeded,
+            deprecation: Some(deprecation_conditions(
+                CatalogData::Available(None),
+                &[],
+                Some("argocd-operator.v0.6.0"),
+            )),
+        };
+        let s = next_status(&Default::default(), &obs, &t(1));
+        assert_eq!(
+            triple(get(&s, "Installed")),
+            (
+                "True",
+                "Succeeded",
+                "Installed bundle quay.io/operatorhubio/argocd-operator@sha256:abc successfully"
+            )
+        );
+        assert_eq!(
+            triple(get(&s, "Progressing")),
+            ("True", "Succeeded", "Desired state reached")
+        );
+        assert_eq!(
+            triple(get(&s, "Deprecated")),
+            ("False", "NotDeprecated", "not deprecated")
+        );
+        assert_eq!(
+            triple(get(&s, "PackageDeprecated")),
+            ("False", "NotDeprecated", "package not deprecated")
+        );
+        assert_eq!(
+            triple(get(&s, "ChannelDeprecated")),
+            ("False", "NotDeprecated", "channel not deprecated")
+        );
+        assert_eq!(
+            triple(get(&s, "BundleDeprecated")),
+            ("False", "NotDeprecated", "bundle not deprecated")
+        );
+        let bundle = &s.install.as_ref().expect("install").bundle;
+        assert_eq!(
+            (bundle.name.as_str(), bundle.version.as_str()),
+            ("argocd-operator.v0.6.0", "0.6.0")
+        );
+        assert_eq!(s.observed_generation, Some(1));
+        assert!(
+            s.conditions
+                .iter()
+                .all(|c| c.observed_generation == Some(1))
+        );
+    }
+
+    #[test]
+    fn retrying_without_an_installed_bundle() {
+        let obs = Observation {
+            generation: Some(2),
+            installed: None,
+            outcome: Outcome::Retrying("no bundles found for package \"p\"".into()),
+            deprecation: Some(deprecation_conditions(CatalogData::Unavailable, &[], None)),
+        };
+        let s = next_status(&Default::default(), &obs, &t(1));
+        assert_eq!(
+            triple(get(&s, "Installed")),
+            ("False", "Failed", "No bundle installed")
+        );
+        assert_eq!(
+            triple(get(&s, "Progressing")),
+            ("True", "Retrying", "no bundles found for package \"p\"")
+        );
+        assert_eq!(
+            triple(get(&s, "Deprecated")),
+            (
+                "Unknown",
+                "DeprecationStatusUnknown",
+                "deprecation status unknown: catalog data unavailable"
+            )
+        );
+        assert_eq!(
+            triple(get(&s, "BundleDeprecated")),
+            ("Unknown", "Absent", "no bundle installed yet")
+        );
+        assert!(s.install.is_none());
+    }
+
+    #[test]
+    fn failures_keep_the_installed_bundle_reported() {
+        let obs = Observation {
+            generation: Some(3),
+            installed: Some(bundle()),
+            outcome: Outcome::Blocked {
+                reason: REASON_INVALID_CONFIGURATION,
+                message: "invalid ClusterExtension configuration: x".into(),
+            },
+            deprecation: None,
+        };
+        let s = next_status(&Default::default(), &obs, &t(1));
+        assert_eq!(get(&s, "Installed").status, "True");
+        assert_eq!(
+            triple(get(&s, "Progressing")),
+            (
+                "False",
+                "InvalidConfiguration",
+                "invalid ClusterExtension configuration: x"
+            )
+        );
+        assert!(conditions::find(&s.conditions, "Deprecated").is_none());
+    }
+
+    #[test]
+    fn validation_failure_makes_installed_unknown() {
+        let msg = validation_failed(&["service account \"sa\" not found in namespace \"ns\": unable to authenticate with the Kubernetes cluster.".into()]);
+        let obs = Observation {
+            generation: Some(1),
+            installed: None,
+            outcome: Outcome::ValidationFailed(msg.clone()),
+            deprecation: None,
+        };
+        let s = next_status(&Default::default(), &obs, &t(1));
+        assert_eq!(
+            triple(get(&s, "Installed")),
+            ("Unknown", "Failed", msg.as_str())
+        );
+        assert_eq!(
+            triple(get(&s, "Progressing")),
+            ("True", "Retrying", msg.as_str())
+        );
+        assert!(msg.starts_with(
+            "operation cannot proceed due to the following validation error(s): service account"
+        ));
+    }
+
+    #[test]
+    fn deadline_message() {
+        let obs = Observation {
+            generation: Some(1),
+            installed: None,
+            outcome: Outcome::DeadlineExceeded {
+                minutes: 10,
+                last: "boom".into(),
+            },
+            deprecation: None,
+        };
+        let s = next_status(&Default::default(), &obs, &t(1));
+        assert_eq!(
+            triple(get(&s, "Progressing")),
+            (
+                "False",
+                "ProgressDeadlineExceeded",
+                "Revision has not rolled out for 10 minute(s). Last status: boom"
+            )
+        );
+    }
+
+    #[test]
+    fn unchanged_observation_writes_nothing_new() {
+        let obs = Observation {
+            generation: Some(1),
+            installed: Some(bundle()),
+            outcome: Outcome::Succeeded,
+            deprecation: None,
+        };
+        let s = next_status(&Default::default(), &obs, &t(1));
+        assert_eq!(next_status(&s, &obs, &t(50)), s);
+    }
+
+    #[test]
+    fn resolved_bundle_prefix() {
+        assert_eq!(
+            for_resolved_bundle("p.v1", "1.0.0", "boom"),
+            "error for resolved bundle \"p.v1\" with version \"1.0.0\": boom"
+        );
+    }
+}
