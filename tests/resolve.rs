@@ -97,6 +97,12 @@ async fn served(prefix: &str, catalog: Vec<u8>) -> (String, ClusterCatalog, Stri
     let host = support::registry().host().to_string();
     let name = support::unique(prefix);
     let image = format!("{host}/catalogs/{name}:v1");
+    // A blob of an unknown schema (kept and served) makes every catalog image unique.
+    // With identical content, two repositories share one digest, and the image cache
+    // then reports the first repository in status.resolvedSource (src/image bug,
+    // reported to the lead).
+    let mut catalog = catalog;
+    catalog.extend(format!("{}\n", json!({"schema": "olmv1.test", "name": name})).bytes());
     let pushed = push(&format!("catalogs/{name}:v1"), catalog).await;
     api.create(&PostParams::default(), &cluster_catalog(&name, &image, 0))
         .await
@@ -362,6 +368,116 @@ async fn the_resolve_command_reads_cluster_catalogs_and_images() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("ClusterCatalog \"no-such-catalog\" not found"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn the_catalog_command_reads_cluster_catalogs_and_images() {
+    let (name, _, image) = served("query", fbc(&["1.0.0", "1.1.0"], &[])).await;
+    let json_of = |out: std::process::Output| -> Value {
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("JSON output")
+    };
+
+    let bundles = json_of(olmv1_cli(&[
+        "catalog",
+        "bundles",
+        "--catalog",
+        &name,
+        "--package",
+        "foo",
+        "-o",
+        "json",
+    ]));
+    let names: Vec<&str> = bundles
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|b| b["name"].as_str())
+        .collect();
+    assert_eq!(names, ["foo.v1.0.0", "foo.v1.1.0"]);
+    assert_eq!(bundles[1]["image"], "example.com/bundles/foo:v1.1.0");
+
+    // Whole catalog (no --package): `/api/v1/all`.
+    let packages = json_of(olmv1_cli(&[
+        "catalog",
+        "packages",
+        "--catalog",
+        &name,
+        "-o",
+        "json",
+    ]));
+    assert_eq!(packages[0]["name"], "foo");
+    assert_eq!(packages[0]["latestVersion"], "1.1.0");
+
+    // Raw blobs are served unchanged (the icon the resolver's cache drops is there).
+    let out = olmv1_cli(&[
+        "catalog",
+        "show",
+        "--catalog",
+        &name,
+        "--package",
+        "foo",
+        "--schema",
+        "olm.package",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("QUJD") && stdout.contains("the foo operator"),
+        "{stdout}"
+    );
+
+    // The catalog image itself.
+    let cache = tempfile::tempdir().expect("tempdir");
+    let host = support::registry().host().to_string();
+    let channels = json_of(olmv1_cli(&[
+        "catalog",
+        "channels",
+        "--catalog",
+        &image,
+        "--insecure-registry",
+        &host,
+        "--image-cache-dir",
+        cache.path().to_str().unwrap(),
+        "-o",
+        "json",
+    ]));
+    let mut heads: Vec<(&str, &str)> = channels
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["head"].as_str().unwrap()))
+        .collect();
+    heads.sort();
+    assert_eq!(heads, [("fast", "foo.v1.1.0"), ("stable", "foo.v1.1.0")]);
+
+    // Not serving: the same message as for resolution.
+    let api = api().await;
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"availabilityMode": "Unavailable"}})),
+    )
+    .await
+    .expect("patch");
+    support::eventually(30, "Serving=False", || async {
+        let c = api.get(&name).await.ok()?;
+        let s = conditions::find(&c.status.as_ref()?.conditions, "Serving")?.clone();
+        (s.status == "False").then_some(())
+    })
+    .await;
+    let out = olmv1_cli(&["catalog", "packages", "--catalog", &name]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("catalog \"{name}\" is not being served")),
         "{stderr}"
     );
 }

@@ -434,17 +434,11 @@ mod tests {
     fn resolution_is_unchanged_by_the_projection() {
         use crate::resolve::{Availability, CatalogInput, InstalledBundle, ResolveRequest};
         let mut full = PackageContent::default();
-        for mut blob in catalog() {
+        for blob in catalog() {
             if blob["package"] == "bar" || blob["name"] == "bar" {
                 continue;
             }
-            // the full model cannot read `image: null`; normalise for the comparison
-            if blob["image"].is_null() && blob["schema"] == "olm.bundle" {
-                blob["image"] = json!("");
-            }
-            if let Some(r) = blob.get_mut("relatedImages") {
-                r[0]["image"] = json!("");
-            }
+            // the full model reads `"image": null` as "" too (as Go does)
             full.push_blob(&blob).unwrap();
         }
         let compact = parse_jsonl(&jsonl(&catalog()), "foo", true).unwrap();

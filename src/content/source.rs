@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 /// Options shared by the commands that take `--catalog` (flatten into their args).
 #[derive(Clone, Debug, Default, clap::Args)]
-pub struct SourceArgs {
+pub struct FetchArgs {
     /// Registry (host[:port]) reached over plain HTTP when --catalog is an image
     /// (repeatable; for loopback test registries).
     #[arg(long = "insecure-registry")]
@@ -102,7 +102,7 @@ impl CatalogSource {
     pub async fn load_package(
         &self,
         package: &str,
-        args: &SourceArgs,
+        args: &FetchArgs,
     ) -> Result<LoadedPackage, SourceError> {
         match self {
             CatalogSource::Path(p) => Ok(LoadedPackage {
@@ -135,7 +135,7 @@ impl CatalogSource {
     pub async fn local(
         &self,
         package: Option<&str>,
-        args: &SourceArgs,
+        args: &FetchArgs,
     ) -> Result<LocalCatalog, SourceError> {
         match self {
             CatalogSource::Path(p) => Ok(LocalCatalog {
@@ -173,7 +173,7 @@ impl CatalogSource {
     pub fn load_package_blocking(
         &self,
         package: &str,
-        args: &SourceArgs,
+        args: &FetchArgs,
     ) -> Result<LoadedPackage, SourceError> {
         if let CatalogSource::Path(p) = self {
             return Ok(LoadedPackage {
@@ -188,7 +188,7 @@ impl CatalogSource {
     pub fn local_blocking(
         &self,
         package: Option<&str>,
-        args: &SourceArgs,
+        args: &FetchArgs,
     ) -> Result<LocalCatalog, SourceError> {
         if let CatalogSource::Path(p) = self {
             return Ok(LocalCatalog {
@@ -254,7 +254,7 @@ pub fn local_registry_credentials() -> Result<DockerConfig, String> {
 }
 
 /// Pulls a catalog image and returns its unpacked configs directory.
-async fn pull(image: &str, args: &SourceArgs) -> Result<PathBuf, SourceError> {
+async fn pull(image: &str, args: &FetchArgs) -> Result<PathBuf, SourceError> {
     let setup = |message: String| SourceError::ImageSetup {
         image: image.to_string(),
         message,
@@ -282,7 +282,7 @@ async fn pull(image: &str, args: &SourceArgs) -> Result<PathBuf, SourceError> {
     Ok(pulled.dir)
 }
 
-async fn kube_client(name: &str, args: &SourceArgs) -> Result<kube::Client, SourceError> {
+async fn kube_client(name: &str, args: &FetchArgs) -> Result<kube::Client, SourceError> {
     let err = |message: String| SourceError::Cluster {
         name: name.to_string(),
         message,
@@ -305,7 +305,7 @@ async fn kube_client(name: &str, args: &SourceArgs) -> Result<kube::Client, Sour
 /// Reads a ClusterCatalog from the cluster.
 pub async fn get_cluster_catalog(
     name: &str,
-    args: &SourceArgs,
+    args: &FetchArgs,
 ) -> Result<ClusterCatalog, SourceError> {
     let client = kube_client(name, args).await?;
     let api: kube::Api<ClusterCatalog> = kube::Api::all(client);
@@ -367,12 +367,12 @@ mod tests {
         .unwrap();
         let src = CatalogSource::parse(dir.path().to_str().unwrap());
         let loaded = src
-            .load_package_blocking("p", &SourceArgs::default())
+            .load_package_blocking("p", &FetchArgs::default())
             .unwrap();
         assert_eq!(loaded.content.bundles.len(), 1);
         assert_eq!(loaded.priority, None);
         let local = src
-            .local_blocking(Some("p"), &SourceArgs::default())
+            .local_blocking(Some("p"), &FetchArgs::default())
             .unwrap();
         assert_eq!(local.path, dir.path());
     }

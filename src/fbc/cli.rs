@@ -1,8 +1,9 @@
 //! `olmv1 catalog packages|channels|bundles|show`: query a file-based catalog from the
 //! command line instead of `opm render | jq` (every query of the product documentation's
 //! tables 10.1–10.3 is one command; see `QUERIES.md`). The source is given with
-//! `--catalog`; local files and directories work today, image references and on-cluster
-//! ClusterCatalog names are recognised and reported as not wired yet.
+//! `--catalog`: a local file or directory, a catalog image (pulled into a local cache),
+//! or an on-cluster ClusterCatalog name (read over its HTTP API), see
+//! [`crate::content::source`].
 
 use super::query::{self, BundleRecord, ChannelRecord, Filter, PackageRecord};
 use super::{FbcError, Limits, walk_catalog};
@@ -37,6 +38,9 @@ pub struct SourceArgs {
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+    /// How images and ClusterCatalogs are read (shared with `olmv1 resolve`).
+    #[command(flatten)]
+    pub fetch: crate::content::source::FetchArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -103,6 +107,8 @@ pub enum CliError {
     Fbc(#[from] FbcError),
     #[error("{0}")]
     Unsupported(String),
+    #[error(transparent)]
+    Source(#[from] crate::content::source::SourceError),
     #[error("writing output: {0}")]
     Output(String),
 }
@@ -121,16 +127,20 @@ impl CatalogSource {
         }
     }
 
-    fn local(&self) -> Result<&std::path::Path, CliError> {
-        match self {
-            CatalogSource::Local(p) => Ok(p),
-            CatalogSource::Image(r) => Err(CliError::Unsupported(format!(
-                "--catalog {r}: reading catalog images is not wired into this command yet; pull and unpack the image and pass the directory"
-            ))),
-            CatalogSource::ClusterCatalog(n) => Err(CliError::Unsupported(format!(
-                "--catalog {n}: no such file or directory, and reading on-cluster ClusterCatalogs is not wired into this command yet"
-            ))),
-        }
+    /// The catalog as FBC on the local disk (see [`crate::content::source`]): images are
+    /// pulled, ClusterCatalogs downloaded (only `package`, when given).
+    fn local(
+        &self,
+        package: Option<&str>,
+        fetch: &crate::content::source::FetchArgs,
+    ) -> Result<crate::content::source::LocalCatalog, CliError> {
+        use crate::content::source::CatalogSource as Shared;
+        let shared = match self {
+            CatalogSource::Local(p) => Shared::Path(p.clone()),
+            CatalogSource::Image(r) => Shared::Image(r.clone()),
+            CatalogSource::ClusterCatalog(n) => Shared::ClusterCatalog(n.clone()),
+        };
+        Ok(shared.local_blocking(package, fetch)?)
     }
 }
 
@@ -173,7 +183,8 @@ pub fn execute(args: CatalogArgs, out: &mut dyn Write) -> Result<(), CliError> {
 
 fn load(a: &QueryArgs) -> Result<(query::CatalogData, Filter), CliError> {
     let source = CatalogSource::parse(&a.source.catalog);
-    let data = query::load(source.local()?, a.package.as_deref())?;
+    let local = source.local(a.package.as_deref(), &a.source.fetch)?;
+    let data = query::load(&local.path, a.package.as_deref())?;
     let f = Filter {
         package: a.package.clone(),
         channel: a.channel.clone(),
@@ -335,7 +346,8 @@ fn show(a: ShowArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if a.source.output == Output::Json {
         out.write_all(b"[").map_err(out_err)?;
     }
-    walk_catalog(source.local()?, &Limits::default(), &mut |blob| {
+    let local = source.local(a.package.as_deref(), &a.source.fetch)?;
+    walk_catalog(&local.path, &Limits::default(), &mut |blob| {
         let v = blob.view;
         if !(keep(&schema, v.schema()) && keep(&a.package, v.package()) && keep(&name, v.name())) {
             return Ok(());
@@ -537,10 +549,18 @@ mod tests {
             CatalogSource::parse("./x"),
             CatalogSource::Local("./x".into())
         );
-        let e = run_args(&["packages", "--catalog", "quay.io/org/cat:v1"])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("not wired"), "{e}");
+        // Images are pulled (here: a reference the puller rejects before any I/O).
+        let cache = tempfile::tempdir().unwrap();
+        let e = run_args(&[
+            "packages",
+            "--catalog",
+            "quay.io/Org/cat:v1",
+            "--image-cache-dir",
+            cache.path().to_str().unwrap(),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("invalid image reference"), "{e}");
         let e = run_args(&["packages", "--catalog", "./does-not-exist"])
             .unwrap_err()
             .to_string();

@@ -45,7 +45,7 @@ pub struct ResolveArgs {
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
     pub output: Output,
     #[command(flatten)]
-    pub source: SourceArgs,
+    pub source: FetchArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -54,7 +54,7 @@ pub enum Output {
     Json,
 }
 
-pub use crate::content::source::{CatalogSource, SourceArgs, SourceError};
+pub use crate::content::source::{CatalogSource, FetchArgs, SourceError};
 
 /// Turns `--installed` into an installed-bundle record: a bundle name found in a
 /// catalog gives its version; a version finds the bundle's name; a name ending in
