@@ -334,10 +334,10 @@ async fn permission_preflight_lists_missing_rules_and_retries_when_granted() {
     let mut rbac = installer_rbac(&rendered, &ns, &name, BundledRbac::Include).expect("rbac");
     let rules = rbac.cluster_role["rules"].as_array_mut().expect("rules");
     for rule in rules.iter_mut() {
-        if rule["resources"] == json!(["deployments"]) {
-            if let Some(verbs) = rule["verbs"].as_array_mut() {
-                verbs.retain(|v| v != "create");
-            }
+        if rule["resources"] == json!(["deployments"])
+            && let Some(verbs) = rule["verbs"].as_array_mut()
+        {
+            verbs.retain(|v| v != "create");
         }
     }
     let objects: Vec<kube::api::DynamicObject> = [
@@ -353,7 +353,7 @@ async fn permission_preflight_lists_missing_rules_and_retries_when_granted() {
         .expect("apply");
 
     let catalog_name = support::unique("permcat");
-    let image = publish(&catalog_name, &package, &[v1.clone()]).await;
+    let image = publish(&catalog_name, &package, std::slice::from_ref(&v1)).await;
     create_catalog(&catalog_name, &image).await;
     let api: Api<ClusterExtension> = Api::all(admin.clone());
     api.create(
