@@ -17,6 +17,8 @@ pub struct BundleSpec {
     pub extra_configmap: bool,
     /// Extra CRD properties (to test CRD upgrade safety): `spec.properties`.
     pub crd_spec_properties: Value,
+    /// Extra catalog properties of the bundle's `olm.bundle` entry (e.g. a dependency).
+    pub extra_properties: Vec<Value>,
 }
 
 impl BundleSpec {
@@ -27,6 +29,7 @@ impl BundleSpec {
             replaces: None,
             extra_configmap: false,
             crd_spec_properties: json!({"size": {"type": "integer"}}),
+            extra_properties: Vec::new(),
         }
     }
     pub fn bundle_name(&self) -> String {
@@ -154,12 +157,14 @@ pub fn catalog_fbc(package: &str, bundles: &[(BundleSpec, String)]) -> Vec<u8> {
         json!({"schema": "olm.channel", "name": "stable", "package": package, "entries": entries}),
     );
     for (b, image) in bundles {
+        let mut properties = vec![
+            json!({"type": "olm.package", "value": {"packageName": package, "version": b.version}}),
+            json!({"type": "olm.gvk", "value": {"group": b.group(), "kind": "Widget", "version": "v1"}}),
+        ];
+        properties.extend(b.extra_properties.iter().cloned());
         docs.push(json!({
             "schema": "olm.bundle", "name": b.bundle_name(), "package": package, "image": image,
-            "properties": [
-                {"type": "olm.package", "value": {"packageName": package, "version": b.version}},
-                {"type": "olm.gvk", "value": {"group": b.group(), "kind": "Widget", "version": "v1"}}
-            ]
+            "properties": properties,
         }));
     }
     docs.iter()
@@ -170,6 +175,15 @@ pub fn catalog_fbc(package: &str, bundles: &[(BundleSpec, String)]) -> Vec<u8> {
 
 /// Renders a bundle locally (as the controller will) for computing installer RBAC.
 pub fn render(spec: &BundleSpec, namespace: &str) -> Vec<Value> {
+    render_with_config(spec, namespace, None)
+}
+
+/// [`render`] with a `spec.config.inline` object (e.g. `{"watchNamespace": ...}`).
+pub fn render_with_config(
+    spec: &BundleSpec,
+    namespace: &str,
+    config: Option<&Value>,
+) -> Vec<Value> {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     for (path, data) in bundle_files(spec) {
         let p = dir.path().join(&path);
@@ -186,6 +200,6 @@ pub fn render(spec: &BundleSpec, namespace: &str) -> Vec<Value> {
     std::fs::write(meta.join("annotations.yaml"), annotations).unwrap_or_else(|e| panic!("{e}"));
     let bundle = olmv1::bundle::load_dir(dir.path(), &Default::default())
         .unwrap_or_else(|e| panic!("load: {e}"));
-    olmv1::bundle::render(&bundle, namespace, None, &Default::default())
+    olmv1::bundle::render(&bundle, namespace, config, &Default::default())
         .unwrap_or_else(|e| panic!("render: {e}"))
 }

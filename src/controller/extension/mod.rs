@@ -7,6 +7,7 @@
 //! [`crate::bundle`], [`crate::preflight`], [`status`]); this module sequences them and
 //! does the I/O.
 
+pub mod prune;
 pub mod status;
 
 use crate::api::conditions::{REASON_BLOCKED, REASON_INVALID_CONFIGURATION};
@@ -330,6 +331,8 @@ async fn reconcile_extension(
         }),
     };
     let installed_name = installed.as_ref().map(|b| b.name.as_str());
+    // Set when no catalog provides the package any more and the installed bundle is kept.
+    let mut maintained = None;
     let (target, deprecation) = match resolve::resolve(&request, &inputs) {
         Ok(resolution) => {
             let deprecation = deprecation_conditions(
@@ -361,6 +364,10 @@ async fn reconcile_extension(
             match (keep, history.as_ref().and_then(|h| h.installed())) {
                 (true, Some(rev)) => {
                     tracing::info!(extension = %name, "no catalog provides the package any more; maintaining the installed bundle");
+                    maintained = Some(format!(
+                        "no ClusterCatalog provides package {:?} any more: maintaining the installed bundle {:?} (version {})",
+                        filter.package_name, rev.bundle.bundle_name, rev.bundle.version
+                    ));
                     let target = Target {
                         name: rev.bundle.bundle_name.clone(),
                         package: rev.bundle.package.clone(),
@@ -455,7 +462,7 @@ async fn reconcile_extension(
             let obs = Observation {
                 generation,
                 installed: Some(bundle),
-                outcome: Outcome::Succeeded,
+                outcome: maintained.map_or(Outcome::Succeeded, Outcome::Maintained),
                 deprecation: Some(deprecation),
             };
             write_status(&api, &ext, &ctx, &obs).await?;
@@ -600,7 +607,7 @@ async fn install(
         cert_provider: ctx.settings.cert_provider,
     };
     let ns = namespace.clone();
-    let rendered = tokio::task::spawn_blocking(move || {
+    let mut rendered = tokio::task::spawn_blocking(move || {
         let bundle = bundle::load_dir(&dir, &bundle::LoadOptions::default())
             .map_err(|e| InstallFailure::Retry(e.to_string()))?;
         bundle::render_owned(bundle, &ns, config.as_ref(), &options).map_err(|e| match e {
@@ -612,6 +619,13 @@ async fn install(
     })
     .await
     .map_err(|e| InstallFailure::Retry(format!("render task failed: {e}")))??;
+
+    // Fields the bundle's CRDs do not declare would fail server-side apply; the API
+    // server drops them on create, and so does this.
+    let pruned = prune::prune_custom_resources(&mut rendered);
+    if !pruned.is_empty() {
+        tracing::warn!(fields = %pruned.join(", "), "dropping fields that the bundle's CRDs do not declare");
+    }
 
     // 7a. CRD upgrade safety against the live CRDs.
     let enforcement = match ext

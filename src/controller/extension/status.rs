@@ -27,6 +27,9 @@ pub struct InstalledBundle {
 pub enum Outcome {
     /// The desired bundle is installed.
     Succeeded,
+    /// The installed bundle is maintained although no catalog provides its package any
+    /// more (reference §3 step 4); the message says so. Progressing stays True/Succeeded.
+    Maintained(String),
     /// A transient failure; retried with backoff.
     Retrying(String),
     /// A failure that retrying cannot fix; `reason` is `Blocked` or `InvalidConfiguration`.
@@ -89,6 +92,13 @@ pub fn next_status(
             true,
             REASON_SUCCEEDED,
             MSG_DESIRED_STATE,
+            generation,
+        ),
+        Outcome::Maintained(why) => condition(
+            TYPE_PROGRESSING,
+            true,
+            REASON_SUCCEEDED,
+            format!("{MSG_DESIRED_STATE}; {why}"),
             generation,
         ),
         Outcome::Retrying(message) | Outcome::ValidationFailed(message) => condition(
@@ -337,6 +347,28 @@ mod tests {
                 "Revision has not rolled out for 10 minute(s). Last status: boom"
             )
         );
+    }
+
+    #[test]
+    fn maintained_without_catalog_says_why() {
+        let obs = Observation {
+            generation: Some(2),
+            installed: Some(bundle()),
+            outcome: Outcome::Maintained(
+                "no ClusterCatalog provides package \"argocd-operator\" any more".into(),
+            ),
+            deprecation: None,
+        };
+        let s = next_status(&Default::default(), &obs, &t(1));
+        assert_eq!(
+            triple(get(&s, "Progressing")),
+            (
+                "True",
+                "Succeeded",
+                "Desired state reached; no ClusterCatalog provides package \"argocd-operator\" any more"
+            )
+        );
+        assert_eq!(get(&s, "Installed").status, "True");
     }
 
     #[test]
