@@ -533,13 +533,24 @@ async fn fail(
     let name = ext.name_any();
     let generation = ext.meta().generation;
     let failing_for = ctx.failing_for(&name, generation);
-    if let (Some(minutes), Outcome::Retrying(last)) = (ext.spec.progress_deadline_minutes, &outcome)
-        && failing_for >= ctx.settings.minute.saturating_mul(minutes.max(0) as u32)
-    {
-        outcome = Outcome::DeadlineExceeded {
+    let deadline = ext.spec.progress_deadline_minutes.map(|minutes| {
+        (
             minutes,
-            last: last.clone(),
-        };
+            ctx.settings.minute.saturating_mul(minutes.max(0) as u32),
+        )
+    });
+    // Time left before the deadline: the next retry comes no later than that, so that
+    // the deadline is reported when it passes, not up to a whole backoff later.
+    let mut until_deadline = None;
+    if let (Some((minutes, deadline)), Outcome::Retrying(last)) = (deadline, &outcome) {
+        if failing_for >= deadline {
+            outcome = Outcome::DeadlineExceeded {
+                minutes,
+                last: last.clone(),
+            };
+        } else {
+            until_deadline = Some(deadline - failing_for + Duration::from_millis(100));
+        }
     }
     let retry = !matches!(outcome, Outcome::Blocked { .. });
     let obs = Observation {
@@ -550,7 +561,8 @@ async fn fail(
     };
     write_status(api, ext, ctx, &obs).await?;
     Ok(if retry {
-        Action::requeue(ctx.next_backoff(&name))
+        let backoff = ctx.next_backoff(&name);
+        Action::requeue(until_deadline.map_or(backoff, |left| backoff.min(left)))
     } else {
         Action::await_change()
     })
