@@ -249,11 +249,14 @@ async fn events_about(client: &Client, name: &str, reason: &str) -> Vec<Event> {
         .collect()
 }
 
+/// A channel entry: the bundle and the bundle it replaces.
+type ChannelEntry<'a> = (&'a BundleSpec, Option<&'a BundleSpec>);
+
 /// FBC with explicit channels: `(channel, [(bundle, replaces)])`.
 fn fbc(
     package: &str,
     default_channel: &str,
-    channels: &[(&str, Vec<(&BundleSpec, Option<&BundleSpec>)>)],
+    channels: &[(&str, Vec<ChannelEntry<'_>>)],
     bundles: &[(BundleSpec, String)],
 ) -> Vec<u8> {
     let mut docs =
@@ -969,7 +972,6 @@ async fn watch_namespace_config_selects_single_and_own_namespace() {
     let (roles, bindings) = owned(admin.clone(), ns.clone()).await;
     assert_eq!((roles.len(), bindings.len()), (1, 1));
     support::eventually(30, "the target namespace's Role pruned", || {
-        let owned = owned.clone();
         let admin = admin.clone();
         let target = target.clone();
         async move {
