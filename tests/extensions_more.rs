@@ -545,6 +545,10 @@ async fn unsafe_crd_change_blocks_the_upgrade_until_enforcement_is_none() {
             Deployment is restored only when something else triggers a reconcile"]
 async fn deleted_managed_deployment_is_restored_without_a_trigger() {
     let s = install_v1("drift", &[], json!({})).await;
+    // Let the reconciles that the install itself queued (status writes, RBAC events) run
+    // out, so that only a drift trigger could restore the Deployment.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let started = Instant::now();
     let deployments: Api<Deployment> = Api::namespaced(s.admin.clone(), &s.ns);
     deployments
         .delete(&s.v1.deployment_name(), &DeleteParams::default())
@@ -558,6 +562,7 @@ async fn deleted_managed_deployment_is_restored_without_a_trigger() {
             .map(|_| ())
     })
     .await;
+    eprintln!("restored after {:?}", started.elapsed());
 }
 
 // 3b. A re-apply restores what the bundle owns and keeps what others set.
