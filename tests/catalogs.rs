@@ -421,64 +421,136 @@ async fn real_catalogs_load_and_serve() {
 use olmv1::testenv::registry::TarEntry;
 
 fn configs_label() -> BTreeMap<String, String> {
-    BTreeMap::from([("operators.operatorframework.io.index.configs.v1".to_string(), "/configs".to_string())])
+    BTreeMap::from([(
+        "operators.operatorframework.io.index.configs.v1".to_string(),
+        "/configs".to_string(),
+    )])
 }
 
-async fn push_entries(name: &str, files: &[(&str, &[u8])], entries: Vec<TarEntry>, labels: BTreeMap<String, String>) -> String {
+async fn push_entries(
+    name: &str,
+    files: &[(&str, &[u8])],
+    entries: Vec<TarEntry>,
+    labels: BTreeMap<String, String>,
+) -> String {
     let spec = ImageSpec {
-        files: files.iter().map(|(p, d)| (p.to_string(), d.to_vec())).collect(),
+        files: files
+            .iter()
+            .map(|(p, d)| (p.to_string(), d.to_vec()))
+            .collect(),
         entries,
         labels,
         ..Default::default()
     };
     let repo = format!("hostile/{}:v1", support::unique(name));
-    registry::push_image(support::registry(), &repo, &spec).await.expect("push").reference
+    registry::push_image(support::registry(), &repo, &spec)
+        .await
+        .expect("push")
+        .reference
 }
 
 async fn push_gzip_layer(name: &str, layer: Vec<u8>) -> String {
     let repo = format!("hostile/{}:v1", support::unique(name));
-    registry::push_layers(support::registry(), &repo, vec![(layer, "application/vnd.oci.image.layer.v1.tar+gzip".into())], &configs_label())
-        .await
-        .expect("push")
-        .reference
+    registry::push_layers(
+        support::registry(),
+        &repo,
+        vec![(layer, "application/vnd.oci.image.layer.v1.tar+gzip".into())],
+        &configs_label(),
+    )
+    .await
+    .expect("push")
+    .reference
 }
 
 const OK_FILE: &[u8] = br#"{"schema":"olm.package","name":"x","defaultChannel":"stable"}"#;
 
 #[tokio::test]
 async fn hostile_label_pointing_outside_the_image() {
-    let labels = BTreeMap::from([("operators.operatorframework.io.index.configs.v1".to_string(), "../../etc".to_string())]);
-    let r = push_entries("labelout", &[("configs/x/catalog.json", OK_FILE)], vec![], labels).await;
+    let labels = BTreeMap::from([(
+        "operators.operatorframework.io.index.configs.v1".to_string(),
+        "../../etc".to_string(),
+    )]);
+    let r = push_entries(
+        "labelout",
+        &[("configs/x/catalog.json", OK_FILE)],
+        vec![],
+        labels,
+    )
+    .await;
     bad_image_keeps_previous_content(&r, "source catalog content").await;
 }
 
 #[tokio::test]
 async fn hostile_dotdot_entry() {
-    let r = push_entries("dotdot", &[], vec![TarEntry::File { path: "configs/../../escape".into(), data: b"x".to_vec() }], configs_label()).await;
+    let r = push_entries(
+        "dotdot",
+        &[],
+        vec![TarEntry::File {
+            path: "configs/../../escape".into(),
+            data: b"x".to_vec(),
+        }],
+        configs_label(),
+    )
+    .await;
     bad_image_keeps_previous_content(&r, "source catalog content").await;
 }
 
 #[tokio::test]
 async fn hostile_absolute_path_entry() {
-    let r = push_entries("abs", &[], vec![TarEntry::File { path: "/etc/olmv1-escape".into(), data: b"x".to_vec() }], configs_label()).await;
+    let r = push_entries(
+        "abs",
+        &[],
+        vec![TarEntry::File {
+            path: "/etc/olmv1-escape".into(),
+            data: b"x".to_vec(),
+        }],
+        configs_label(),
+    )
+    .await;
     bad_image_keeps_previous_content(&r, "source catalog content").await;
 }
 
 #[tokio::test]
 async fn hostile_symlink_out() {
-    let r = push_entries("symlink", &[("configs/x/catalog.json", OK_FILE)], vec![TarEntry::Symlink { path: "configs/link".into(), target: "../../../../etc/passwd".into() }], configs_label()).await;
+    let r = push_entries(
+        "symlink",
+        &[("configs/x/catalog.json", OK_FILE)],
+        vec![TarEntry::Symlink {
+            path: "configs/link".into(),
+            target: "../../../../etc/passwd".into(),
+        }],
+        configs_label(),
+    )
+    .await;
     bad_image_keeps_previous_content(&r, "source catalog content").await;
 }
 
 #[tokio::test]
 async fn hostile_hardlink_out() {
-    let r = push_entries("hardlink", &[("configs/x/catalog.json", OK_FILE)], vec![TarEntry::HardLink { path: "configs/h".into(), target: "/etc/passwd".into() }], configs_label()).await;
+    let r = push_entries(
+        "hardlink",
+        &[("configs/x/catalog.json", OK_FILE)],
+        vec![TarEntry::HardLink {
+            path: "configs/h".into(),
+            target: "/etc/passwd".into(),
+        }],
+        configs_label(),
+    )
+    .await;
     bad_image_keeps_previous_content(&r, "source catalog content").await;
 }
 
 #[tokio::test]
 async fn hostile_device_file() {
-    let r = push_entries("device", &[("configs/x/catalog.json", OK_FILE)], vec![TarEntry::CharDevice { path: "configs/null".into() }], configs_label()).await;
+    let r = push_entries(
+        "device",
+        &[("configs/x/catalog.json", OK_FILE)],
+        vec![TarEntry::CharDevice {
+            path: "configs/null".into(),
+        }],
+        configs_label(),
+    )
+    .await;
     bad_image_keeps_previous_content(&r, "source catalog content").await;
 }
 
@@ -531,7 +603,11 @@ async fn hostile_million_tiny_files() {
 }
 
 async fn bad_catalog(name: &str, file: &str, content: &[u8], expected: &str) {
-    let pushed = push_catalog(&format!("catalogs/{}:v1", support::unique(name)), &[(file, content.to_vec())]).await;
+    let pushed = push_catalog(
+        &format!("catalogs/{}:v1", support::unique(name)),
+        &[(file, content.to_vec())],
+    )
+    .await;
     bad_image_keeps_previous_content(&pushed.reference, expected).await;
 }
 
@@ -551,7 +627,9 @@ async fn invalid_yaml_names_file_and_line() {
 async fn channel_naming_a_missing_bundle() {
     let host = support::registry().host().to_string();
     let mut content = fbc("m", &["1.0.0"], &host);
-    content.extend_from_slice(br#"{"schema":"olm.channel","name":"fast","package":"m","entries":[{"name":"m.v9.9.9"}]}"#);
+    content.extend_from_slice(
+        br#"{"schema":"olm.channel","name":"fast","package":"m","entries":[{"name":"m.v9.9.9"}]}"#,
+    );
     bad_catalog("missingbundle", "m/catalog.json", &content, "m.v9.9.9").await;
 }
 
@@ -582,7 +660,11 @@ async fn registry_returning_500_is_retried_and_reported() {
 #[tokio::test]
 async fn registry_blob_with_the_wrong_digest_is_reported() {
     let host = support::registry().host().to_string();
-    let pushed = push_catalog(&format!("catalogs/{}:v1", support::unique("corrupt")), &[("c/catalog.json", fbc("c", &["1.0.0"], &host))]).await;
+    let pushed = push_catalog(
+        &format!("catalogs/{}:v1", support::unique("corrupt")),
+        &[("c/catalog.json", fbc("c", &["1.0.0"], &host))],
+    )
+    .await;
     let blob = support::registry().blob_data_path(&pushed.layer_digests[0]);
     std::fs::write(&blob, b"not the layer that was pushed").expect("corrupt the blob");
     bad_image_keeps_previous_content(&pushed.reference, "digest mismatch").await;
@@ -595,14 +677,27 @@ async fn pull_secret_of_the_controller_account_unlocks_an_authenticated_registry
     let auth = support::auth_registry();
     let name = support::unique("auth");
     let mut files = BTreeMap::new();
-    files.insert("a/catalog.json".to_string(), fbc("a", &["1.0.0"], auth.host()));
-    let pushed = registry::push_catalog_image(auth, &format!("catalogs/{name}:v1"), &files).await.expect("push");
+    files.insert(
+        "a/catalog.json".to_string(),
+        fbc("a", &["1.0.0"], auth.host()),
+    );
+    let pushed = registry::push_catalog_image(auth, &format!("catalogs/{name}:v1"), &files)
+        .await
+        .expect("push");
 
     // Without credentials: a clear 401 message.
-    api.create(&PostParams::default(), &catalog(&name, &pushed.reference, None)).await.expect("create");
+    api.create(
+        &PostParams::default(),
+        &catalog(&name, &pushed.reference, None),
+    )
+    .await
+    .expect("create");
     let c = support::eventually(60, "401 reported", || async {
         let c = api.get(&name).await.ok()?;
-        condition(&c, "Progressing")?.message.contains("401").then_some(c)
+        condition(&c, "Progressing")?
+            .message
+            .contains("401")
+            .then_some(c)
     })
     .await;
     let message = condition(&c, "Progressing").expect("progressing").message;
@@ -621,7 +716,11 @@ async fn pull_secret_of_the_controller_account_unlocks_an_authenticated_registry
     let _ = secrets.create(&PostParams::default(), &secret).await;
     let accounts: Api<ServiceAccount> = Api::namespaced(admin, "olmv1-system");
     accounts
-        .patch("olmv1-controller", &PatchParams::default(), &Patch::Merge(json!({"imagePullSecrets": [{"name": "test-registry-auth"}]})))
+        .patch(
+            "olmv1-controller",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"imagePullSecrets": [{"name": "test-registry-auth"}]})),
+        )
         .await
         .expect("patch service account");
     wait_serving(&api, &name, &pushed.reference).await;

@@ -85,7 +85,10 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
             service_account: Some(args.service_account.clone()),
             global_pull_secret: args.global_pull_secret.clone(),
             lenient: args.lenient_catalogs,
-            limits: crate::fbc::parse::Limits { max_total_bytes: args.max_catalog_bytes, ..Default::default() },
+            limits: crate::fbc::parse::Limits {
+                max_total_bytes: args.max_catalog_bytes,
+                ..Default::default()
+            },
         },
     ));
     tracing::info!(address = %args.catalog_server_bind_address, scheme, "serving catalog content");
@@ -96,8 +99,17 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let router = crate::server::catalog::router(storage_dir);
     type Serving = std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>>;
     let catalogs: Serving = match tls {
-        Some(config) => Box::pin(crate::server::catalog::serve_tls(catalog_listener, config, router, std::future::pending())),
-        None => Box::pin(crate::server::catalog::serve(catalog_listener, router, std::future::pending())),
+        Some(config) => Box::pin(crate::server::catalog::serve_tls(
+            catalog_listener,
+            config,
+            router,
+            std::future::pending(),
+        )),
+        None => Box::pin(crate::server::catalog::serve(
+            catalog_listener,
+            router,
+            std::future::pending(),
+        )),
     };
     let catalog_reconciler = catalog::run(catalog_ctx);
     readiness.set_ready(true);

@@ -196,13 +196,17 @@ pub fn failing_registry() -> &'static str {
     HOST.get_or_init(|| {
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
-        let host = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        let host = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|e| panic!("{e}"));
         std::thread::spawn(move || {
             for mut stream in listener.incoming().flatten() {
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 8192];
                     while let Ok(n) = stream.read(&mut buf) {
-                        let reply = b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 5\r\n\r\nerror";
+                        let reply =
+                            b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 5\r\n\r\nerror";
                         if n == 0 || stream.write_all(reply).is_err() {
                             return;
                         }
@@ -241,7 +245,8 @@ pub fn controller() -> &'static RunningController {
         ));
         std::fs::create_dir_all(&cache_dir).unwrap_or_else(|e| panic!("{e}"));
         let ca_file = cache_dir.join("registry-ca.pem");
-        std::fs::write(&ca_file, auth.ca_pem().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&ca_file, auth.ca_pem().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}"));
         let args = olmv1::controller::ControllerArgs {
             kubeconfig: Some(cluster.controller_kubeconfig.clone()),
             health_probe_bind_address: format!("127.0.0.1:{health}"),
