@@ -9,7 +9,7 @@ mod support;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use kube::discovery::Scope;
 use olmv1::bundle::{
@@ -116,16 +116,16 @@ async fn apply_crds(client: &kube::Client, crds: &[&Value]) -> Result<(), String
     Ok(())
 }
 
-/// Deletes the CRDs (so that the next version of a package starts clean) and waits until gone.
+/// Deletes the CRDs and waits until they are gone.
 async fn delete_crds(client: &kube::Client, names: &[String]) {
     let api = crd_api(client);
     for n in names {
         let _ = api.delete(n, &DeleteParams::default()).await;
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(180);
     for n in names {
         while api.get_opt(n).await.ok().flatten().is_some() {
-            assert!(Instant::now() < deadline, "CRD {n} not deleted after 60s");
+            assert!(Instant::now() < deadline, "CRD {n} not deleted after 180s");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -136,6 +136,18 @@ async fn install_cert_manager_crds(client: &kube::Client) {
     let docs: Vec<Value> = serde_saphyr::from_multiple(text).expect("cert-manager CRD YAML");
     let refs: Vec<&Value> = docs.iter().collect();
     apply_crds(client, &refs).await.expect("cert-manager CRDs");
+}
+
+/// `ecr-secret-operator` ships the CR `Secret ecr-secret` (ecr.mobb.redhat.com/v1alpha1)
+/// with `spec.aws_iam_secret`, which its own CRD schema does not declare, and without the
+/// required `spec.region`: no API server accepts it, so no installer can install it.
+fn is_ecr_secret_defect(id: &str, obj: &Value, e: &kube::Error) -> bool {
+    id.starts_with("ecr-secret-operator/")
+        && str_at(obj, "/apiVersion") == "ecr.mobb.redhat.com/v1alpha1"
+        && str_at(obj, "/kind") == "Secret"
+        && str_at(obj, "/metadata/name") == "ecr-secret"
+        && e.to_string()
+            .contains(".spec.aws_iam_secret: field not declared in schema")
 }
 
 fn supported_modes(csv: &Value) -> BTreeSet<String> {
@@ -184,11 +196,14 @@ async fn rendered_fixture_objects_pass_server_side_dry_run() {
     let mut renders = 0usize;
     let mut not_rendering = Vec::new();
     let mut webhook_configs = 0usize;
+    let mut known_defects: Vec<String> = Vec::new();
+    let mut recreated: Vec<String> = Vec::new();
+    let mut total_objects = 0usize;
+    let mut skipped_objects = 0usize;
     for dir in &dirs {
         let id = dir.strip_prefix(&root).unwrap_or(dir).display().to_string();
         let bundle = load_dir(dir, &LoadOptions::default()).unwrap_or_else(|e| panic!("{id}: {e}"));
         let modes = supported_modes(&bundle.csv);
-        let mut crd_names: BTreeSet<String> = BTreeSet::new();
         let mut cache = KindCache::new();
         for mode in ["AllNamespaces", "OwnNamespace", "SingleNamespace"] {
             if !modes.contains(mode) {
@@ -213,14 +228,24 @@ async fn rendered_fixture_objects_pass_server_side_dry_run() {
                 }
             };
             renders += 1;
+            total_objects += objects.len();
             let crds: Vec<&Value> = objects
                 .iter()
                 .filter(|o| str_at(o, "/kind") == "CustomResourceDefinition")
                 .collect();
-            crd_names.extend(crds.iter().map(|c| str_at(c, "/metadata/name").to_string()));
-            if let Err(e) = apply_crds(&client, &crds).await {
-                failures.push(format!("{id} ({mode}): {e}"));
-                continue;
+            if let Err(first) = apply_crds(&client, &crds).await {
+                // The CRDs of an earlier version of the package may not be updatable in
+                // place (e.g. a dropped stored version): start from scratch once.
+                let names: Vec<String> = crds
+                    .iter()
+                    .map(|c| str_at(c, "/metadata/name").to_string())
+                    .collect();
+                delete_crds(&client, &names).await;
+                if let Err(e) = apply_crds(&client, &crds).await {
+                    failures.push(format!("{id} ({mode}): {e} (before deleting: {first})"));
+                    continue;
+                }
+                recreated.push(format!("{id} ({mode}): {first}"));
             }
             accepted += crds.len();
             for obj in objects
@@ -230,6 +255,7 @@ async fn rendered_fixture_objects_pass_server_side_dry_run() {
                 let kind = str_at(obj, "/kind");
                 let name = str_at(obj, "/metadata/name");
                 let Some((ar, namespaced)) = resolve(&client, &mut cache, obj).await else {
+                    skipped_objects += 1;
                     skipped.insert(format!(
                         "{} {kind} (kind not served)",
                         str_at(obj, "/apiVersion")
@@ -249,6 +275,26 @@ async fn rendered_fixture_objects_pass_server_side_dry_run() {
                 let pp = PatchParams::apply("olmv1").dry_run().force();
                 match api.patch(name, &pp, &Patch::Apply(obj)).await {
                     Ok(_) => accepted += 1,
+                    Err(e) if is_ecr_secret_defect(&id, obj, &e) => {
+                        // Bundle defect, not a rendering one: the CR sets a field its own
+                        // CRD schema does not declare (server-side apply: HTTP 500 "field
+                        // not declared in schema") and lacks the required spec.region (a
+                        // plain create, which would prune the unknown field: HTTP 422).
+                        let dynamic: DynamicObject =
+                            serde_json::from_value(obj.clone()).expect("dynamic object");
+                        let pp = PostParams {
+                            dry_run: true,
+                            ..Default::default()
+                        };
+                        match api.create(&pp, &dynamic).await {
+                            Err(e) if e.to_string().contains("spec.region: Required value") => {
+                                known_defects.push(format!("{id} ({mode}) {kind} {name}"))
+                            }
+                            other => failures.push(format!(
+                                "{id} ({mode}): {kind} {name}: create dry-run: {other:?}"
+                            )),
+                        }
+                    }
                     Err(e) => failures.push(format!(
                         "{id} ({mode}): {kind} {}/{name}: {e}",
                         str_at(obj, "/metadata/namespace")
@@ -256,11 +302,12 @@ async fn rendered_fixture_objects_pass_server_side_dry_run() {
                 }
             }
         }
-        delete_crds(&client, &crd_names.into_iter().collect::<Vec<_>>()).await;
     }
     eprintln!(
         "dry-run conformance: {renders} renders, {accepted} objects accepted, {} webhook configurations, \
-         not rendering (documented): {not_rendering:?}, skipped: {skipped:?}, {:.1}s",
+         not rendering (documented): {not_rendering:?}, skipped: {skipped:?}, \
+         refused for a bundle defect (invalid CR): {known_defects:?}, \
+         CRDs recreated: {recreated:?}, {:.1}s",
         webhook_configs,
         started.elapsed().as_secs_f64()
     );
@@ -270,11 +317,19 @@ async fn rendered_fixture_objects_pass_server_side_dry_run() {
         failures.join("\n")
     );
     assert!(renders >= 30, "only {renders} renders");
+    // ecr-secret-operator 0.3.2 … 0.6.0, three install modes each
+    assert_eq!(known_defects.len(), 18, "{known_defects:?}");
+    assert_eq!(not_rendering.len(), 4, "{not_rendering:?}");
     assert!(
         webhook_configs >= 11,
         "only {webhook_configs} webhook configurations dry-run"
     );
-    assert!(accepted > 500, "only {accepted} objects accepted");
+    // every rendered object was either accepted or is accounted for
+    assert_eq!(
+        accepted + known_defects.len() + skipped_objects,
+        total_objects
+    );
+    assert!(accepted >= 400, "only {accepted} objects accepted");
 }
 
 // ------------------------------------------------------------------ image helpers
