@@ -5,6 +5,7 @@
 //! Real kube-apiserver (RBAC enforced) and kube-controller-manager, real registry, the
 //! controller as its own ServiceAccount, bundle content applied as the installer.
 
+#[path = "../tests/support/mod.rs"]
 mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
