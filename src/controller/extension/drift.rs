@@ -72,10 +72,18 @@ pub fn plan(objects: &[apply::ObjectRef]) -> BTreeMap<WatchKey, BTreeSet<String>
 /// What a watch reported, reduced to what drift detection needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Seen {
-    Apply { name: String, generation: Option<i64> },
-    Delete { name: String },
+    Apply {
+        name: String,
+        generation: Option<i64>,
+    },
+    Delete {
+        name: String,
+    },
     Init,
-    InitApply { name: String, generation: Option<i64> },
+    InitApply {
+        name: String,
+        generation: Option<i64>,
+    },
     InitDone,
 }
 
@@ -92,9 +100,7 @@ impl Seen {
                 let (name, generation) = id(&m);
                 Seen::Apply { name, generation }
             }
-            watcher::Event::Delete(m) => Seen::Delete {
-                name: id(&m).0,
-            },
+            watcher::Event::Delete(m) => Seen::Delete { name: id(&m).0 },
             watcher::Event::Init => Seen::Init,
             watcher::Event::InitApply(m) => {
                 let (name, generation) = id(&m);
@@ -119,12 +125,10 @@ impl Tracker {
     /// The names of the objects that drifted with this event.
     pub fn observe(&mut self, seen: Seen) -> Vec<String> {
         match seen {
-            Seen::Apply { name, generation } => {
-                match self.known.insert(name.clone(), generation) {
-                    Some(previous) if previous != generation => vec![name],
-                    _ => Vec::new(),
-                }
-            }
+            Seen::Apply { name, generation } => match self.known.insert(name.clone(), generation) {
+                Some(previous) if previous != generation => vec![name],
+                _ => Vec::new(),
+            },
             Seen::Delete { name } => {
                 self.known.remove(&name);
                 vec![name]
@@ -376,7 +380,10 @@ mod tests {
         for (n, g) in objects {
             assert!(t.observe(init_apply(n, *g)).is_empty());
         }
-        assert!(t.observe(Seen::InitDone).is_empty(), "first list is no drift");
+        assert!(
+            t.observe(Seen::InitDone).is_empty(),
+            "first list is no drift"
+        );
         t
     }
 
