@@ -50,6 +50,8 @@ pids=()
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  trap '' PIPE # a closed terminal or pipe must not stop the cleanup
+  set +e
   echo
   echo "stopping the demo..."
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
