@@ -1,28 +1,148 @@
 #!/usr/bin/env bash
-# The main job, locally: start the loopback control plane, then run the controller as
-# its own least-privilege ServiceAccount until Ctrl-C, then stop everything.
+# The main job, locally, in one command (walk-through: hack/DEMO.md):
+#   1. a loopback Kubernetes control plane (hack/control-plane.sh up),
+#   2. a loopback OCI registry (`olmv1 testenv registry`),
+#   3. a demo catalog of generated bundles (package demo-operator 1.0.0 and 1.1.0),
+#   4. the controller running as its own least-privilege ServiceAccount,
+#   5. a ClusterCatalog and a ClusterExtension installed through an installer
+#      ServiceAccount whose RBAC `olmv1 rbac` generated from the rendered bundles,
+# then shows `kubectl get clustercatalogs,clusterextensions` and waits for Ctrl-C.
+# Everything it started is stopped on exit, Ctrl-C or error.
+#   usage: hack/demo.sh [--no-wait]     (--no-wait: exit after showing the tables)
+#   OLMV1_BIN=<path> uses that olmv1 binary instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+no_wait=0
+case "${1:-}" in
+  --no-wait) no_wait=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--no-wait]" >&2; exit 2 ;;
+esac
+
 dir=.cache/demo
+ns=demo
+ext=demo
+package=demo-operator
+mkdir -p "$dir"
+dir="$(cd "$dir" && pwd)"
+
+if [ -z "${OLMV1_BIN:-}" ]; then
+  cargo build --quiet --bin olmv1
+  OLMV1_BIN="$(pwd)/${CARGO_TARGET_DIR:-target}/debug/olmv1"
+  case "${CARGO_TARGET_DIR:-}" in /*) OLMV1_BIN="$CARGO_TARGET_DIR/debug/olmv1" ;; esac
+fi
+export OLMV1_BIN
+bin="$OLMV1_BIN"
+
+kubectl_() {
+  if command -v kubectl >/dev/null 2>&1; then kubectl "$@"; else
+    echo "(kubectl is not installed: skipping 'kubectl $*')" >&2
+  fi
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null \
+    || echo "$1"
+}
+
+pids=()
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  trap '' PIPE # a closed terminal or pipe must not stop the cleanup
+  set +e
+  echo
+  echo "stopping the demo..."
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  hack/control-plane.sh down "$dir" || true
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# 1. Control plane (a stale one from an interrupted run is stopped first).
+hack/control-plane.sh down "$dir" >/dev/null 2>&1 || true
 hack/control-plane.sh up "$dir"
-trap 'hack/control-plane.sh down "$dir"' EXIT
 # shellcheck disable=SC1091
 source "$dir/env.sh"
-cargo build --quiet --bin olmv1
-bin="${CARGO_TARGET_DIR:-target}/debug/olmv1"
-"$bin" controller --kubeconfig "$OLMV1_CONTROLLER_KUBECONFIG" --health-probe-bind-address 127.0.0.1:8081 &
+
+# 2. Registry.
+rm -f "$dir/registry.env"
+"$bin" testenv registry --dir "$dir" >"$dir/registry.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 200); do [ -s "$dir/registry.env" ] && break; sleep 0.1; done
+[ -s "$dir/registry.env" ] || { echo "the registry did not start: $(cat "$dir/registry.log")" >&2; exit 1; }
+# shellcheck disable=SC1091
+source "$dir/registry.env"
+echo "registry serving at $REGISTRY"
+
+# 3. Demo catalog (and the bundles rendered for the installer RBAC).
+rm -rf "$dir/rendered"
+catalog_image="$("$bin" testenv demo-catalog --registry "$REGISTRY" --package "$package" \
+  --version 1.0.0 --version 1.1.0 --tag v1 --render-dir "$dir/rendered" --namespace "$ns")"
+echo "published catalog $catalog_image ($package 1.0.0, 1.1.0)"
+cat >"$dir/demo.env" <<EOF
+export KUBECONFIG=$KUBECONFIG
+export REGISTRY=$REGISTRY
+export OLMV1_BIN=$bin
+EOF
+
+# 4. The controller, as its own ServiceAccount (RBAC from config/).
+health="$(free_port 8081)"
+catalogs="$(free_port 8443)"
+"$bin" controller --kubeconfig "$OLMV1_CONTROLLER_KUBECONFIG" \
+  --health-probe-bind-address "127.0.0.1:$health" \
+  --catalog-server-bind-address "127.0.0.1:$catalogs" --external-address "127.0.0.1:$catalogs" \
+  --cache-dir "$dir/cache" --insecure-registry "$REGISTRY" >"$dir/controller.log" 2>&1 &
 controller=$!
-trap 'kill $controller 2>/dev/null; wait $controller 2>/dev/null; hack/control-plane.sh down "$dir"' EXIT
-for _ in $(seq 1 100); do
-  curl -fsS http://127.0.0.1:8081/readyz >/dev/null 2>&1 && break
+pids+=("$controller")
+for _ in $(seq 1 300); do
+  curl -fsS "http://127.0.0.1:$health/readyz" >/dev/null 2>&1 && break
+  kill -0 "$controller" 2>/dev/null || { echo "the controller exited: $(tail -20 "$dir/controller.log")" >&2; exit 1; }
   sleep 0.1
 done
+echo "controller ready (pid $controller, log $dir/controller.log)"
+
+# 5. Catalog, installer account with generated least-privilege RBAC, extension.
+kubectl_ create namespace "$ns" --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
+"$bin" rbac "$dir/rendered" --namespace "$ns" --extension "$ext" >"$dir/installer-rbac.yaml"
+kubectl_ apply -f "$dir/installer-rbac.yaml"
+kubectl_ apply -f - <<EOF
+apiVersion: olm.operatorframework.io/v1
+kind: ClusterCatalog
+metadata:
+  name: demo
+spec:
+  source:
+    type: Image
+    image:
+      ref: $catalog_image
+---
+apiVersion: olm.operatorframework.io/v1
+kind: ClusterExtension
+metadata:
+  name: $ext
+spec:
+  namespace: $ns
+  serviceAccount:
+    name: $ext-installer
+  source:
+    sourceType: Catalog
+    catalog:
+      packageName: $package
+EOF
+kubectl_ wait --for=condition=Serving clustercatalog/demo --timeout=120s
+kubectl_ wait --for=condition=Installed clusterextension/"$ext" --timeout=180s
 echo
-echo "controller ready (pid $controller, health on http://127.0.0.1:8081/readyz)"
-kubectl get clustercatalogs,clusterextensions
+kubectl_ get clustercatalogs,clusterextensions
 echo
-echo "In another shell:  source $dir/env.sh && kubectl get clusterextensions,clustercatalogs"
-if [ -t 0 ]; then
-  echo "Press Ctrl-C to stop."
-  wait $controller
+kubectl_ -n "$ns" get deployments,configmaps,serviceaccounts -l "olm.operatorframework.io/owner-name=$ext"
+echo
+if [ "$no_wait" = 1 ]; then
+  exit 0
 fi
+echo "The demo runs. In another shell:  source $dir/demo.env  (then see hack/DEMO.md)"
+echo "Press Ctrl-C to stop everything."
+wait "$controller"

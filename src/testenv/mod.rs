@@ -9,6 +9,7 @@
 
 pub mod cli;
 pub mod control_plane;
+pub mod demo;
 pub mod manifests;
 pub mod pki;
 pub mod process;

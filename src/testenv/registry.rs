@@ -240,6 +240,21 @@ impl TestRegistry {
         bail!(last_err.unwrap_or_default())
     }
 
+    /// A handle to a plain-HTTP registry without auth that runs elsewhere (e.g. started
+    /// by `olmv1 testenv registry`), for pushing; dropping it stops nothing.
+    pub fn existing(host: &str) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        Ok(TestRegistry {
+            host: host.to_owned(),
+            storage: PathBuf::new(),
+            ca_pem: None,
+            auth: false,
+            child: None,
+            log: dir.path().join("registry.log"),
+            _dir: dir,
+        })
+    }
+
     /// `127.0.0.1:<port>`.
     pub fn host(&self) -> &str {
         &self.host

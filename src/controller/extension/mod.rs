@@ -7,6 +7,7 @@
 //! [`crate::bundle`], [`crate::preflight`], [`status`]); this module sequences them and
 //! does the I/O.
 
+pub mod drift;
 pub mod prune;
 pub mod status;
 
@@ -65,6 +66,8 @@ pub struct ExtensionContext {
     pub store: RevisionStore,
     pub recorder: Recorder,
     pub settings: ExtensionSettings,
+    /// Watches on the managed kinds that trigger drift correction.
+    pub drift: drift::DriftWatches,
     /// Per extension: (generation, when failures started), for progressDeadlineMinutes.
     failing_since: Mutex<HashMap<String, (Option<i64>, Instant)>>,
     failures: Mutex<HashMap<String, u32>>,
@@ -100,6 +103,7 @@ impl ExtensionContext {
             store,
             recorder,
             settings,
+            drift: drift::DriftWatches::new(),
             failing_since: Mutex::default(),
             failures: Mutex::default(),
         }
@@ -178,6 +182,7 @@ pub async fn run(ctx: Arc<ExtensionContext>) {
             watcher::Config::default(),
             move |_| a5(),
         )
+        .reconcile_on(ctx.drift.trigger_stream())
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
@@ -405,6 +410,10 @@ async fn reconcile_extension(
     // 5.–8. Pull, render, preflights, apply.
     match install(&ext, &ctx, &owner, &target, history.as_ref()).await {
         Ok(done) => {
+            if let Ok(installer) = ctx.installers.get(&namespace, &account) {
+                ctx.drift
+                    .ensure(&name, (&namespace, &account), &installer, &done.managed);
+            }
             let bundle = InstalledBundle {
                 name: target.name.clone(),
                 version: target.version.clone(),
@@ -578,6 +587,8 @@ struct Installed {
     image: String,
     applied_changes: usize,
     warnings: Vec<String>,
+    /// The objects of the installed revision (for the drift watches).
+    managed: Vec<apply::ObjectRef>,
 }
 
 async fn install(
@@ -726,6 +737,11 @@ async fn install(
         image: pulled.reference,
         applied_changes: outcome.report.changed.len(),
         warnings,
+        managed: outcome
+            .history
+            .installed()
+            .map(|r| r.objects.clone())
+            .unwrap_or_default(),
     })
 }
 
@@ -762,6 +778,7 @@ async fn finalize(
     owner: &Owner,
 ) -> Result<Action, ExtensionError> {
     let name = ext.name_any();
+    ctx.drift.stop(&name);
     if !ext
         .finalizers()
         .iter()

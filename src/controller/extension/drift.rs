@@ -1,0 +1,498 @@
+//! Drift correction (issue 7 item 4): watches on the kinds an extension manages, run as
+//! the extension's installer ServiceAccount, that trigger a reconcile of the extension as
+//! soon as one of its managed objects is deleted or changed in its spec.
+//!
+//! [`DriftWatches`] keeps at most one watch per (extension, group/version/kind,
+//! namespace-or-cluster), label-selected by `olm.operatorframework.io/owner-name`. It is
+//! told the managed objects after each successful install ([`DriftWatches::ensure`]) and
+//! forgets an extension on uninstall ([`DriftWatches::stop`]). Watches are metadata-only
+//! and keep nothing but (name → `metadata.generation`) of the managed objects. What counts
+//! as drift is decided by the pure [`Tracker`]: a deletion, or a changed generation
+//! (status-only updates and no-op applies do not change it). The triggers reach the
+//! Controller through [`DriftWatches::trigger_stream`] (`Controller::reconcile_on`).
+
+use crate::api::ClusterExtension;
+use crate::apply::{self, ownership::OWNER_NAME_LABEL};
+use futures::channel::mpsc;
+use futures::{Stream, StreamExt};
+use kube::api::{Api, DynamicObject, PartialObjectMeta};
+use kube::runtime::reflector::ObjectRef as ControllerRef;
+use kube::runtime::{WatchStreamExt, watcher};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// Reconciles triggered by drift since the process started (all [`DriftWatches`]).
+static TRIGGERS: AtomicU64 = AtomicU64::new(0);
+/// Drift watch tasks running in this process.
+static WATCHES: AtomicUsize = AtomicUsize::new(0);
+
+/// Number of reconciles triggered by drift in this process (for tests and metrics).
+pub fn trigger_count() -> u64 {
+    TRIGGERS.load(Ordering::Relaxed)
+}
+
+/// Number of drift watches running in this process.
+pub fn watch_count() -> usize {
+    WATCHES.load(Ordering::Relaxed)
+}
+
+/// Capacity of the trigger channel; when full, further triggers are dropped (the
+/// Controller already has reconciles queued then).
+const TRIGGER_CAPACITY: usize = 1024;
+/// Longest wait between retries of discovering a kind.
+const MAX_DISCOVERY_BACKOFF: Duration = Duration::from_secs(30);
+
+/// One watch of an extension: a kind in a namespace ("" for cluster-scoped objects).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WatchKey {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub namespace: String,
+}
+
+/// The watches `objects` need, each with the names of the managed objects it covers.
+pub fn plan(objects: &[apply::ObjectRef]) -> BTreeMap<WatchKey, BTreeSet<String>> {
+    let mut plan: BTreeMap<WatchKey, BTreeSet<String>> = BTreeMap::new();
+    for o in objects {
+        let key = WatchKey {
+            group: o.group.clone(),
+            version: o.version.clone(),
+            kind: o.kind.clone(),
+            namespace: o.namespace.clone(),
+        };
+        plan.entry(key).or_default().insert(o.name.clone());
+    }
+    plan
+}
+
+/// What a watch reported, reduced to what drift detection needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    Apply {
+        name: String,
+        generation: Option<i64>,
+    },
+    Delete {
+        name: String,
+    },
+    Init,
+    InitApply {
+        name: String,
+        generation: Option<i64>,
+    },
+    InitDone,
+}
+
+impl Seen {
+    fn of(event: watcher::Event<PartialObjectMeta<DynamicObject>>) -> Seen {
+        let id = |m: &PartialObjectMeta<DynamicObject>| {
+            (
+                m.metadata.name.clone().unwrap_or_default(),
+                m.metadata.generation,
+            )
+        };
+        match event {
+            watcher::Event::Apply(m) => {
+                let (name, generation) = id(&m);
+                Seen::Apply { name, generation }
+            }
+            watcher::Event::Delete(m) => Seen::Delete { name: id(&m).0 },
+            watcher::Event::Init => Seen::Init,
+            watcher::Event::InitApply(m) => {
+                let (name, generation) = id(&m);
+                Seen::InitApply { name, generation }
+            }
+            watcher::Event::InitDone => Seen::InitDone,
+        }
+    }
+}
+
+/// Remembers the generation of each object one watch sees and says which events are
+/// drift: a deletion, a changed generation, or (across a re-list after a watch error)
+/// an object gone or changed meanwhile. Creations are not drift (they are our applies).
+#[derive(Debug, Default)]
+pub struct Tracker {
+    known: HashMap<String, Option<i64>>,
+    relist: Option<HashMap<String, Option<i64>>>,
+    listed: bool,
+}
+
+impl Tracker {
+    /// The names of the objects that drifted with this event.
+    pub fn observe(&mut self, seen: Seen) -> Vec<String> {
+        match seen {
+            Seen::Apply { name, generation } => match self.known.insert(name.clone(), generation) {
+                Some(previous) if previous != generation => vec![name],
+                _ => Vec::new(),
+            },
+            Seen::Delete { name } => {
+                self.known.remove(&name);
+                vec![name]
+            }
+            Seen::Init => {
+                self.relist = Some(HashMap::new());
+                Vec::new()
+            }
+            Seen::InitApply { name, generation } => {
+                self.relist
+                    .get_or_insert_with(HashMap::new)
+                    .insert(name, generation);
+                Vec::new()
+            }
+            Seen::InitDone => {
+                let fresh = self.relist.take().unwrap_or_default();
+                let mut drifted = Vec::new();
+                if self.listed {
+                    for (name, generation) in &self.known {
+                        match fresh.get(name) {
+                            None => drifted.push(name.clone()),
+                            Some(g) if g != generation => drifted.push(name.clone()),
+                            Some(_) => {}
+                        }
+                    }
+                    drifted.sort();
+                }
+                self.known = fresh;
+                self.listed = true;
+                drifted
+            }
+        }
+    }
+
+    /// Objects remembered.
+    pub fn len(&self) -> usize {
+        self.known.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.known.is_empty()
+    }
+}
+
+struct Watch {
+    managed: Arc<Mutex<HashSet<String>>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.task.abort();
+        WATCHES.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The watches of one extension, and the installer account they run as.
+struct ExtensionWatches {
+    account: (String, String),
+    watches: HashMap<WatchKey, Watch>,
+}
+
+/// The drift watches of all extensions.
+pub struct DriftWatches {
+    tx: mpsc::Sender<ControllerRef<ClusterExtension>>,
+    rx: Mutex<Option<mpsc::Receiver<ControllerRef<ClusterExtension>>>>,
+    extensions: Mutex<HashMap<String, ExtensionWatches>>,
+}
+
+impl Default for DriftWatches {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DriftWatches {
+    pub fn new() -> Self {
+        let (tx, rx) = mpsc::channel(TRIGGER_CAPACITY);
+        DriftWatches {
+            tx,
+            rx: Mutex::new(Some(rx)),
+            extensions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The reconcile requests drift causes, for `Controller::reconcile_on`. Only the first
+    /// call gets them; later calls get an empty stream.
+    pub fn trigger_stream(&self) -> impl Stream<Item = ControllerRef<ClusterExtension>> + use<> {
+        let rx = self.rx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match rx {
+            Some(rx) => rx.left_stream(),
+            None => futures::stream::empty().right_stream(),
+        }
+    }
+
+    /// Makes the watches of `extension` match `objects` (its installed revision): starts
+    /// the missing ones as `client` (the installer account `namespace/account`), stops
+    /// those of kinds no longer managed. All are restarted when the account changed.
+    pub fn ensure(
+        &self,
+        extension: &str,
+        account: (&str, &str),
+        client: &kube::Client,
+        objects: &[apply::ObjectRef],
+    ) {
+        let plan = plan(objects);
+        let account = (account.0.to_owned(), account.1.to_owned());
+        let mut extensions = self.extensions.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = extensions
+            .entry(extension.to_owned())
+            .or_insert_with(|| ExtensionWatches {
+                account: account.clone(),
+                watches: HashMap::new(),
+            });
+        if entry.account != account {
+            entry.watches.clear();
+            entry.account = account;
+        }
+        entry.watches.retain(|key, _| plan.contains_key(key));
+        for (key, names) in plan {
+            let names: HashSet<String> = names.into_iter().collect();
+            if let Some(watch) = entry.watches.get(&key) {
+                *watch.managed.lock().unwrap_or_else(|p| p.into_inner()) = names;
+                continue;
+            }
+            let managed = Arc::new(Mutex::new(names));
+            WATCHES.fetch_add(1, Ordering::Relaxed);
+            let task = tokio::spawn(watch_kind(
+                extension.to_owned(),
+                client.clone(),
+                key.clone(),
+                managed.clone(),
+                self.tx.clone(),
+            ));
+            entry.watches.insert(key, Watch { managed, task });
+        }
+    }
+
+    /// Stops all watches of `extension` (uninstalled or deleted).
+    pub fn stop(&self, extension: &str) {
+        self.extensions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(extension);
+    }
+
+    /// The watches of `extension`.
+    pub fn watches_of(&self, extension: &str) -> Vec<WatchKey> {
+        let extensions = self.extensions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut keys: Vec<WatchKey> = extensions
+            .get(extension)
+            .map(|e| e.watches.keys().cloned().collect())
+            .unwrap_or_default();
+        keys.sort();
+        keys
+    }
+}
+
+/// One watch: discovers the kind (retrying with backoff while it is not served), then
+/// follows the extension's objects of that kind, metadata only, and sends a reconcile
+/// request for the extension when a managed object drifted. Watch errors back off
+/// (the watcher's default backoff); the task runs until aborted.
+async fn watch_kind(
+    extension: String,
+    client: kube::Client,
+    key: WatchKey,
+    managed: Arc<Mutex<HashSet<String>>>,
+    mut tx: mpsc::Sender<ControllerRef<ClusterExtension>>,
+) {
+    let resolver = apply::Resolver::new(client.clone());
+    let probe = apply::ObjectRef {
+        group: key.group.clone(),
+        version: key.version.clone(),
+        kind: key.kind.clone(),
+        namespace: key.namespace.clone(),
+        name: String::new(),
+    };
+    let mut delay = Duration::from_millis(500);
+    let (resource, namespaced) = loop {
+        match resolver.resolve(&probe).await {
+            Ok(Some(found)) => break found,
+            Ok(None) => {
+                tracing::debug!(extension = %extension, kind = %key.kind, "drift watch: kind not served yet");
+            }
+            Err(e) => {
+                tracing::debug!(extension = %extension, kind = %key.kind, error = %e, "drift watch: discovery failed");
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(MAX_DISCOVERY_BACKOFF);
+    };
+    let api: Api<PartialObjectMeta<DynamicObject>> = if namespaced && !key.namespace.is_empty() {
+        Api::namespaced_with(client, &key.namespace, &resource)
+    } else {
+        Api::all_with(client, &resource)
+    };
+    let selector = format!("{OWNER_NAME_LABEL}={extension}");
+    let config = watcher::Config::default().labels(&selector);
+    let events = watcher(api, config).default_backoff();
+    futures::pin_mut!(events);
+    let mut tracker = Tracker::default();
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                tracing::debug!(extension = %extension, kind = %key.kind, namespace = %key.namespace, error = %e, "drift watch error");
+                continue;
+            }
+        };
+        let drifted = tracker.observe(Seen::of(event));
+        let drifted: Vec<String> = {
+            let managed = managed.lock().unwrap_or_else(|p| p.into_inner());
+            drifted
+                .into_iter()
+                .filter(|n| managed.contains(n))
+                .collect()
+        };
+        if drifted.is_empty() {
+            continue;
+        }
+        tracing::info!(extension = %extension, kind = %key.kind, namespace = %key.namespace, objects = ?drifted, "drift detected; reconciling");
+        TRIGGERS.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = tx.try_send(ControllerRef::new(&extension)) {
+            tracing::debug!(extension = %extension, error = %e, "drift trigger dropped");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(name: &str, generation: i64) -> Seen {
+        Seen::Apply {
+            name: name.into(),
+            generation: Some(generation),
+        }
+    }
+    fn init_apply(name: &str, generation: i64) -> Seen {
+        Seen::InitApply {
+            name: name.into(),
+            generation: Some(generation),
+        }
+    }
+
+    fn listed(objects: &[(&str, i64)]) -> Tracker {
+        let mut t = Tracker::default();
+        assert!(t.observe(Seen::Init).is_empty());
+        for (n, g) in objects {
+            assert!(t.observe(init_apply(n, *g)).is_empty());
+        }
+        assert!(
+            t.observe(Seen::InitDone).is_empty(),
+            "first list is no drift"
+        );
+        t
+    }
+
+    #[test]
+    fn deletion_and_generation_change_are_drift() {
+        let mut t = listed(&[("a", 1), ("b", 3)]);
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.observe(Seen::Delete { name: "a".into() }), vec!["a"]);
+        assert_eq!(t.observe(apply("b", 4)), vec!["b"]);
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn status_updates_creations_and_no_op_applies_are_not_drift() {
+        let mut t = listed(&[("a", 1)]);
+        assert!(t.observe(apply("a", 1)).is_empty(), "same generation");
+        assert!(t.observe(apply("new", 1)).is_empty(), "creation");
+        assert!(t.observe(apply("new", 1)).is_empty());
+        // Kinds without generation (ConfigMaps): updates cannot be told apart.
+        let mut t = Tracker::default();
+        let none = |n: &str| Seen::Apply {
+            name: n.into(),
+            generation: None,
+        };
+        assert!(t.observe(none("cm")).is_empty());
+        assert!(t.observe(none("cm")).is_empty());
+        assert_eq!(t.observe(Seen::Delete { name: "cm".into() }), vec!["cm"]);
+    }
+
+    #[test]
+    fn relist_reports_what_changed_while_the_watch_was_down() {
+        let mut t = listed(&[("a", 1), ("b", 1), ("c", 2)]);
+        assert!(t.observe(Seen::Init).is_empty());
+        assert!(t.observe(init_apply("a", 1)).is_empty());
+        assert!(t.observe(init_apply("c", 5)).is_empty());
+        assert!(t.observe(init_apply("d", 1)).is_empty());
+        assert_eq!(t.observe(Seen::InitDone), vec!["b", "c"]);
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.observe(apply("d", 2)), vec!["d"]);
+    }
+
+    #[test]
+    fn plan_groups_objects_by_kind_and_namespace() {
+        let r = |g: &str, k: &str, ns: &str, n: &str| apply::ObjectRef {
+            group: g.into(),
+            version: "v1".into(),
+            kind: k.into(),
+            namespace: ns.into(),
+            name: n.into(),
+        };
+        let objects = [
+            r("apps", "Deployment", "x", "d1"),
+            r("apps", "Deployment", "x", "d2"),
+            r("apps", "Deployment", "y", "d1"),
+            r("", "ConfigMap", "x", "c"),
+            r("apiextensions.k8s.io", "CustomResourceDefinition", "", "w"),
+        ];
+        let p = plan(&objects);
+        assert_eq!(p.len(), 4);
+        let key = WatchKey {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+            namespace: "x".into(),
+        };
+        assert_eq!(
+            p[&key].iter().cloned().collect::<Vec<_>>(),
+            vec!["d1".to_string(), "d2".to_string()]
+        );
+    }
+
+    #[tokio::test]
+    async fn ensure_keeps_one_watch_per_kind_and_stops_unmanaged_ones() {
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        // An address nothing listens on: the watch tasks just back off.
+        let url: http::Uri = "https://127.0.0.1:9".parse().unwrap();
+        let client = kube::Client::try_from(kube::Config::new(url)).unwrap();
+        let drift = DriftWatches::new();
+        let r = |k: &str, n: &str| apply::ObjectRef {
+            group: "".into(),
+            version: "v1".into(),
+            kind: k.into(),
+            namespace: "ns".into(),
+            name: n.into(),
+        };
+        drift.ensure(
+            "e",
+            ("ns", "sa"),
+            &client,
+            &[r("ConfigMap", "a"), r("ConfigMap", "b"), r("Service", "s")],
+        );
+        assert_eq!(drift.watches_of("e").len(), 2);
+        drift.ensure(
+            "e",
+            ("ns", "sa"),
+            &client,
+            &[r("ConfigMap", "a"), r("ConfigMap", "b"), r("Service", "s")],
+        );
+        assert_eq!(drift.watches_of("e").len(), 2, "idempotent");
+        drift.ensure("e", ("ns", "sa"), &client, &[r("ConfigMap", "a")]);
+        let keys = drift.watches_of("e");
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0].kind, "ConfigMap");
+        drift.ensure("f", ("ns", "sa"), &client, &[r("ConfigMap", "a")]);
+        drift.stop("e");
+        assert!(drift.watches_of("e").is_empty());
+        assert_eq!(drift.watches_of("f").len(), 1);
+        let _first = drift.trigger_stream();
+        let mut again = drift.trigger_stream();
+        assert!(again.next().await.is_none(), "second stream is empty");
+    }
+}

@@ -1,0 +1,273 @@
+//! Synthetic registry+v1 bundles and File-Based Catalogs generated from code: a package
+//! with a CRD, a Deployment, RBAC and (optionally) an extra ConfigMap. The end-to-end
+//! tests (`tests/support/bundles.rs`) and the local demo (`hack/demo.sh` through
+//! `olmv1 testenv demo-catalog`) both publish these to a [`super::registry`] registry.
+
+use anyhow::Context;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One version of a synthetic package.
+#[derive(Clone, Debug)]
+pub struct BundleSpec {
+    pub package: String,
+    pub version: String,
+    /// `replaces` of its channel entry.
+    pub replaces: Option<String>,
+    /// Adds a ConfigMap `<package>-extra` (to test pruning when a later version drops it).
+    pub extra_configmap: bool,
+    /// Extra CRD properties (to test CRD upgrade safety): `spec.properties`.
+    pub crd_spec_properties: Value,
+    /// Extra catalog properties of the bundle's `olm.bundle` entry (e.g. a dependency).
+    pub extra_properties: Vec<Value>,
+}
+
+impl BundleSpec {
+    pub fn new(package: &str, version: &str) -> Self {
+        BundleSpec {
+            package: package.into(),
+            version: version.into(),
+            replaces: None,
+            extra_configmap: false,
+            crd_spec_properties: json!({"size": {"type": "integer"}}),
+            extra_properties: Vec::new(),
+        }
+    }
+    pub fn bundle_name(&self) -> String {
+        format!("{}.v{}", self.package, self.version)
+    }
+    pub fn group(&self) -> String {
+        format!("{}.example.com", self.package)
+    }
+    pub fn crd_name(&self) -> String {
+        format!("widgets.{}", self.group())
+    }
+    pub fn deployment_name(&self) -> String {
+        format!("{}-controller", self.package)
+    }
+}
+
+fn crd(spec: &BundleSpec) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": spec.crd_name()},
+        "spec": {
+            "group": spec.group(),
+            "names": {"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": spec.crd_spec_properties.clone()}
+                }}}
+            }]
+        }
+    })
+}
+
+fn csv(spec: &BundleSpec) -> Value {
+    let sa = format!("{}-sa", spec.package);
+    json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": {"name": spec.bundle_name(), "annotations": {"capabilities": "Basic Install"}},
+        "spec": {
+            "displayName": spec.package,
+            "version": spec.version,
+            "installModes": [
+                {"type": "OwnNamespace", "supported": true},
+                {"type": "SingleNamespace", "supported": true},
+                {"type": "MultiNamespace", "supported": false},
+                {"type": "AllNamespaces", "supported": true}
+            ],
+            "customresourcedefinitions": {"owned": [
+                {"name": spec.crd_name(), "version": "v1", "kind": "Widget", "displayName": "Widget"}
+            ]},
+            "install": {"strategy": "deployment", "spec": {
+                "clusterPermissions": [{"serviceAccountName": sa, "rules": [
+                    {"apiGroups": [spec.group()], "resources": ["widgets", "widgets/status"], "verbs": ["get", "list", "watch", "update"]}
+                ]}],
+                "permissions": [{"serviceAccountName": sa, "rules": [
+                    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}
+                ]}],
+                "deployments": [{"name": spec.deployment_name(), "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"app": spec.deployment_name()}},
+                    "template": {
+                        "metadata": {"labels": {"app": spec.deployment_name()}},
+                        "spec": {"serviceAccountName": sa, "containers": [
+                            {"name": "manager", "image": format!("example.com/{}:{}", spec.package, spec.version)}
+                        ]}
+                    }
+                }}]
+            }}
+        }
+    })
+}
+
+/// The bundle's files (`manifests/…`); `metadata/annotations.yaml` is generated on push.
+pub fn bundle_files(spec: &BundleSpec) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let json = |v: Value| serde_json::to_vec_pretty(&v).unwrap_or_default();
+    files.insert(
+        format!("manifests/{}.clusterserviceversion.json", spec.package),
+        json(csv(spec)),
+    );
+    files.insert("manifests/widgets.crd.json".to_string(), json(crd(spec)));
+    if spec.extra_configmap {
+        files.insert(
+            "manifests/extra.configmap.json".to_string(),
+            json(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("{}-extra", spec.package)}, "data": {"k": "v"}})),
+        );
+    }
+    files
+}
+
+/// FBC (JSON lines) for a package whose `stable` channel holds `bundles` (with images).
+pub fn catalog_fbc(package: &str, bundles: &[(BundleSpec, String)]) -> Vec<u8> {
+    let mut docs =
+        vec![json!({"schema": "olm.package", "name": package, "defaultChannel": "stable"})];
+    let entries: Vec<Value> = bundles
+        .iter()
+        .map(|(b, _)| {
+            let mut e = json!({"name": b.bundle_name()});
+            if let Some(r) = &b.replaces {
+                e["replaces"] = json!(r);
+            }
+            e
+        })
+        .collect();
+    docs.push(
+        json!({"schema": "olm.channel", "name": "stable", "package": package, "entries": entries}),
+    );
+    for (b, image) in bundles {
+        let mut properties = vec![
+            json!({"type": "olm.package", "value": {"packageName": package, "version": b.version}}),
+            json!({"type": "olm.gvk", "value": {"group": b.group(), "kind": "Widget", "version": "v1"}}),
+        ];
+        properties.extend(b.extra_properties.iter().cloned());
+        docs.push(json!({
+            "schema": "olm.bundle", "name": b.bundle_name(), "package": package, "image": image,
+            "properties": properties,
+        }));
+    }
+    docs.iter()
+        .map(|d| format!("{d}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+/// Writes the bundle's files and its `metadata/annotations.yaml` (as
+/// [`super::registry::push_bundle_image`] labels them) into `dir`.
+pub fn write_bundle_dir(spec: &BundleSpec, dir: &Path) -> anyhow::Result<()> {
+    for (path, data) in bundle_files(spec) {
+        let p = dir.join(&path);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(&p, data).with_context(|| format!("writing {}", p.display()))?;
+    }
+    let meta = dir.join("metadata");
+    std::fs::create_dir_all(&meta).with_context(|| format!("creating {}", meta.display()))?;
+    let labels = super::registry::bundle_labels(&spec.package, &["stable"]);
+    let mut annotations = String::from("annotations:\n");
+    for (k, v) in labels {
+        annotations.push_str(&format!("  {k}: {}\n", Value::String(v)));
+    }
+    let path = meta.join("annotations.yaml");
+    std::fs::write(&path, annotations).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// Renders a bundle locally for `namespace` (as the controller will), e.g. to compute
+/// the installer RBAC.
+pub fn render(spec: &BundleSpec, namespace: &str) -> anyhow::Result<Vec<Value>> {
+    render_with_config(spec, namespace, None)
+}
+
+/// [`render`] with a `spec.config.inline` object (e.g. `{"watchNamespace": …}`).
+pub fn render_with_config(
+    spec: &BundleSpec,
+    namespace: &str,
+    config: Option<&Value>,
+) -> anyhow::Result<Vec<Value>> {
+    let dir = tempfile::tempdir().context("creating a temporary directory")?;
+    write_bundle_dir(spec, dir.path())?;
+    let bundle = crate::bundle::load_dir(dir.path(), &Default::default())
+        .with_context(|| format!("loading bundle {}", spec.bundle_name()))?;
+    crate::bundle::render(&bundle, namespace, config, &Default::default())
+        .with_context(|| format!("rendering bundle {}", spec.bundle_name()))
+}
+
+/// Pushes the bundle image `bundles/<package>:v<version>`; returns its digest-pinned
+/// reference.
+pub async fn push_bundle(
+    registry: &super::registry::TestRegistry,
+    spec: &BundleSpec,
+) -> anyhow::Result<String> {
+    let repo = format!("bundles/{}:v{}", spec.package, spec.version);
+    let pushed = super::registry::push_bundle_image(
+        registry,
+        &repo,
+        &bundle_files(spec),
+        &spec.package,
+        &["stable"],
+    )
+    .await
+    .with_context(|| format!("pushing bundle {repo}"))?;
+    Ok(pushed.reference)
+}
+
+/// Pushes the bundles and a catalog image `<repo_tag>` whose `stable` channel holds them
+/// (each version replacing the one before); returns the catalog's tag reference.
+pub async fn publish_catalog(
+    registry: &super::registry::TestRegistry,
+    repo_tag: &str,
+    package: &str,
+    versions: &[String],
+) -> anyhow::Result<String> {
+    let mut entries = Vec::new();
+    let mut previous: Option<String> = None;
+    for v in versions {
+        let mut spec = BundleSpec::new(package, v);
+        spec.replaces = previous.take();
+        previous = Some(spec.bundle_name());
+        let image = push_bundle(registry, &spec).await?;
+        entries.push((spec, image));
+    }
+    let files = BTreeMap::from([(
+        format!("{package}/catalog.json"),
+        catalog_fbc(package, &entries),
+    )]);
+    super::registry::push_catalog_image(registry, repo_tag, &files)
+        .await
+        .with_context(|| format!("pushing catalog {repo_tag}"))?;
+    Ok(format!("{}/{repo_tag}", registry.host()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalog_chains_versions_and_renders() {
+        let v1 = BundleSpec::new("demo", "1.0.0");
+        let mut v2 = BundleSpec::new("demo", "1.1.0");
+        v2.replaces = Some(v1.bundle_name());
+        let fbc = catalog_fbc("demo", &[(v1, "r/a".into()), (v2.clone(), "r/b".into())]);
+        let docs: Vec<Value> = String::from_utf8(fbc)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(docs.len(), 4);
+        assert_eq!(docs[1]["entries"][1]["replaces"], "demo.v1.0.0");
+        let rendered = render(&v2, "ns").unwrap();
+        let kinds: Vec<&str> = rendered.iter().filter_map(|o| o["kind"].as_str()).collect();
+        assert!(kinds.contains(&"Deployment"), "{kinds:?}");
+        assert!(kinds.contains(&"CustomResourceDefinition"), "{kinds:?}");
+    }
+}
