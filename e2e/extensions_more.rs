@@ -542,8 +542,6 @@ async fn unsafe_crd_change_blocks_the_upgrade_until_enforcement_is_none() {
 
 // 3a. Drift correction from watch events (A5).
 #[tokio::test]
-#[ignore = "the reconciler has no watch on managed objects yet (A5): a deleted or edited \
-            Deployment is restored only when something else triggers a reconcile"]
 async fn deleted_managed_deployment_is_restored_without_a_trigger() {
     let s = install_v1("drift", &[], json!({})).await;
     // Let the reconciles that the install itself queued (status writes, RBAC events) run
