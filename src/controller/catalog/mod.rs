@@ -326,7 +326,7 @@ async fn reconcile_catalog(
                     "catalog content stored"
                 );
                 ctx.metrics
-                    .catalog_ingested(&name, started.elapsed(), stored.size as u64);
+                    .catalog_ingested(&name, started.elapsed(), stored.size);
                 crate::controller::catalog::status::truncate_to_seconds(stored.last_modified)
             }
             Err(e) => return fail(&api, &catalog, &ctx, &spec_ref, Failure::Store(e)).await,
