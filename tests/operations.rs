@@ -10,11 +10,13 @@ mod support;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use olmv1::api::ClusterCatalog;
+use olmv1::api::{ClusterCatalog, ClusterExtension};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use support::bundles::{self, BundleSpec};
 
 const LEASE_SECONDS: u64 = 5;
 const NAMESPACE: &str = "olmv1-system";
@@ -70,6 +72,7 @@ impl Replica {
             .arg("--cache-dir")
             .arg(&dir)
             .args(["--poll-unit-seconds", "1"])
+            .args(["--insecure-registry", support::registry().host()])
             .env("RUST_LOG", "info")
             .env_remove("POD_NAME")
             .env_remove("POD_NAMESPACE")
@@ -266,15 +269,18 @@ async fn two_replicas_metrics_logs_and_takeover() {
         "the standby reconciled"
     );
 
-    // Delete it (the leader removes the finalizer), then measure the idle request rate.
-    catalogs
-        .delete(&name, &DeleteParams::default())
-        .await
-        .expect("delete catalog");
-    support::eventually(30, "catalog deleted", || async {
-        catalogs.get_opt(&name).await.ok()?.is_none().then_some(())
-    })
-    .await;
+    // Delete it (the leader removes the finalizer; an unserved catalog would fail every
+    // resolution): its series go.
+    delete_catalog(&catalogs, &name).await;
+    let text = leader.metrics().await.expect("metrics");
+    assert!(!text.contains(&format!(r#"catalog="{name}""#)), "{text}");
+
+    // An installed extension: info and condition series, phase durations, catalog
+    // ingest and catalog server requests; all its series go with it.
+    let catalog_name = install_extension_and_check_metrics(leader).await;
+    delete_catalog(&catalogs, &catalog_name).await;
+
+    // Nothing changes any more: the idle request rate.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let window = Duration::from_secs(30);
     let (l0, s0) = (leader.api_requests().await, standby.api_requests().await);
@@ -342,4 +348,144 @@ async fn two_replicas_metrics_logs_and_takeover() {
     assert!(!status.success(), "exit status {status:?}");
     let log = std::fs::read_to_string(&survivor.log).expect("log");
     assert!(log.contains("lost the leader lease"), "{log}");
+}
+
+/// Publishes a one-bundle catalog, installs it as a least-privilege installer account,
+/// checks the extension's metrics on `leader`, uninstalls; returns the catalog's name.
+async fn install_extension_and_check_metrics(leader: &Replica) -> String {
+    let admin = support::cluster().admin().await;
+    let package = support::unique("opspkg");
+    let ns = support::namespace(&admin, "ops").await;
+    let ext_name = support::unique("opsext");
+    let spec = BundleSpec::new(&package, "1.0.0");
+    let image = bundles::push_bundle(&spec).await;
+    let files = BTreeMap::from([(
+        format!("{package}/catalog.json"),
+        bundles::catalog_fbc(&package, &[(spec.clone(), image)]),
+    )]);
+    let catalog_name = support::unique("opscat");
+    let repo_tag = format!("catalogs/{catalog_name}:latest");
+    olmv1::testenv::registry::push_catalog_image(support::registry(), &repo_tag, &files)
+        .await
+        .expect("push catalog");
+    let catalogs: Api<ClusterCatalog> = Api::all(admin.clone());
+    let catalog: ClusterCatalog = serde_json::from_value(json!({
+        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog",
+        "metadata": {"name": catalog_name},
+        "spec": {"source": {"type": "Image", "image": {"ref": format!("{}/{repo_tag}", support::registry().host())}}},
+    }))
+    .expect("catalog");
+    catalogs
+        .create(&PostParams::default(), &catalog)
+        .await
+        .expect("create catalog");
+
+    let rendered = bundles::render(&spec, &ns);
+    let rbac = olmv1::preflight::permissions::rbac::installer_rbac(
+        &rendered,
+        &ns,
+        &ext_name,
+        olmv1::preflight::permissions::rbac::BundledRbac::Include,
+    )
+    .expect("rbac");
+    let objects: Vec<kube::api::DynamicObject> =
+        [rbac.service_account, rbac.cluster_role, rbac.binding]
+            .into_iter()
+            .map(|v| serde_json::from_value(v).expect("object"))
+            .collect();
+    olmv1::testenv::manifests::apply_objects(&admin, &objects)
+        .await
+        .expect("apply installer RBAC");
+    let extensions: Api<ClusterExtension> = Api::all(admin.clone());
+    let ext: ClusterExtension = serde_json::from_value(json!({
+        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
+        "metadata": {"name": ext_name},
+        "spec": {
+            "namespace": ns,
+            "serviceAccount": {"name": format!("{ext_name}-installer")},
+            "source": {"sourceType": "Catalog", "catalog": {"packageName": package}},
+        },
+    }))
+    .expect("extension");
+    extensions
+        .create(&PostParams::default(), &ext)
+        .await
+        .expect("create extension");
+
+    let info = format!(
+        r#"olmv1_clusterextension_info{{name="{ext_name}",package="{package}",version="1.0.0",bundle="{}",catalog="{catalog_name}"}}"#,
+        spec.bundle_name()
+    );
+    let installed = format!(
+        r#"olmv1_clusterextension_condition{{name="{ext_name}",type="Installed",status="True"}}"#
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let text = loop {
+        let text = leader.metrics().await.unwrap_or_default();
+        if sample(&text, &info) == Some(1.0) && sample(&text, &installed) == Some(1.0) {
+            break text;
+        }
+        if Instant::now() > deadline {
+            let status = extensions.get(&ext_name).await.map(|e| e.status);
+            panic!("no {info} and {installed} after 120s; status {status:#?}; metrics:\n{text}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    for phase in ["resolve", "pull", "render", "preflight", "apply"] {
+        let count = sample(
+            &text,
+            &format!(r#"olmv1_clusterextension_phase_duration_seconds_count{{phase="{phase}"}}"#),
+        );
+        assert!(count.is_some_and(|c| c >= 1.0), "phase {phase}: {text}");
+    }
+    for series in [
+        r#"olmv1_reconcile_duration_seconds_count{controller="clusterextension"}"#,
+        r#"olmv1_catalog_http_request_duration_seconds_count{code="200"}"#,
+        &format!(r#"olmv1_clustercatalog_content_size_bytes{{catalog="{catalog_name}"}}"#),
+        "olmv1_clustercatalog_ingest_duration_seconds_count",
+    ] {
+        assert!(
+            sample(&text, series).is_some_and(|v| v > 0.0),
+            "{series}: {text}"
+        );
+    }
+    // The JSON log lines of the extension's reconciles carry its name.
+    let lines = leader.log_lines();
+    assert!(
+        lines.iter().any(
+            |l| l["span"]["name"] == "reconcile" && l["span"]["extension"] == ext_name.as_str()
+        ),
+        "no log line in the extension's reconcile span"
+    );
+
+    extensions
+        .delete(&ext_name, &DeleteParams::default())
+        .await
+        .expect("delete extension");
+    support::eventually(60, "extension uninstalled", || async {
+        extensions
+            .get_opt(&ext_name)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let text = leader.metrics().await.expect("metrics");
+    assert!(
+        !text.contains(&ext_name),
+        "series of a deleted extension: {text}"
+    );
+    catalog_name
+}
+
+async fn delete_catalog(catalogs: &Api<ClusterCatalog>, name: &str) {
+    catalogs
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete catalog");
+    support::eventually(30, "catalog deleted", || async {
+        catalogs.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
 }
