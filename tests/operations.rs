@@ -18,7 +18,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::bundles::{self, BundleSpec};
 
-const LEASE_SECONDS: u64 = 5;
+/// The lease duration of the replicas: 5 s, or `OLMV1_OPS_LEASE_SECONDS` (e.g. 15, the
+/// default of `--lease-duration-seconds`, to measure the idle request rate as deployed).
+fn lease_seconds() -> u64 {
+    std::env::var("OLMV1_OPS_LEASE_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5)
+}
 const NAMESPACE: &str = "olmv1-system";
 
 struct Replica {
@@ -55,7 +62,7 @@ impl Replica {
             .arg(&cluster.controller_kubeconfig)
             .args(["--namespace", NAMESPACE])
             .args(["--leader-election-identity", identity])
-            .args(["--lease-duration-seconds", &LEASE_SECONDS.to_string()])
+            .args(["--lease-duration-seconds", &lease_seconds().to_string()])
             .args([
                 "--health-probe-bind-address",
                 &format!("127.0.0.1:{health}"),
@@ -164,7 +171,7 @@ async fn two_replicas_metrics_logs_and_takeover() {
     };
     assert_eq!(holder_id, leader.identity, "lease holder vs leader gauge");
     // Stays so (the standby does not steal it).
-    tokio::time::sleep(Duration::from_secs(LEASE_SECONDS + 2)).await;
+    tokio::time::sleep(Duration::from_secs(lease_seconds() + 2)).await;
     assert_eq!(
         holder(&leases).await.as_deref(),
         Some(leader.identity.as_str())
@@ -291,8 +298,9 @@ async fn two_replicas_metrics_logs_and_takeover() {
         (s1 - s0) / window.as_secs_f64(),
     );
     eprintln!(
-        "idle API requests over {}s with a {LEASE_SECONDS}s lease: leader {} ({leader_rate:.2}/s), standby {} ({standby_rate:.2}/s)",
+        "idle API requests over {}s with a {}s lease: leader {} ({leader_rate:.2}/s), standby {} ({standby_rate:.2}/s)",
         window.as_secs(),
+        lease_seconds(),
         l1 - l0,
         s1 - s0
     );
@@ -311,15 +319,18 @@ async fn two_replicas_metrics_logs_and_takeover() {
     }
     let survivor = a.as_ref().or(b.as_ref()).expect("survivor");
     assert_eq!(survivor.identity, standby_id);
-    support::eventually(3 * LEASE_SECONDS, "takeover", || async {
+    support::eventually(3 * lease_seconds(), "takeover", || async {
         let h = holder(&leases).await?;
         (h == standby_id && survivor.is_leader().await?).then_some(())
     })
     .await;
     let takeover = killed_at.elapsed();
-    eprintln!("takeover after SIGKILL of the leader: {takeover:?} (lease {LEASE_SECONDS}s)");
+    eprintln!(
+        "takeover after SIGKILL of the leader: {takeover:?} (lease {}s)",
+        lease_seconds()
+    );
     assert!(
-        takeover <= Duration::from_secs(LEASE_SECONDS + 3),
+        takeover <= Duration::from_secs(lease_seconds() + 3),
         "takeover took {takeover:?}"
     );
 
@@ -334,7 +345,7 @@ async fn two_replicas_metrics_logs_and_takeover() {
         .await
         .expect("take the lease");
     let mut survivor = if leader_is_a { b.take() } else { a.take() }.expect("survivor");
-    let deadline = Instant::now() + Duration::from_secs(3 * LEASE_SECONDS);
+    let deadline = Instant::now() + Duration::from_secs(3 * lease_seconds());
     let status = loop {
         if let Some(status) = survivor.child.try_wait().expect("wait") {
             break status;
