@@ -1,7 +1,12 @@
 //! `olmv1 render`: load, validate and render a registry+v1 bundle offline and print the
-//! objects as YAML documents (or every problem, exit code 1).
+//! objects as YAML documents (or every problem, exit code 1). The bundle comes from a
+//! directory or from an image pulled into the local cache.
 
-use super::{CertProvider, LoadOptions, RenderOptions, load_dir, render, to_yaml_documents};
+use super::{
+    Bundle, CertProvider, LoadOptions, RenderOptions, load_dir, load_image, render_owned,
+    to_yaml_documents,
+};
+use crate::image::{DockerConfig, ImagePuller, PullerConfig};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,7 +16,7 @@ use std::process::ExitCode;
 pub enum BundleSource {
     /// An unpacked bundle directory (holding `manifests/` and `metadata/`).
     Directory(PathBuf),
-    /// An image reference (not supported yet by this command).
+    /// An image reference, pulled into the cache directory.
     Image(String),
 }
 
@@ -36,7 +41,7 @@ pub enum CertProviderArg {
 /// Render a registry+v1 bundle into the Kubernetes objects that would be applied.
 #[derive(Debug, clap::Args)]
 pub struct RenderArgs {
-    /// Bundle directory (holding manifests/ and metadata/).
+    /// Bundle directory (holding manifests/ and metadata/) or bundle image reference.
     pub source: String,
     /// Install namespace.
     #[arg(long, short = 'n')]
@@ -50,6 +55,46 @@ pub struct RenderArgs {
     /// Certificate provider for webhooks.
     #[arg(long, value_enum, default_value = "cert-manager")]
     pub cert_provider: CertProviderArg,
+    /// Cache directory for pulled images (default $XDG_CACHE_HOME/olmv1 or ~/.cache/olmv1).
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Registry (host[:port]) reached over plain HTTP; may be repeated.
+    #[arg(long = "insecure-registry")]
+    pub insecure_registries: Vec<String>,
+}
+
+/// `$XDG_CACHE_HOME/olmv1`, else `$HOME/.cache/olmv1`.
+pub fn default_cache_dir() -> Result<PathBuf, String> {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
+        return Ok(PathBuf::from(x).join("olmv1"));
+    }
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(h) => Ok(PathBuf::from(h).join(".cache").join("olmv1")),
+        None => Err("no cache directory: set --cache-dir, XDG_CACHE_HOME or HOME".to_string()),
+    }
+}
+
+fn pull_bundle(reference: &str, args: &RenderArgs) -> Result<Bundle, String> {
+    let cache_dir = match &args.cache_dir {
+        Some(d) => d.clone(),
+        None => default_cache_dir()?,
+    };
+    let mut config = PullerConfig::new(cache_dir);
+    config.insecure_registries = args.insecure_registries.clone();
+    let puller = ImagePuller::new(config).map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the async runtime: {e}"))?;
+    runtime
+        .block_on(load_image(
+            &puller,
+            reference,
+            &DockerConfig::default(),
+            &LoadOptions::default(),
+        ))
+        .map(|(bundle, _)| bundle)
+        .map_err(|e| e.to_string())
 }
 
 const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
@@ -69,14 +114,6 @@ fn read_config(path: &PathBuf) -> Result<Value, String> {
 }
 
 fn run_inner(args: RenderArgs) -> Result<String, String> {
-    let dir = match BundleSource::parse(&args.source) {
-        BundleSource::Directory(d) => d,
-        BundleSource::Image(r) => {
-            return Err(format!(
-                "\"{r}\" is not a bundle directory (image references are not supported by this command yet)"
-            ));
-        }
-    };
     let mut config = match &args.config {
         Some(p) => read_config(p)?,
         None => Value::Object(Default::default()),
@@ -89,15 +126,20 @@ fn run_inner(args: RenderArgs) -> Result<String, String> {
             None => return Err("the config file must hold an object".to_string()),
         }
     }
-    let bundle = load_dir(&dir, &LoadOptions::default()).map_err(|e| e.to_string())?;
+    let bundle = match BundleSource::parse(&args.source) {
+        BundleSource::Directory(d) => {
+            load_dir(&d, &LoadOptions::default()).map_err(|e| e.to_string())?
+        }
+        BundleSource::Image(r) => pull_bundle(&r, &args)?,
+    };
     let options = RenderOptions {
         cert_provider: match args.cert_provider {
             CertProviderArg::CertManager => CertProvider::CertManager,
             CertProviderArg::None => CertProvider::None,
         },
     };
-    let objects =
-        render(&bundle, &args.namespace, Some(&config), &options).map_err(|e| e.to_string())?;
+    let objects = render_owned(bundle, &args.namespace, Some(&config), &options)
+        .map_err(|e| e.to_string())?;
     to_yaml_documents(&objects)
 }
 
@@ -135,6 +177,8 @@ mod tests {
             watch_namespace: None,
             config: None,
             cert_provider: CertProviderArg::CertManager,
+            cache_dir: None,
+            insecure_registries: Vec::new(),
         }
     }
 
@@ -176,8 +220,13 @@ mod tests {
             run_inner(a).unwrap_err(),
             "unsupported bundle: webhookDefinitions are not supported"
         );
-        let err = run_inner(args("quay.io/example/bundle:v1")).unwrap_err();
-        assert!(err.contains("image references are not supported"), "{err}");
+        // An unreachable plain-HTTP registry: the error names the image.
+        let cache = tempfile::tempdir().unwrap();
+        let mut a = args("127.0.0.1:1/example/bundle:v1");
+        a.cache_dir = Some(cache.path().to_path_buf());
+        a.insecure_registries = vec!["127.0.0.1:1".into()];
+        let err = pull_bundle("127.0.0.1:1/example/bundle:v1", &a).unwrap_err();
+        assert!(err.contains("127.0.0.1:1/example/bundle:v1"), "{err}");
         assert_eq!(
             run(args(&testdata("bundles/own-namespace"))),
             ExitCode::FAILURE

@@ -59,6 +59,10 @@ pub struct QueryArgs {
     /// Leave out bundles whose CSV declares webhooks (catalogs with only olm.csv.metadata do not say; those are kept).
     #[arg(long)]
     pub no_webhooks: bool,
+    /// Only bundles whose version satisfies this range, e.g. ">=1.2, <2" or "1.14.x"
+    /// (the syntax of `spec.source.catalog.version`).
+    #[arg(long)]
+    pub version: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -190,6 +194,14 @@ fn load(a: &QueryArgs) -> Result<(query::CatalogData, Filter), CliError> {
         channel: a.channel.clone(),
         install_mode: a.install_mode.clone(),
         no_webhooks: a.no_webhooks,
+        version: a
+            .version
+            .as_deref()
+            .map(|v| {
+                crate::version::Constraints::parse(v)
+                    .map_err(|e| CliError::Unsupported(format!("--version {v:?} is invalid: {e}")))
+            })
+            .transpose()?,
     };
     Ok((data, f))
 }

@@ -85,6 +85,8 @@ pub struct Filter {
     pub channel: Option<String>,
     pub install_mode: Option<String>,
     pub no_webhooks: bool,
+    /// Only bundles whose version satisfies this range (`spec.source.catalog.version` syntax).
+    pub version: Option<crate::version::Constraints>,
 }
 
 impl Filter {
@@ -104,10 +106,14 @@ impl Filter {
                     .is_some_and(|ms| ms.iter().any(|x| x.eq_ignore_ascii_case(m)))
             })
             && !(self.no_webhooks && b.webhooks == Some(true))
+            && self.version.as_ref().is_none_or(|range| {
+                semver::Version::parse(b.version.trim_start_matches('v'))
+                    .is_ok_and(|v| range.matches(&v))
+            })
     }
 
     fn bundle_filters(&self) -> bool {
-        self.install_mode.is_some() || self.no_webhooks
+        self.install_mode.is_some() || self.no_webhooks || self.version.is_some()
     }
 }
 
@@ -451,5 +457,35 @@ mod tests {
             ..Filter::default()
         };
         assert!(bundles(&data, &f).is_empty());
+    }
+
+    #[test]
+    fn version_range_filter() {
+        let mut bundles_in = Vec::new();
+        for v in ["0.9.0", "1.2.0", "1.14.3", "2.0.0", "not-semver"] {
+            let mut b = rec("a", None, None);
+            b.version = v.into();
+            b.name = format!("a.v{v}");
+            bundles_in.push(b);
+        }
+        let data = CatalogData {
+            packages: vec![],
+            channels: vec![],
+            bundles: bundles_in,
+        };
+        let filter = |range: &str| Filter {
+            version: Some(crate::version::Constraints::parse(range).expect("range")),
+            ..Filter::default()
+        };
+        let names = |f: &Filter| {
+            bundles(&data, f)
+                .into_iter()
+                .map(|b| b.version)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&filter(">=1.2, <2")), ["1.2.0", "1.14.3"]);
+        assert_eq!(names(&filter("1.14.x")), ["1.14.3"]);
+        assert_eq!(names(&filter("^0.9")), ["0.9.0"]);
+        assert!(names(&filter(">=3")).is_empty());
     }
 }

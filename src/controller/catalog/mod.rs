@@ -151,6 +151,16 @@ pub fn backoff(failures: u32) -> Duration {
     Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(30))
 }
 
+/// The poll interval that applies: none for digest references (their content cannot
+/// change; the CRD also rejects `pollIntervalMinutes` with a digest) and none when unset.
+pub fn poll_minutes(spec_ref: &str, poll_interval_minutes: Option<i32>) -> Option<i32> {
+    if spec_ref.contains('@') {
+        None
+    } else {
+        poll_interval_minutes
+    }
+}
+
 /// `pollIntervalMinutes` × unit, stretched by up to 1% so that catalogs do not poll
 /// in lock-step.
 pub fn poll_delay(minutes: i32, unit: Duration, jitter: f64) -> Duration {
@@ -223,7 +233,7 @@ async fn reconcile_catalog(
         return Ok(Action::await_change());
     };
     let spec_ref = image.ref_.clone();
-    let poll = image.poll_interval_minutes;
+    let poll = poll_minutes(&spec_ref, image.poll_interval_minutes);
     let generation = catalog.meta().generation;
     let record = ctx.record(&name);
     let content_present = fbc::store::current_dir(&ctx.settings.storage_dir, &name).is_some();
@@ -518,6 +528,13 @@ mod tests {
         assert_eq!(backoff(2), Duration::from_secs(2));
         assert_eq!(backoff(5), Duration::from_secs(16));
         assert_eq!(backoff(50), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn digest_refs_never_poll() {
+        assert_eq!(poll_minutes("quay.io/c@sha256:0123", Some(5)), None);
+        assert_eq!(poll_minutes("quay.io/c:latest", Some(5)), Some(5));
+        assert_eq!(poll_minutes("quay.io/c:latest", None), None);
     }
 
     #[test]

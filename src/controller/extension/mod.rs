@@ -19,7 +19,7 @@ use crate::apply::{
 };
 use crate::bundle::{self, CertProvider, RenderOptions};
 use crate::content::ContentClient;
-use crate::image::{Extract, ImageError, ImagePuller};
+use crate::image::{ImageError, ImagePuller};
 use crate::preflight::crd_safety::{self, Enforcement, Verdict};
 use crate::resolve::deprecation::{CatalogData, deprecation_conditions};
 use crate::resolve::{self, ResolveRequest, UpgradePolicy};
@@ -615,19 +615,23 @@ async fn install(
         ctx.settings.global_pull_secret.as_deref(),
     )
     .await;
-    let pulled = ctx
-        .puller
-        .pull(&target.image, &Extract::Whole, &secrets)
-        .await
-        .map_err(|e| match e {
-            ImageError::InvalidReference { .. } => InstallFailure::Blocked(e.to_string()),
-            other => InstallFailure::Retry(other.to_string()),
-        })?;
+    let (loaded, pulled) = bundle::load_image(
+        &ctx.puller,
+        &target.image,
+        &secrets,
+        &bundle::LoadOptions::default(),
+    )
+    .await
+    .map_err(|e| match e {
+        bundle::BundleImageError::Pull(ImageError::InvalidReference { .. }) => {
+            InstallFailure::Blocked(e.to_string())
+        }
+        other => InstallFailure::Retry(other.to_string()),
+    })?;
     ctx.metrics.phase(Phase::pull, pull_started.elapsed());
 
-    // 6. Load and render (CPU work, off the async workers).
+    // 6. Render (CPU work, off the async workers).
     let render_started = Instant::now();
-    let dir = pulled.dir.clone();
     let config = ext
         .spec
         .config
@@ -639,9 +643,7 @@ async fn install(
     };
     let ns = namespace.clone();
     let rendered = tokio::task::spawn_blocking(move || {
-        let bundle = bundle::load_dir(&dir, &bundle::LoadOptions::default())
-            .map_err(|e| InstallFailure::Retry(e.to_string()))?;
-        bundle::render_owned(bundle, &ns, config.as_ref(), &options).map_err(|e| match e {
+        bundle::render_owned(loaded, &ns, config.as_ref(), &options).map_err(|e| match e {
             bundle::RenderError::Config(c) => InstallFailure::InvalidConfiguration(format!(
                 "invalid ClusterExtension configuration: {c}"
             )),

@@ -2,6 +2,7 @@
 //! kube-controller-manager, real registry, the controller as its own ServiceAccount,
 //! bundle content applied as the installer ServiceAccount.
 
+#[path = "../tests/support/mod.rs"]
 mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
