@@ -87,7 +87,12 @@ fn init_logging(format: &str) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     if format == "json" {
-        builder.json().init();
+        // Span fields (the `reconcile` span's `extension`/`catalog`) on every line.
+        builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .init();
     } else {
         builder.init();
     }

@@ -1,6 +1,7 @@
-//! The controller process: connects to the API server, serves health probes and the
-//! catalog content API, and runs the reconcilers (ClusterCatalog; ClusterExtension)
-//! until SIGTERM/SIGINT.
+//! The controller process: connects to the API server, serves health probes, metrics
+//! and the catalog content API on every replica, and runs the reconcilers
+//! (ClusterCatalog; ClusterExtension) until SIGTERM/SIGINT — with `--leader-elect`
+//! only while holding the Lease [`LEASE_NAME`], exiting non-zero when it is lost.
 
 pub mod catalog;
 pub mod extension;
@@ -9,6 +10,7 @@ pub mod options;
 pub use options::ControllerArgs;
 
 use crate::server::health::{self, Readiness};
+use crate::server::metrics::{CountApiRequests, Metrics};
 use anyhow::{Context, Result};
 use kube::Client;
 use std::sync::Arc;
@@ -86,9 +88,19 @@ pub async fn pull_secrets(
     config
 }
 
-/// Runs the controller until a termination signal arrives.
+/// Name of the leader-election Lease (in `--namespace`).
+pub const LEASE_NAME: &str = "olmv1-controller";
+
+/// Runs the controller until a termination signal arrives (or, with
+/// `--leader-elect`, until this replica loses the lease: then an error).
 pub async fn run(args: ControllerArgs) -> Result<()> {
-    let (config, client) = connect_with_config(args.kubeconfig.as_deref()).await?;
+    let metrics = Arc::new(Metrics::new());
+    let (config, _) = connect_with_config(args.kubeconfig.as_deref()).await?;
+    // The controller's own client counts its requests (olmv1_kube_api_requests_total).
+    let client = kube::client::ClientBuilder::try_from(config.clone())
+        .context("building Kubernetes client")?
+        .with_layer(&CountApiRequests(metrics.clone()))
+        .build();
     let readiness = Readiness::default();
     let health_listener = tokio::net::TcpListener::bind(&args.health_probe_bind_address)
         .await
@@ -106,7 +118,11 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
                 args.catalog_server_bind_address
             )
         })?;
+    let metrics_listener = tokio::net::TcpListener::bind(&args.metrics_bind_address)
+        .await
+        .with_context(|| format!("binding metrics address {}", args.metrics_bind_address))?;
     tracing::info!(address = %args.health_probe_bind_address, "serving /healthz and /readyz");
+    tracing::info!(address = %args.metrics_bind_address, "serving /metrics");
 
     let storage_dir = args.cache_dir.join("catalogs");
     std::fs::create_dir_all(&storage_dir)
@@ -122,29 +138,35 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         _ => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let catalog_ctx = Arc::new(catalog::CatalogContext::new(
-        client.clone(),
-        puller.clone(),
-        catalog::CatalogSettings {
-            storage_dir: storage_dir.clone(),
-            base_url: format!("{scheme}://{}", args.external_address),
-            poll_unit: Duration::from_secs(args.poll_unit_seconds.max(1)),
-            namespace: args.namespace.clone(),
-            service_account: Some(args.service_account.clone()),
-            global_pull_secret: args.global_pull_secret.clone(),
-            lenient: args.lenient_catalogs,
-            limits: crate::fbc::parse::Limits {
-                max_total_bytes: args.max_catalog_bytes,
-                ..Default::default()
+    let catalog_ctx = Arc::new(
+        catalog::CatalogContext::new(
+            client.clone(),
+            puller.clone(),
+            catalog::CatalogSettings {
+                storage_dir: storage_dir.clone(),
+                base_url: format!("{scheme}://{}", args.external_address),
+                poll_unit: Duration::from_secs(args.poll_unit_seconds.max(1)),
+                namespace: args.namespace.clone(),
+                service_account: Some(args.service_account.clone()),
+                global_pull_secret: args.global_pull_secret.clone(),
+                lenient: args.lenient_catalogs,
+                limits: crate::fbc::parse::Limits {
+                    max_total_bytes: args.max_catalog_bytes,
+                    ..Default::default()
+                },
             },
-        },
-    ));
+        )
+        .with_metrics(metrics.clone()),
+    );
     tracing::info!(address = %args.catalog_server_bind_address, scheme, "serving catalog content");
 
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     let health = health::serve(health_listener, readiness.clone(), client.clone());
-    let router = crate::server::catalog::router(storage_dir);
+    let metrics_server = crate::server::metrics::serve(metrics_listener, metrics.clone());
+    let router = crate::server::catalog::router(storage_dir).layer(
+        axum::middleware::from_fn_with_state(metrics.clone(), crate::server::metrics::track_http),
+    );
     type Serving = std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>>;
     let catalogs: Serving = match tls {
         Some(config) => Box::pin(crate::server::catalog::serve_tls(
@@ -159,31 +181,142 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
             std::future::pending(),
         )),
     };
-    let catalog_reconciler = catalog::run(catalog_ctx);
     let content = crate::content::ContentClient::new(crate::content::ContentConfig::default())?;
-    let extension_ctx = Arc::new(extension::ExtensionContext::new(
-        client.clone(),
-        config,
-        puller,
-        content,
-        extension::ExtensionSettings {
-            namespace: args.namespace.clone(),
-            service_account: Some(args.service_account.clone()),
-            global_pull_secret: args.global_pull_secret.clone(),
-            cert_provider: crate::bundle::CertProvider::CertManager,
-            minute: Duration::from_secs(args.poll_unit_seconds.max(1)),
-        },
-    ));
-    let extension_reconciler = extension::run(extension_ctx);
+    let extension_ctx = Arc::new(
+        extension::ExtensionContext::new(
+            client.clone(),
+            config,
+            puller,
+            content,
+            extension::ExtensionSettings {
+                namespace: args.namespace.clone(),
+                service_account: Some(args.service_account.clone()),
+                global_pull_secret: args.global_pull_secret.clone(),
+                cert_provider: crate::bundle::CertProvider::CertManager,
+                minute: Duration::from_secs(args.poll_unit_seconds.max(1)),
+            },
+        )
+        .with_metrics(metrics.clone()),
+    );
+
+    // Leader election: the reconcilers run only on the lease holder.
+    let election = if args.leader_elect {
+        Some(join_election(&client, &args).await?)
+    } else {
+        None
+    };
+    let lease_task = election.as_ref().map(|e| e.1.abort_handle());
+    let reconcilers = async move {
+        if let Some((mut leader, _task, identity)) = election {
+            tracing::info!(lease = LEASE_NAME, namespace = %args.namespace, %identity, "waiting to become the leader");
+            while !*leader.borrow_and_update() {
+                leader
+                    .changed()
+                    .await
+                    .map_err(|_| anyhow::anyhow!("the lease manager stopped"))?;
+            }
+            metrics.set_leader(true);
+            tracing::info!(lease = LEASE_NAME, %identity, "became the leader; starting the reconcilers");
+            tokio::select! {
+                () = run_reconcilers(catalog_ctx, extension_ctx) => Ok(()),
+                () = lost(&mut leader) => {
+                    metrics.set_leader(false);
+                    Err(anyhow::anyhow!(
+                        "lost the leader lease {}/{LEASE_NAME} (identity {identity}); exiting so that the restarted process rejoins the election",
+                        args.namespace
+                    ))
+                }
+            }
+        } else {
+            metrics.set_leader(true);
+            run_reconcilers(catalog_ctx, extension_ctx).await;
+            Ok(())
+        }
+    };
     readiness.set_ready(true);
-    tokio::select! {
-        result = health => result.context("health server failed")?,
-        result = catalogs => result.context("catalog server failed")?,
-        () = catalog_reconciler => tracing::info!("catalog reconciler stopped"),
-        () = extension_reconciler => tracing::info!("extension reconciler stopped"),
-        () = &mut shutdown => tracing::info!("termination signal received, shutting down"),
+    let result = tokio::select! {
+        result = health => result.context("health server failed"),
+        result = metrics_server => result.context("metrics server failed"),
+        result = catalogs => result.context("catalog server failed"),
+        result = reconcilers => result,
+        () = &mut shutdown => {
+            tracing::info!("termination signal received, shutting down");
+            Ok(())
+        }
+    };
+    // The receiver is gone now: the lease task releases the lease (so that a standby
+    // takes over at once) and ends; give it a moment.
+    if let Some(task) = lease_task {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        while !task.is_finished() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
-    Ok(())
+    result
+}
+
+type Election = (
+    tokio::sync::watch::Receiver<bool>,
+    tokio::task::JoinHandle<
+        Result<kube_lease_manager::LeaseManager, kube_lease_manager::LeaseManagerError>,
+    >,
+    String,
+);
+
+/// Creates (if needed) the Lease and starts competing for it.
+async fn join_election(client: &Client, args: &ControllerArgs) -> Result<Election> {
+    let identity = args.leader_election_identity.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "olmv1".into());
+        format!("{host}-{}", std::process::id())
+    });
+    let (duration, grace) = lease_timing(args.lease_duration_seconds);
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
+        .with_namespace(args.namespace.clone())
+        .with_identity(identity.clone())
+        .with_duration(duration)
+        .with_grace(grace)
+        .with_field_manager(format!("olmv1-{identity}"))
+        .build()
+        .await
+        .with_context(|| {
+            format!(
+                "setting up leader election with Lease {}/{LEASE_NAME}",
+                args.namespace
+            )
+        })?;
+    let (receiver, task) = manager.watch().await;
+    Ok((receiver, task, identity))
+}
+
+/// Lease duration and renewal margin: the leader renews `grace` seconds before expiry
+/// (a third of the duration, at least 1 s), i.e. every `duration - grace` seconds.
+pub fn lease_timing(duration_seconds: u64) -> (u64, u64) {
+    let duration = duration_seconds.max(2);
+    (duration, (duration / 3).max(1))
+}
+
+/// Resolves when the lease says this replica is no longer the leader.
+async fn lost(leader: &mut tokio::sync::watch::Receiver<bool>) {
+    loop {
+        if leader.changed().await.is_err() {
+            return;
+        }
+        if !*leader.borrow_and_update() {
+            return;
+        }
+    }
+}
+
+async fn run_reconcilers(
+    catalog_ctx: Arc<catalog::CatalogContext>,
+    extension_ctx: Arc<extension::ExtensionContext>,
+) {
+    tokio::select! {
+        () = catalog::run(catalog_ctx) => tracing::info!("catalog reconciler stopped"),
+        () = extension::run(extension_ctx) => tracing::info!("extension reconciler stopped"),
+    }
 }
 
 /// Resolves when SIGTERM or SIGINT arrives.

@@ -66,4 +66,23 @@ pub struct ControllerArgs {
     /// Seconds in one `pollIntervalMinutes` unit (tests use 1).
     #[arg(long, default_value_t = 60, hide = true)]
     pub poll_unit_seconds: u64,
+
+    /// Address of the Prometheus `/metrics` endpoint.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_bind_address: String,
+
+    /// Run the reconcilers only while holding the Lease `olmv1-controller` in
+    /// --namespace (for several replicas); the catalog server and probes run on every
+    /// replica. Losing the lease ends the process with a non-zero exit code.
+    #[arg(long)]
+    pub leader_elect: bool,
+
+    /// How long a leader's lease is valid without renewal; a standby takes over at
+    /// most this long after the leader died.
+    #[arg(long, default_value_t = 15)]
+    pub lease_duration_seconds: u64,
+
+    /// This replica's identity in the lease; default: $POD_NAME, else host name and pid.
+    #[arg(long, env = "POD_NAME")]
+    pub leader_election_identity: Option<String>,
 }

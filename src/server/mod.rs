@@ -1,6 +1,7 @@
 //! HTTP servers: the catalogd-compatible catalog API ([`catalog`]), optional TLS for
-//! it ([`tls`]), and health probes ([`health`]).
+//! it ([`tls`]), health probes ([`health`]) and Prometheus metrics ([`metrics`]).
 
 pub mod catalog;
 pub mod health;
+pub mod metrics;
 pub mod tls;

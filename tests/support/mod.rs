@@ -274,6 +274,10 @@ pub fn controller() -> &'static RunningController {
             lenient_catalogs: false,
             max_catalog_bytes: MAX_CATALOG_BYTES,
             poll_unit_seconds: 1,
+            metrics_bind_address: "127.0.0.1:0".into(),
+            leader_elect: false,
+            lease_duration_seconds: 15,
+            leader_election_identity: None,
         };
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -11,6 +11,7 @@ pub mod status;
 use crate::api::{self, AvailabilityMode, ClusterCatalog, ClusterCatalogStatus};
 use crate::fbc::{self, FbcError};
 use crate::image::{DockerConfig, Extract, ImageError, ImagePuller};
+use crate::server::metrics::{Controller as MetricsController, Metrics};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
@@ -64,6 +65,8 @@ pub struct CatalogContext {
     pub settings: CatalogSettings,
     records: Mutex<HashMap<String, Record>>,
     failures: Mutex<HashMap<String, u32>>,
+    /// Where reconciles report durations, errors and status (metrics hook).
+    pub metrics: Arc<Metrics>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +83,14 @@ impl CatalogContext {
             settings,
             records: Mutex::default(),
             failures: Mutex::default(),
+            metrics: Arc::new(Metrics::new()),
         }
+    }
+
+    /// Reports into `metrics` (shared with the rest of the process).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     fn record(&self, name: &str) -> Option<Record> {
@@ -130,6 +140,8 @@ fn error_policy(
     ctx: Arc<CatalogContext>,
 ) -> Action {
     let n = ctx.next_failure(&catalog.name_any());
+    ctx.metrics
+        .error(MetricsController::clustercatalog, "ApiError");
     tracing::warn!(catalog = %catalog.name_any(), error = %error, "reconcile failed");
     Action::requeue(backoff(n))
 }
@@ -165,7 +177,10 @@ async fn reconcile(
     ctx: Arc<CatalogContext>,
 ) -> Result<Action, CatalogError> {
     let span = tracing::info_span!("reconcile", catalog = %catalog.name_any());
-    reconcile_catalog(catalog, ctx).instrument(span).await
+    let (started, metrics) = (Instant::now(), ctx.metrics.clone());
+    let result = reconcile_catalog(catalog, ctx).instrument(span).await;
+    metrics.reconciled(MetricsController::clustercatalog, started.elapsed());
+    result
 }
 
 async fn reconcile_catalog(
@@ -177,7 +192,7 @@ async fn reconcile_catalog(
 
     if catalog.meta().deletion_timestamp.is_some() {
         remove_content(&ctx, &name);
-        write_status(&api, &catalog, &Outcome::Deleted).await?;
+        write_status(&ctx.metrics, &api, &catalog, &Outcome::Deleted).await?;
         remove_finalizer(&api, &catalog).await?;
         return Ok(Action::await_change());
     }
@@ -191,7 +206,7 @@ async fn reconcile_catalog(
 
     if catalog.spec.availability_mode == AvailabilityMode::Unavailable {
         remove_content(&ctx, &name);
-        write_status(&api, &catalog, &Outcome::Unavailable).await?;
+        write_status(&ctx.metrics, &api, &catalog, &Outcome::Unavailable).await?;
         remove_finalizer(&api, &catalog).await?;
         return Ok(Action::await_change());
     }
@@ -214,7 +229,7 @@ async fn reconcile_catalog(
             message: "image is required when source type is Image".into(),
             terminal: true,
         };
-        write_status(&api, &catalog, &outcome).await?;
+        write_status(&ctx.metrics, &api, &catalog, &outcome).await?;
         return Ok(Action::await_change());
     };
     let spec_ref = image.ref_.clone();
@@ -320,6 +335,8 @@ async fn reconcile_catalog(
                     millis = started.elapsed().as_millis() as u64,
                     "catalog content stored"
                 );
+                ctx.metrics
+                    .catalog_ingested(&name, started.elapsed(), stored.size);
                 crate::controller::catalog::status::truncate_to_seconds(stored.last_modified)
             }
             Err(e) => return fail(&api, &catalog, &ctx, &spec_ref, Failure::Store(e)).await,
@@ -333,7 +350,7 @@ async fn reconcile_catalog(
         ),
         last_unpacked: last_unpacked.clone(),
     };
-    write_status(&api, &catalog, &outcome).await?;
+    write_status(&ctx.metrics, &api, &catalog, &outcome).await?;
     ctx.set_record(
         &name,
         Some(Record {
@@ -386,7 +403,21 @@ async fn fail(
         Failure::Store(_) => (failure_message(&failure), by_digest),
     };
     tracing::warn!(catalog = %name, terminal, error = %message, "catalog not updated");
-    write_status(api, catalog, &Outcome::Failed { message, terminal }).await?;
+    ctx.metrics.error(
+        MetricsController::clustercatalog,
+        match &failure {
+            Failure::Image(ImageError::InvalidReference { .. }) => "InvalidImageReference",
+            Failure::Image(_) => "ImagePullFailed",
+            Failure::Store(_) => "StoreFailed",
+        },
+    );
+    write_status(
+        &ctx.metrics,
+        api,
+        catalog,
+        &Outcome::Failed { message, terminal },
+    )
+    .await?;
     if terminal {
         return Ok(Action::await_change());
     }
@@ -408,12 +439,17 @@ fn remove_content(ctx: &CatalogContext, name: &str) {
 }
 
 async fn write_status(
+    metrics: &Metrics,
     api: &Api<ClusterCatalog>,
     catalog: &ClusterCatalog,
     outcome: &Outcome,
 ) -> Result<(), CatalogError> {
     let current = catalog.status.clone().unwrap_or_default();
     let next = status::next_status(&current, outcome, catalog.meta().generation, &now());
+    match outcome {
+        Outcome::Deleted => metrics.forget_catalog(&catalog.name_any()),
+        _ => metrics.catalog_status(&catalog.name_any(), &next),
+    }
     if next == current {
         return Ok(());
     }

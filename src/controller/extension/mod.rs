@@ -25,6 +25,7 @@ use crate::image::{ImageError, ImagePuller};
 use crate::preflight::crd_safety::{self, Enforcement, Verdict};
 use crate::resolve::deprecation::{CatalogData, deprecation_conditions};
 use crate::resolve::{self, ResolveRequest, UpgradePolicy};
+use crate::server::metrics::{Controller as MetricsController, Metrics, Phase};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
@@ -71,6 +72,8 @@ pub struct ExtensionContext {
     /// Per extension: (generation, when failures started), for progressDeadlineMinutes.
     failing_since: Mutex<HashMap<String, (Option<i64>, Instant)>>,
     failures: Mutex<HashMap<String, u32>>,
+    /// Where reconciles report durations, errors and status (metrics hook).
+    pub metrics: Arc<Metrics>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -106,7 +109,14 @@ impl ExtensionContext {
             drift: drift::DriftWatches::new(),
             failing_since: Mutex::default(),
             failures: Mutex::default(),
+            metrics: Arc::new(Metrics::new()),
         }
+    }
+
+    /// Reports into `metrics` (shared with the rest of the process).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     fn next_backoff(&self, name: &str) -> Duration {
@@ -199,6 +209,8 @@ fn error_policy(
     ctx: Arc<ExtensionContext>,
 ) -> Action {
     tracing::warn!(extension = %ext.name_any(), error = %error, "reconcile failed");
+    ctx.metrics
+        .error(MetricsController::clusterextension, "ApiError");
     Action::requeue(ctx.next_backoff(&ext.name_any()))
 }
 
@@ -207,7 +219,10 @@ async fn reconcile(
     ctx: Arc<ExtensionContext>,
 ) -> Result<Action, ExtensionError> {
     let span = tracing::info_span!("reconcile", extension = %ext.name_any());
-    reconcile_extension(ext, ctx).instrument(span).await
+    let (started, metrics) = (Instant::now(), ctx.metrics.clone());
+    let result = reconcile_extension(ext, ctx).instrument(span).await;
+    metrics.reconciled(MetricsController::clusterextension, started.elapsed());
+    result
 }
 
 fn now() -> Time {
@@ -266,6 +281,8 @@ async fn reconcile_extension(
     // 2. Validate what the API server cannot.
     let errors = validate(&ctx, &namespace, &account).await;
     if !errors.is_empty() {
+        ctx.metrics
+            .error(MetricsController::clusterextension, "ValidationFailed");
         let outcome = Outcome::ValidationFailed(status::validation_failed(&errors));
         let obs = Observation {
             generation,
@@ -281,6 +298,10 @@ async fn reconcile_extension(
     let history = match ctx.store.load(&owner).await {
         Ok(h) => h,
         Err(e) => {
+            ctx.metrics.error(
+                MetricsController::clusterextension,
+                "RevisionRecordUnavailable",
+            );
             let obs = Observation {
                 generation,
                 installed: None,
@@ -308,6 +329,7 @@ async fn reconcile_extension(
         return Ok(Action::await_change());
     };
     let channels = filter.channels.clone().unwrap_or_default();
+    let resolve_started = Instant::now();
     let catalogs = Api::<ClusterCatalog>::all(ctx.client.clone())
         .list(&ListParams::default())
         .await?;
@@ -338,8 +360,12 @@ async fn reconcile_extension(
     let installed_name = installed.as_ref().map(|b| b.name.as_str());
     // Set when no catalog provides the package any more and the installed bundle is kept.
     let mut maintained = None;
-    let (target, deprecation) = match resolve::resolve(&request, &inputs) {
+    let resolved = resolve::resolve(&request, &inputs);
+    ctx.metrics.phase(Phase::resolve, resolve_started.elapsed());
+    let (target, deprecation) = match resolved {
         Ok(resolution) => {
+            let b = &resolution.bundle;
+            ctx.metrics.resolved_from(&name, &b.name, &b.catalog);
             let deprecation = deprecation_conditions(
                 CatalogData::Available(resolution.deprecation.as_ref()),
                 &channels,
@@ -384,6 +410,8 @@ async fn reconcile_extension(
                 }
                 _ => {
                     let message = e.to_string();
+                    ctx.metrics
+                        .error(MetricsController::clusterextension, "ResolutionFailed");
                     emit(
                         &ctx,
                         &ext,
@@ -479,6 +507,13 @@ async fn reconcile_extension(
             Ok(Action::await_change())
         }
         Err(failure) => {
+            let reason = match &failure {
+                InstallFailure::Retry(_) => "InstallFailed",
+                InstallFailure::InvalidConfiguration(_) => REASON_INVALID_CONFIGURATION,
+                InstallFailure::Blocked(_) => REASON_BLOCKED,
+            };
+            ctx.metrics
+                .error(MetricsController::clusterextension, reason);
             let outcome = match failure {
                 InstallFailure::Retry(message) => Outcome::Retrying(status::for_resolved_bundle(
                     &target.name,
@@ -602,6 +637,7 @@ async fn install(
     let account = &ext.spec.service_account.name;
 
     // 5. Pull and unpack.
+    let pull_started = Instant::now();
     let secrets = crate::controller::pull_secrets(
         &ctx.client,
         &ctx.settings.namespace,
@@ -622,8 +658,10 @@ async fn install(
         }
         other => InstallFailure::Retry(other.to_string()),
     })?;
+    ctx.metrics.phase(Phase::pull, pull_started.elapsed());
 
     // 6. Render (CPU work, off the async workers).
+    let render_started = Instant::now();
     let config = ext
         .spec
         .config
@@ -644,6 +682,7 @@ async fn install(
     })
     .await
     .map_err(|e| InstallFailure::Retry(format!("render task failed: {e}")))??;
+    ctx.metrics.phase(Phase::render, render_started.elapsed());
 
     // Fields the bundle's CRDs do not declare would fail server-side apply; the API
     // server drops them on create, and so does this.
@@ -653,6 +692,7 @@ async fn install(
     }
 
     // 7a. CRD upgrade safety against the live CRDs.
+    let preflight_started = Instant::now();
     let enforcement = match ext
         .spec
         .install
@@ -713,6 +753,9 @@ async fn install(
     )
     .await
     .map_err(|e| InstallFailure::Retry(e.to_string()))?;
+    ctx.metrics
+        .phase(Phase::preflight, preflight_started.elapsed());
+    let apply_started = Instant::now();
     let info = BundleInfo {
         package: target.package.clone(),
         bundle_name: target.name.clone(),
@@ -733,6 +776,7 @@ async fn install(
         InstallError::Apply(ApplyError::Conflict { message, .. }) => InstallFailure::Retry(message),
         other => InstallFailure::Retry(other.to_string()),
     })?;
+    ctx.metrics.phase(Phase::apply, apply_started.elapsed());
     Ok(Installed {
         image: pulled.reference,
         applied_changes: outcome.report.changed.len(),
@@ -791,6 +835,8 @@ async fn finalize(
     let history = match ctx.store.load(owner).await {
         Ok(h) => h,
         Err(e) => {
+            ctx.metrics
+                .error(MetricsController::clusterextension, "UninstallFailed");
             emit(
                 ctx,
                 ext,
@@ -814,6 +860,8 @@ async fn finalize(
     let installer = match ctx.installers.get(namespace, account) {
         Ok(c) => c,
         Err(e) => {
+            ctx.metrics
+                .error(MetricsController::clusterextension, "UninstallFailed");
             emit(
                 ctx,
                 ext,
@@ -874,6 +922,8 @@ async fn finalize(
             .await;
         }
         Err(e) => {
+            ctx.metrics
+                .error(MetricsController::clusterextension, "UninstallFailed");
             emit(
                 ctx,
                 ext,
@@ -906,17 +956,26 @@ async fn finalize(
         Err(e) => return Err(e.into()),
     }
     ctx.succeeded(&name);
+    ctx.metrics.forget_extension(&name);
     Ok(Action::await_change())
 }
 
 async fn write_status(
     api: &Api<ClusterExtension>,
     ext: &ClusterExtension,
-    _ctx: &ExtensionContext,
+    ctx: &ExtensionContext,
     observation: &Observation,
 ) -> Result<(), ExtensionError> {
     let current = ext.status.clone().unwrap_or_default();
     let next: ClusterExtensionStatus = status::next_status(&current, observation, &now());
+    let package = ext
+        .spec
+        .source
+        .catalog
+        .as_ref()
+        .map(|c| c.package_name.as_str());
+    ctx.metrics
+        .extension_status(&ext.name_any(), package.unwrap_or_default(), &next);
     if next == current {
         return Ok(());
     }

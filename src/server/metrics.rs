@@ -1,0 +1,722 @@
+//! Prometheus metrics of the controller process, served on `/metrics`
+//! (`--metrics-bind-address`): what the reconcilers report through [`Metrics`]
+//! (per-extension info and condition gauges, phase durations, catalog ingest time and
+//! size, errors by reason), the catalog HTTP server's request durations, leadership,
+//! and a count of Kubernetes API requests ([`CountApiRequests`], a tower layer around
+//! the controller's client) so that the idle request rate can be checked.
+//!
+//! The reconcilers only call methods here; the registry and the label bookkeeping
+//! (removing series of deleted objects or of a replaced installed version) live here.
+
+use crate::api::{ClusterCatalogStatus, ClusterExtensionStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// The three condition statuses; each condition is exported as one series per status,
+/// 1 for the current one and 0 for the others (as kube-state-metrics does).
+const STATUSES: [&str; 3] = ["True", "False", "Unknown"];
+
+/// Which reconciler reports.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Controller {
+    clusterextension,
+    clustercatalog,
+}
+
+/// A timed step of a ClusterExtension reconcile.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Phase {
+    resolve,
+    pull,
+    render,
+    preflight,
+    apply,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ExtensionInfo {
+    name: String,
+    package: String,
+    version: String,
+    bundle: String,
+    catalog: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ExtensionCondition {
+    name: String,
+    r#type: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CatalogCondition {
+    catalog: String,
+    r#type: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CatalogLabel {
+    catalog: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabel {
+    phase: Phase,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabel {
+    controller: Controller,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    controller: Controller,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodeLabel {
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerbLabel {
+    verb: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn duration_histogram() -> Histogram {
+    // 5 ms … ~82 s
+    Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
+/// What the series of one extension were last set to, so that stale series go away.
+#[derive(Default)]
+struct Known {
+    /// Extension name → (bundle name, catalog it was last resolved from).
+    resolved_from: HashMap<String, (String, String)>,
+    extension_info: HashMap<String, ExtensionInfo>,
+    extension_conditions: HashMap<String, Vec<ExtensionCondition>>,
+    catalog_conditions: HashMap<String, Vec<CatalogCondition>>,
+}
+
+/// The controller's metrics; share one `Arc<Metrics>` between the reconcilers and servers.
+pub struct Metrics {
+    registry: Registry,
+    extension_info: Family<ExtensionInfo, Gauge>,
+    extension_condition: Family<ExtensionCondition, Gauge>,
+    phase_duration: HistogramFamily<PhaseLabel>,
+    reconcile_duration: HistogramFamily<ControllerLabel>,
+    errors: Family<ErrorLabels, Counter>,
+    catalog_condition: Family<CatalogCondition, Gauge>,
+    catalog_ingest: Histogram,
+    catalog_bytes: Family<CatalogLabel, Gauge>,
+    catalog_size: Histogram,
+    http_duration: HistogramFamily<CodeLabel>,
+    leader: Gauge,
+    api_requests: Family<VerbLabel, Counter>,
+    known: Mutex<Known>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("olmv1");
+        let extension_info = Family::<ExtensionInfo, Gauge>::default();
+        registry.register(
+            "clusterextension_info",
+            "Installed bundle of each ClusterExtension (value 1)",
+            extension_info.clone(),
+        );
+        let extension_condition = Family::<ExtensionCondition, Gauge>::default();
+        registry.register(
+            "clusterextension_condition",
+            "ClusterExtension conditions: 1 for the current status, 0 for the others",
+            extension_condition.clone(),
+        );
+        let phase_duration: HistogramFamily<PhaseLabel> =
+            Family::new_with_constructor(duration_histogram);
+        registry.register_with_unit(
+            "clusterextension_phase_duration",
+            "Duration of the resolve, pull, render and apply steps of ClusterExtension reconciles",
+            Unit::Seconds,
+            phase_duration.clone(),
+        );
+        let reconcile_duration: HistogramFamily<ControllerLabel> =
+            Family::new_with_constructor(duration_histogram);
+        registry.register_with_unit(
+            "reconcile_duration",
+            "Duration of whole reconciles",
+            Unit::Seconds,
+            reconcile_duration.clone(),
+        );
+        let errors = Family::<ErrorLabels, Counter>::default();
+        registry.register(
+            "reconcile_errors",
+            "Failed reconciles by reason",
+            errors.clone(),
+        );
+        let catalog_condition = Family::<CatalogCondition, Gauge>::default();
+        registry.register(
+            "clustercatalog_condition",
+            "ClusterCatalog conditions: 1 for the current status, 0 for the others",
+            catalog_condition.clone(),
+        );
+        let catalog_ingest = duration_histogram();
+        registry.register_with_unit(
+            "clustercatalog_ingest_duration",
+            "Time to pull, validate and store a catalog's content",
+            Unit::Seconds,
+            catalog_ingest.clone(),
+        );
+        let catalog_bytes = Family::<CatalogLabel, Gauge>::default();
+        registry.register_with_unit(
+            "clustercatalog_content_size",
+            "Size of the FBC content stored for each ClusterCatalog",
+            Unit::Bytes,
+            catalog_bytes.clone(),
+        );
+        // 64 KiB … 4 GiB
+        let catalog_size = Histogram::new(exponential_buckets(65536.0, 4.0, 9));
+        registry.register_with_unit(
+            "clustercatalog_ingest_size",
+            "Size of the FBC content of each ingest",
+            Unit::Bytes,
+            catalog_size.clone(),
+        );
+        let http_duration: HistogramFamily<CodeLabel> =
+            Family::new_with_constructor(duration_histogram);
+        registry.register_with_unit(
+            "catalog_http_request_duration",
+            "Requests to the catalog content server by status code",
+            Unit::Seconds,
+            http_duration.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader lease (or leader election is off)",
+            leader.clone(),
+        );
+        let api_requests = Family::<VerbLabel, Counter>::default();
+        registry.register(
+            "kube_api_requests",
+            "Requests the controller's own client sent to the API server",
+            api_requests.clone(),
+        );
+        Metrics {
+            registry,
+            extension_info,
+            extension_condition,
+            phase_duration,
+            reconcile_duration,
+            errors,
+            catalog_condition,
+            catalog_ingest,
+            catalog_bytes,
+            catalog_size,
+            http_duration,
+            leader,
+            api_requests,
+            known: Mutex::default(),
+        }
+    }
+
+    /// The OpenMetrics text exposition of everything.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, Known> {
+        self.known.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Resolution picked `bundle` from `catalog` for extension `name` (the info
+    /// series carries the catalog once that bundle is installed).
+    pub fn resolved_from(&self, name: &str, bundle: &str, catalog: &str) {
+        self.known()
+            .resolved_from
+            .insert(name.to_string(), (bundle.to_string(), catalog.to_string()));
+    }
+
+    /// The status just written (or found unchanged) for an extension: its info series
+    /// (when a bundle is installed) and its condition series.
+    pub fn extension_status(&self, name: &str, package: &str, status: &ClusterExtensionStatus) {
+        let mut known = self.known();
+        let previous = known.extension_info.get(name).cloned();
+        let info = status.install.as_ref().map(|i| {
+            // The catalog of the latest resolution of this bundle, else the one known before.
+            let catalog = match known.resolved_from.get(name) {
+                Some((bundle, catalog)) if *bundle == i.bundle.name => catalog.clone(),
+                _ => previous
+                    .as_ref()
+                    .filter(|p| p.bundle == i.bundle.name)
+                    .map(|p| p.catalog.clone())
+                    .unwrap_or_default(),
+            };
+            ExtensionInfo {
+                name: name.to_string(),
+                package: package.to_string(),
+                version: i.bundle.version.clone(),
+                bundle: i.bundle.name.clone(),
+                catalog,
+            }
+        });
+        if previous != info {
+            if let Some(p) = previous {
+                self.extension_info.remove(&p);
+            }
+            match info {
+                Some(i) => {
+                    self.extension_info.get_or_create(&i).set(1);
+                    known.extension_info.insert(name.to_string(), i);
+                }
+                None => {
+                    known.extension_info.remove(name);
+                }
+            }
+        }
+        let series = condition_series(&status.conditions, |type_, status| ExtensionCondition {
+            name: name.to_string(),
+            r#type: type_,
+            status,
+        });
+        replace_series(
+            &self.extension_condition,
+            known
+                .extension_conditions
+                .entry(name.to_string())
+                .or_default(),
+            series,
+        );
+    }
+
+    /// The extension is gone: drop all its series.
+    pub fn forget_extension(&self, name: &str) {
+        let mut known = self.known();
+        known.resolved_from.remove(name);
+        if let Some(i) = known.extension_info.remove(name) {
+            self.extension_info.remove(&i);
+        }
+        for s in known.extension_conditions.remove(name).unwrap_or_default() {
+            self.extension_condition.remove(&s);
+        }
+    }
+
+    /// How long one step of an extension reconcile took.
+    pub fn phase(&self, phase: Phase, took: Duration) {
+        self.phase_duration
+            .get_or_create(&PhaseLabel { phase })
+            .observe(took.as_secs_f64());
+    }
+
+    /// How long a whole reconcile took.
+    pub fn reconciled(&self, controller: Controller, took: Duration) {
+        self.reconcile_duration
+            .get_or_create(&ControllerLabel { controller })
+            .observe(took.as_secs_f64());
+    }
+
+    /// A reconcile failed for `reason` (a condition reason or a short CamelCase cause).
+    pub fn error(&self, controller: Controller, reason: &str) {
+        self.errors
+            .get_or_create(&ErrorLabels {
+                controller,
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// The status just written (or found unchanged) for a catalog.
+    pub fn catalog_status(&self, name: &str, status: &ClusterCatalogStatus) {
+        let mut known = self.known();
+        let series = condition_series(&status.conditions, |type_, status| CatalogCondition {
+            catalog: name.to_string(),
+            r#type: type_,
+            status,
+        });
+        replace_series(
+            &self.catalog_condition,
+            known
+                .catalog_conditions
+                .entry(name.to_string())
+                .or_default(),
+            series,
+        );
+    }
+
+    /// A catalog's content was stored: `bytes` of FBC in `took`.
+    pub fn catalog_ingested(&self, name: &str, took: Duration, bytes: u64) {
+        self.catalog_ingest.observe(took.as_secs_f64());
+        self.catalog_size.observe(bytes as f64);
+        self.catalog_bytes
+            .get_or_create(&CatalogLabel {
+                catalog: name.to_string(),
+            })
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// The catalog is gone or its content removed: drop its series.
+    pub fn forget_catalog(&self, name: &str) {
+        let mut known = self.known();
+        for s in known.catalog_conditions.remove(name).unwrap_or_default() {
+            self.catalog_condition.remove(&s);
+        }
+        self.catalog_bytes.remove(&CatalogLabel {
+            catalog: name.to_string(),
+        });
+    }
+
+    /// One request served by the catalog HTTP server.
+    pub fn http_request(&self, code: u16, took: Duration) {
+        self.http_duration
+            .get_or_create(&CodeLabel {
+                code: code.to_string(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    /// One request to the API server (`verb`: the HTTP method, `WATCH` for watches).
+    pub fn api_request(&self, verb: &str) {
+        self.api_requests
+            .get_or_create(&VerbLabel {
+                verb: verb.to_string(),
+            })
+            .inc();
+    }
+
+    /// All API requests counted so far.
+    pub fn api_requests_total(&self) -> u64 {
+        ["GET", "WATCH", "POST", "PUT", "PATCH", "DELETE"]
+            .iter()
+            .map(|v| {
+                self.api_requests
+                    .get_or_create(&VerbLabel {
+                        verb: v.to_string(),
+                    })
+                    .get()
+            })
+            .sum()
+    }
+}
+
+/// One series per (condition type, status), 1 for the condition's status.
+fn condition_series<L>(
+    conditions: &[Condition],
+    label: impl Fn(String, String) -> L,
+) -> Vec<(L, i64)> {
+    let mut out = Vec::new();
+    for c in conditions {
+        for s in STATUSES {
+            let value = i64::from(c.status == s);
+            out.push((label(c.type_.clone(), s.to_string()), value));
+        }
+    }
+    out
+}
+
+fn replace_series<L>(family: &Family<L, Gauge>, known: &mut Vec<L>, series: Vec<(L, i64)>)
+where
+    L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug,
+{
+    for old in known.iter() {
+        if !series.iter().any(|(l, _)| l == old) {
+            family.remove(old);
+        }
+    }
+    known.clear();
+    for (labels, value) in series {
+        family.get_or_create(&labels).set(value);
+        known.push(labels);
+    }
+}
+
+/// Tower layer counting the requests of a kube client into [`Metrics::api_request`]:
+/// `kube::client::ClientBuilder::try_from(config)?.with_layer(&CountApiRequests(metrics)).build()`.
+#[derive(Clone)]
+pub struct CountApiRequests(pub Arc<Metrics>);
+
+impl<S> tower::Layer<S> for CountApiRequests {
+    type Service = CountApiRequestsService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        CountApiRequestsService {
+            inner,
+            metrics: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct CountApiRequestsService<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for CountApiRequestsService<S>
+where
+    S: tower::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        self.metrics.api_request(&request_verb(&request));
+        self.inner.call(request)
+    }
+}
+
+/// The HTTP method, or `WATCH` for a watch request.
+fn request_verb<B>(request: &http::Request<B>) -> String {
+    let watch = request
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+    if watch {
+        "WATCH".to_string()
+    } else {
+        request.method().as_str().to_string()
+    }
+}
+
+/// Axum middleware timing every request of a router into [`Metrics::http_request`]:
+/// `router.layer(axum::middleware::from_fn_with_state(metrics, metrics::track_http))`.
+pub async fn track_http(
+    axum::extract::State(metrics): axum::extract::State<Arc<Metrics>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    metrics.http_request(response.status().as_u16(), started.elapsed());
+    response
+}
+
+/// The `/metrics` route.
+pub fn router(metrics: Arc<Metrics>) -> axum::Router {
+    use axum::http::{StatusCode, header};
+    axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let metrics = metrics.clone();
+            async move {
+                match metrics.encode() {
+                    Ok(body) => (
+                        StatusCode::OK,
+                        [(
+                            header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        body,
+                    ),
+                    Err(e) => (
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                        format!("encoding metrics: {e}"),
+                    ),
+                }
+            }
+        }),
+    )
+}
+
+/// Serves `/metrics` until the future is dropped.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(metrics)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{BundleMetadata, ClusterExtensionInstallStatus};
+
+    fn condition(type_: &str, status: &str) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: "Reason".into(),
+            message: String::new(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::UNIX_EPOCH,
+            ),
+            observed_generation: None,
+        }
+    }
+
+    fn installed(version: &str, conditions: Vec<Condition>) -> ClusterExtensionStatus {
+        ClusterExtensionStatus {
+            conditions,
+            install: Some(ClusterExtensionInstallStatus {
+                bundle: BundleMetadata {
+                    name: format!("argocd.v{version}"),
+                    version: version.into(),
+                    ..Default::default()
+                },
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn lines(m: &Metrics, prefix: &str) -> Vec<String> {
+        let text = m.encode().unwrap();
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn extension_info_and_conditions_are_labelled_and_replaced() {
+        let m = Metrics::new();
+        let status = installed(
+            "1.0.0",
+            vec![
+                condition("Installed", "True"),
+                condition("Progressing", "True"),
+            ],
+        );
+        m.resolved_from("argocd", "argocd.v1.0.0", "operatorhub");
+        m.extension_status("argocd", "argocd-operator", &status);
+        assert_eq!(
+            lines(&m, "olmv1_clusterextension_info"),
+            vec![
+                r#"olmv1_clusterextension_info{name="argocd",package="argocd-operator",version="1.0.0",bundle="argocd.v1.0.0",catalog="operatorhub"} 1"#
+            ]
+        );
+        let conditions = lines(&m, "olmv1_clusterextension_condition{");
+        assert_eq!(conditions.len(), 6, "{conditions:#?}");
+        assert!(conditions.contains(
+            &r#"olmv1_clusterextension_condition{name="argocd",type="Installed",status="True"} 1"#
+                .to_string()
+        ));
+        assert!(conditions.contains(
+            &r#"olmv1_clusterextension_condition{name="argocd",type="Installed",status="False"} 0"#
+                .to_string()
+        ));
+
+        // A resolution of a newer bundle does not relabel the installed one; its
+        // install replaces the info series.
+        m.resolved_from("argocd", "argocd.v1.1.0", "community");
+        m.extension_status("argocd", "argocd-operator", &status);
+        let info = lines(&m, "olmv1_clusterextension_info");
+        assert!(info[0].contains(r#"catalog="operatorhub""#), "{info:#?}");
+        let status = installed(
+            "1.1.0",
+            vec![
+                condition("Installed", "True"),
+                condition("Progressing", "False"),
+            ],
+        );
+        m.extension_status("argocd", "argocd-operator", &status);
+        let info = lines(&m, "olmv1_clusterextension_info");
+        assert_eq!(info.len(), 1, "{info:#?}");
+        assert!(
+            info[0].contains(r#"version="1.1.0""#) && info[0].contains(r#"catalog="community""#),
+            "{info:#?}"
+        );
+        assert!(lines(&m, "olmv1_clusterextension_condition{").contains(
+            &r#"olmv1_clusterextension_condition{name="argocd",type="Progressing",status="False"} 1"#
+                .to_string()
+        ));
+
+        m.forget_extension("argocd");
+        assert!(lines(&m, "olmv1_clusterextension_info{").is_empty());
+        assert!(lines(&m, "olmv1_clusterextension_condition{").is_empty());
+    }
+
+    #[test]
+    fn catalog_series_errors_and_durations() {
+        let m = Metrics::new();
+        let status = ClusterCatalogStatus {
+            conditions: vec![
+                condition("Progressing", "True"),
+                condition("Serving", "False"),
+            ],
+            ..Default::default()
+        };
+        m.catalog_status("operatorhub", &status);
+        m.error(Controller::clustercatalog, "Retrying");
+        m.error(Controller::clustercatalog, "Retrying");
+        m.error(Controller::clusterextension, "Blocked");
+        m.catalog_ingested("operatorhub", Duration::from_millis(300), 4096);
+        m.phase(Phase::resolve, Duration::from_millis(20));
+        m.reconciled(Controller::clusterextension, Duration::from_millis(20));
+        m.http_request(200, Duration::from_millis(1));
+        m.set_leader(true);
+        m.api_request("GET");
+        m.api_request("WATCH");
+        assert_eq!(m.api_requests_total(), 2);
+
+        let text = m.encode().unwrap();
+        for expected in [
+            r#"olmv1_clustercatalog_condition{catalog="operatorhub",type="Serving",status="False"} 1"#,
+            r#"olmv1_reconcile_errors_total{controller="clustercatalog",reason="Retrying"} 2"#,
+            r#"olmv1_reconcile_errors_total{controller="clusterextension",reason="Blocked"} 1"#,
+            r#"olmv1_clustercatalog_content_size_bytes{catalog="operatorhub"} 4096"#,
+            "olmv1_clustercatalog_ingest_duration_seconds_count 1",
+            "olmv1_clustercatalog_ingest_size_bytes_count 1",
+            r#"olmv1_clusterextension_phase_duration_seconds_count{phase="resolve"} 1"#,
+            r#"olmv1_reconcile_duration_seconds_count{controller="clusterextension"} 1"#,
+            r#"olmv1_catalog_http_request_duration_seconds_count{code="200"} 1"#,
+            "olmv1_leader 1",
+            r#"olmv1_kube_api_requests_total{verb="WATCH"} 1"#,
+            "# TYPE olmv1_reconcile_errors counter",
+            "# EOF",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+        }
+
+        m.forget_catalog("operatorhub");
+        let text = m.encode().unwrap();
+        assert!(!text.contains(r#"catalog="operatorhub""#), "{text}");
+    }
+
+    #[test]
+    fn watches_are_counted_as_watch() {
+        let get = http::Request::get("/api/v1/namespaces?limit=500")
+            .body(())
+            .unwrap();
+        let watch = http::Request::get("/apis/x/v1/things?watch=true&resourceVersion=1")
+            .body(())
+            .unwrap();
+        let patch = http::Request::patch("/apis/x/v1/things/a")
+            .body(())
+            .unwrap();
+        assert_eq!(request_verb(&get), "GET");
+        assert_eq!(request_verb(&watch), "WATCH");
+        assert_eq!(request_verb(&patch), "PATCH");
+    }
+}
