@@ -1,7 +1,8 @@
 //! `olmv1 rbac`: prints the least-privilege installer ServiceAccount, ClusterRole and
 //! ClusterRoleBinding for a set of rendered objects (reference A3, seed §10.1.3), or with
-//! `--diff` the rules an upgrade adds. Input today: rendered manifests (a YAML/JSON file
-//! or a directory of them); bundle loading plugs in through [`rbac_yaml`].
+//! `--diff` the rules an upgrade adds. Input: a registry+v1 bundle directory (rendered for
+//! the namespace, as the controller will), or already rendered manifests (a YAML/JSON
+//! file or a directory of them).
 
 use super::PermissionError;
 use super::rbac::{BundledRbac, added_rules, installer_rbac};
@@ -15,7 +16,8 @@ const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 /// Print the least-privilege RBAC the installer ServiceAccount needs for a bundle.
 #[derive(Debug, clap::Args)]
 pub struct RbacArgs {
-    /// Rendered manifests: a YAML/JSON file (multi-document allowed) or a directory of them.
+    /// A registry+v1 bundle directory (manifests/ + metadata/), or rendered manifests: a
+    /// YAML/JSON file (multi-document allowed) or a directory of them.
     pub source: PathBuf,
     /// Namespace of the installer ServiceAccount (the ClusterExtension's spec.namespace).
     #[arg(long, short = 'n')]
@@ -26,9 +28,37 @@ pub struct RbacArgs {
     /// How bundled ClusterRoles/Roles are covered: include their rules, or bind+escalate.
     #[arg(long, value_enum, default_value_t = BundledRbac::Include)]
     pub bundled_rbac: BundledRbac,
-    /// Manifests of the installed version: print only the rules the upgrade adds.
+    /// The installed version (bundle directory or rendered manifests): print only the
+    /// rules the upgrade adds.
     #[arg(long, value_name = "INSTALLED")]
     pub diff: Option<PathBuf>,
+    /// For bundle directories: the `watchNamespace` the bundle is rendered with
+    /// (OwnNamespace/SingleNamespace bundles).
+    #[arg(long)]
+    pub watch_namespace: Option<String>,
+}
+
+/// A bundle directory is rendered for `namespace`; anything else is read as manifests.
+fn read_source(
+    path: &Path,
+    namespace: &str,
+    watch_namespace: Option<&str>,
+) -> Result<Vec<Value>, String> {
+    let is_bundle =
+        path.join("metadata").join("annotations.yaml").is_file() || path.join("manifests").is_dir();
+    if !is_bundle {
+        return read_manifests(path);
+    }
+    let bundle = crate::bundle::load_dir(path, &crate::bundle::LoadOptions::default())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let config = watch_namespace.map(|ns| serde_json::json!({ "watchNamespace": ns }));
+    crate::bundle::render_owned(
+        bundle,
+        namespace,
+        config.as_ref(),
+        &crate::bundle::RenderOptions::default(),
+    )
+    .map_err(|e| format!("rendering {}: {e}", path.display()))
 }
 
 /// Runs the command; exit 0 on success, 2 on bad input.
@@ -46,7 +76,8 @@ pub fn run(args: RbacArgs) -> ExitCode {
 }
 
 fn run_inner(args: &RbacArgs) -> Result<String, String> {
-    let objects = read_manifests(&args.source)?;
+    let watch = args.watch_namespace.as_deref();
+    let objects = read_source(&args.source, &args.namespace, watch)?;
     match &args.diff {
         None => rbac_yaml_with(
             &objects,
@@ -56,7 +87,7 @@ fn run_inner(args: &RbacArgs) -> Result<String, String> {
         )
         .map_err(|e| e.to_string()),
         Some(installed) => {
-            let old = read_manifests(installed)?;
+            let old = read_source(installed, &args.namespace, watch)?;
             let rules = added_rules(&old, &objects, &args.extension, args.bundled_rbac)
                 .map_err(|e| e.to_string())?;
             if rules.is_empty() {
@@ -157,6 +188,7 @@ mod tests {
             extension: "ext".into(),
             bundled_rbac: BundledRbac::Include,
             diff: diff.map(Path::to_path_buf),
+            watch_namespace: None,
         }
     }
 
@@ -199,5 +231,31 @@ mod tests {
                 .contains("apiVersion")
         );
         assert!(run_inner(&args(&dir.path().join("nope"), None)).is_err());
+    }
+
+    #[test]
+    fn bundle_directories_are_rendered_first() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/bundle/testdata/bundles/all-namespaces");
+        let args = RbacArgs {
+            source: dir,
+            namespace: "team-a".into(),
+            extension: "demo".into(),
+            bundled_rbac: BundledRbac::Include,
+            diff: None,
+            watch_namespace: None,
+        };
+        let yaml = run_inner(&args).expect("rbac for a bundle directory");
+        assert!(yaml.contains("kind: ClusterRole"), "{yaml}");
+        assert!(yaml.contains("clusterextensions/finalizers"), "{yaml}");
+        assert!(yaml.contains("deployments"), "{yaml}");
+        let same = RbacArgs {
+            diff: Some(args.source.clone()),
+            ..args
+        };
+        assert_eq!(
+            run_inner(&same).expect("diff"),
+            "# the upgrade needs no additional permissions\n"
+        );
     }
 }
