@@ -5,117 +5,20 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use support::extensions::{
+    condition, create_catalog, extension, grant_installer, publish, wait_installed,
+    wait_progressing_message,
+};
+
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use olmv1::api::{ClusterCatalog, ClusterExtension, conditions};
+use olmv1::api::ClusterExtension;
 use olmv1::preflight::permissions::rbac::{BundledRbac, installer_rbac};
-use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use serde_json::json;
 use support::bundles::{self, BundleSpec};
-
-fn condition(e: &ClusterExtension, type_: &str) -> Option<Condition> {
-    e.status
-        .as_ref()
-        .and_then(|s| conditions::find(&s.conditions, type_).cloned())
-}
-
-/// Publishes `bundles` in a fresh catalog image (tag `<name>:latest`), returns the tag ref.
-async fn publish(name: &str, package: &str, bundles: &[BundleSpec]) -> String {
-    let mut entries = Vec::new();
-    for b in bundles {
-        entries.push((b.clone(), bundles::push_bundle(b).await));
-    }
-    let files = BTreeMap::from([(
-        format!("{package}/catalog.json"),
-        bundles::catalog_fbc(package, &entries),
-    )]);
-    let repo_tag = format!("catalogs/{name}:latest");
-    olmv1::testenv::registry::push_catalog_image(support::registry(), &repo_tag, &files)
-        .await
-        .expect("push catalog");
-    format!("{}/{repo_tag}", support::registry().host())
-}
-
-async fn create_catalog(name: &str, image: &str) {
-    let api: Api<ClusterCatalog> = Api::all(support::cluster().admin().await);
-    let catalog: ClusterCatalog = serde_json::from_value(json!({
-        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog",
-        "metadata": {"name": name},
-        "spec": {"source": {"type": "Image", "image": {"ref": image, "pollIntervalMinutes": 1}}},
-    }))
-    .expect("catalog");
-    api.create(&PostParams::default(), &catalog)
-        .await
-        .expect("create catalog");
-}
-
-/// Grants `namespace/<ext>-installer` exactly the generated least-privilege RBAC for
-/// the union of the given rendered bundles.
-async fn grant_installer(namespace: &str, ext: &str, rendered: &[Vec<Value>]) {
-    let all: Vec<Value> = rendered.iter().flatten().cloned().collect();
-    let rbac = installer_rbac(&all, namespace, ext, BundledRbac::Include).expect("rbac");
-    let objects: Vec<kube::api::DynamicObject> =
-        [rbac.service_account, rbac.cluster_role, rbac.binding]
-            .into_iter()
-            .map(|v| serde_json::from_value(v).expect("object"))
-            .collect();
-    let admin = support::cluster().admin().await;
-    olmv1::testenv::manifests::apply_objects(&admin, &objects)
-        .await
-        .expect("apply installer RBAC");
-}
-
-fn extension(name: &str, namespace: &str, package: &str, catalog: Value) -> ClusterExtension {
-    let mut cat = catalog;
-    cat["packageName"] = json!(package);
-    serde_json::from_value(json!({
-        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
-        "metadata": {"name": name},
-        "spec": {
-            "namespace": namespace,
-            "serviceAccount": {"name": format!("{name}-installer")},
-            "source": {"sourceType": "Catalog", "catalog": cat},
-        },
-    }))
-    .expect("extension")
-}
-
-async fn wait_installed(
-    api: &Api<ClusterExtension>,
-    name: &str,
-    version: &str,
-) -> ClusterExtension {
-    support::eventually(120, &format!("{name} installed at {version}"), || async {
-        let e = api.get(name).await.ok()?;
-        let installed = condition(&e, "Installed")?;
-        let v = e.status.as_ref()?.install.as_ref()?.bundle.version.clone();
-        (installed.status == "True" && v == version).then_some(e)
-    })
-    .await
-}
-
-async fn wait_progressing_message(
-    api: &Api<ClusterExtension>,
-    name: &str,
-    needle: &str,
-) -> ClusterExtension {
-    support::eventually(
-        90,
-        &format!("{name} Progressing to mention {needle:?}"),
-        || async {
-            let e = api.get(name).await.ok()?;
-            condition(&e, "Progressing")?
-                .message
-                .contains(needle)
-                .then_some(e)
-        },
-    )
-    .await
-}
 
 #[tokio::test]
 async fn install_upgrade_with_pruning_and_uninstall() {

@@ -8,18 +8,19 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use support::extensions::{condition, create_catalog, extension, wait_progressing_message};
+
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
     PatchParams, PostParams,
 };
 use kube::{Client, ResourceExt};
-use olmv1::api::{ClusterCatalog, ClusterExtension, conditions};
+use olmv1::api::{ClusterCatalog, ClusterExtension};
 use olmv1::preflight::permissions::rbac::{BundledRbac, installer_rbac};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -27,12 +28,6 @@ use std::time::{Duration, Instant};
 use support::bundles::{self, BundleSpec};
 
 const OWNER_NAME: &str = "olm.operatorframework.io/owner-name";
-
-fn condition(e: &ClusterExtension, type_: &str) -> Option<Condition> {
-    e.status
-        .as_ref()
-        .and_then(|s| conditions::find(&s.conditions, type_).cloned())
-}
 
 fn installed_version(e: &ClusterExtension) -> Option<String> {
     Some(e.status.as_ref()?.install.as_ref()?.bundle.version.clone())
@@ -64,19 +59,6 @@ async fn publish(name: &str, package: &str, bundles: &[BundleSpec]) -> String {
         bundles::catalog_fbc(package, &entries),
     )]);
     push_catalog(name, files).await
-}
-
-async fn create_catalog(name: &str, image: &str) {
-    let api: Api<ClusterCatalog> = Api::all(support::cluster().admin().await);
-    let catalog: ClusterCatalog = serde_json::from_value(json!({
-        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog",
-        "metadata": {"name": name},
-        "spec": {"source": {"type": "Image", "image": {"ref": image, "pollIntervalMinutes": 1}}},
-    }))
-    .expect("catalog");
-    api.create(&PostParams::default(), &catalog)
-        .await
-        .expect("create catalog");
 }
 
 /// Grants `namespace/<ext>-installer` the generated least-privilege RBAC for the union
@@ -116,21 +98,6 @@ async fn create_bare_installer(client: &Client, namespace: &str, ext: &str) {
         .expect("create installer account");
 }
 
-fn extension(name: &str, namespace: &str, package: &str, catalog: Value) -> ClusterExtension {
-    let mut cat = catalog;
-    cat["packageName"] = json!(package);
-    serde_json::from_value(json!({
-        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
-        "metadata": {"name": name},
-        "spec": {
-            "namespace": namespace,
-            "serviceAccount": {"name": format!("{name}-installer")},
-            "source": {"sourceType": "Catalog", "catalog": cat},
-        },
-    }))
-    .expect("extension")
-}
-
 async fn create(api: &Api<ClusterExtension>, ext: &ClusterExtension) {
     api.create(&PostParams::default(), ext)
         .await
@@ -167,25 +134,6 @@ async fn wait_installed(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-async fn wait_progressing_message(
-    api: &Api<ClusterExtension>,
-    name: &str,
-    needle: &str,
-) -> ClusterExtension {
-    support::eventually(
-        90,
-        &format!("{name} Progressing to mention {needle:?}"),
-        || async {
-            let e = api.get(name).await.ok()?;
-            condition(&e, "Progressing")?
-                .message
-                .contains(needle)
-                .then_some(e)
-        },
-    )
-    .await
 }
 
 async fn delete_and_wait(api: &Api<ClusterExtension>, name: &str) {

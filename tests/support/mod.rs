@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod bundles;
+pub mod extensions;
 
 use olmv1::testenv::{self, Binaries, ControlPlane, Lifetime, Options, manifests};
 use std::path::{Path, PathBuf};
