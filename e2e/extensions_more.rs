@@ -1033,7 +1033,11 @@ async fn progress_deadline_exceeded_when_the_install_never_succeeds() {
     let image = publish(&catalog, &package, std::slice::from_ref(&v1)).await;
     create_catalog(&catalog, &image).await;
     let api: Api<ClusterExtension> = Api::all(admin.clone());
-    let mut ext = extension(&name, &ns, &package, json!({}));
+    // Only this test's catalog: a catalog another test has just created (not Serving
+    // yet) would otherwise make resolution fail and change the "Last status".
+    let selector =
+        json!({"selector": {"matchLabels": {"olm.operatorframework.io/metadata.name": catalog}}});
+    let mut ext = extension(&name, &ns, &package, selector);
     ext.spec.progress_deadline_minutes = Some(10);
     let started = Instant::now();
     create(&api, &ext).await;
