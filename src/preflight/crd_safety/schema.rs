@@ -241,28 +241,25 @@ fn walk(
         new.maximum,
         &mut node,
     );
-    max_rule(
+    count_rule(
+        max_rule,
         Rule::MaxItems,
-        max_items.map(|v| v.to_string()),
-        new.max_items.map(|v| v.to_string()),
-        max_items.map(|v| v as f64),
-        new.max_items.map(|v| v as f64),
+        *max_items,
+        new.max_items,
         &mut node,
     );
-    max_rule(
+    count_rule(
+        max_rule,
         Rule::MaxLength,
-        max_length.map(|v| v.to_string()),
-        new.max_length.map(|v| v.to_string()),
-        max_length.map(|v| v as f64),
-        new.max_length.map(|v| v as f64),
+        *max_length,
+        new.max_length,
         &mut node,
     );
-    max_rule(
+    count_rule(
+        max_rule,
         Rule::MaxProperties,
-        max_properties.map(|v| v.to_string()),
-        new.max_properties.map(|v| v.to_string()),
-        max_properties.map(|v| v as f64),
-        new.max_properties.map(|v| v as f64),
+        *max_properties,
+        new.max_properties,
         &mut node,
     );
     min_rule(
@@ -273,28 +270,25 @@ fn walk(
         new.minimum,
         &mut node,
     );
-    min_rule(
+    count_rule(
+        min_rule,
         Rule::MinItems,
-        min_items.map(|v| v.to_string()),
-        new.min_items.map(|v| v.to_string()),
-        min_items.map(|v| v as f64),
-        new.min_items.map(|v| v as f64),
+        *min_items,
+        new.min_items,
         &mut node,
     );
-    min_rule(
+    count_rule(
+        min_rule,
         Rule::MinLength,
-        min_length.map(|v| v.to_string()),
-        new.min_length.map(|v| v.to_string()),
-        min_length.map(|v| v as f64),
-        new.min_length.map(|v| v as f64),
+        *min_length,
+        new.min_length,
         &mut node,
     );
-    min_rule(
+    count_rule(
+        min_rule,
         Rule::MinProperties,
-        min_properties.map(|v| v.to_string()),
-        new.min_properties.map(|v| v.to_string()),
-        min_properties.map(|v| v as f64),
-        new.min_properties.map(|v| v as f64),
+        *min_properties,
+        new.min_properties,
         &mut node,
     );
 
@@ -700,6 +694,27 @@ fn apply_defaults(schema: &JSONSchemaProps, value: &mut serde_json::Value, depth
         }
         _ => {}
     }
+}
+
+/// [`max_rule`] or [`min_rule`]: (rule, old text, new text, old value, new value, node).
+type BoundRule = fn(Rule, Option<String>, Option<String>, Option<f64>, Option<f64>, &mut Node<'_>);
+
+/// [`max_rule`] or [`min_rule`] for an integer bound (`maxItems`, `minLength`, …).
+fn count_rule(
+    check: BoundRule,
+    rule: Rule,
+    old: Option<i64>,
+    new: Option<i64>,
+    node: &mut Node<'_>,
+) {
+    check(
+        rule,
+        old.map(|v| v.to_string()),
+        new.map(|v| v.to_string()),
+        old.map(|v| v as f64),
+        new.map(|v| v as f64),
+        node,
+    );
 }
 
 fn max_rule(
