@@ -25,7 +25,7 @@ pub const MAX_DECODED_BYTES: u64 = 64 * 1024 * 1024;
 /// Revisions kept in the history (the current one included).
 pub const KEEP_REVISIONS: usize = 5;
 const NAME_PREFIX: &str = "olmv1-revision-";
-const FIELD_MANAGER: &str = "olmv1";
+use super::applier::FIELD_MANAGER;
 
 /// A reference to one applied object.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

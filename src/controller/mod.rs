@@ -319,6 +319,12 @@ async fn run_reconcilers(
     }
 }
 
+/// Requeue delay after `failures` consecutive failures of one object: 1 s, 2 s, 4 s …
+/// capped at 30 s (both reconcilers).
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(30))
+}
+
 /// Resolves when SIGTERM or SIGINT arrives.
 pub async fn shutdown_signal() {
     let ctrl_c = async {

@@ -26,9 +26,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
-/// Field manager of everything the controllers write.
-pub const FIELD_MANAGER: &str = "olmv1";
-
 /// Settings of the ClusterCatalog reconciler.
 #[derive(Clone, Debug)]
 pub struct CatalogSettings {
@@ -143,12 +140,7 @@ fn error_policy(
     ctx.metrics
         .error(MetricsController::clustercatalog, "ApiError");
     tracing::warn!(catalog = %catalog.name_any(), error = %error, "reconcile failed");
-    Action::requeue(backoff(n))
-}
-
-/// Exponential backoff: 1 s, 2 s, 4 s … capped at 30 s.
-pub fn backoff(failures: u32) -> Duration {
-    Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(30))
+    Action::requeue(crate::controller::backoff(n))
 }
 
 /// The poll interval that applies: none for digest references (their content cannot
@@ -421,7 +413,9 @@ async fn fail(
     if terminal {
         return Ok(Action::await_change());
     }
-    Ok(Action::requeue(backoff(ctx.next_failure(&name))))
+    Ok(Action::requeue(crate::controller::backoff(
+        ctx.next_failure(&name),
+    )))
 }
 
 fn failure_message(failure: &Failure) -> String {
@@ -468,7 +462,7 @@ async fn put_status(
     });
     api.patch_status(
         &catalog.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
+        &PatchParams::apply(crate::apply::FIELD_MANAGER).force(),
         &Patch::Apply(&patch),
     )
     .await?;
@@ -524,6 +518,7 @@ mod tests {
 
     #[test]
     fn backoff_grows_and_caps() {
+        use crate::controller::backoff;
         assert_eq!(backoff(1), Duration::from_secs(1));
         assert_eq!(backoff(2), Duration::from_secs(2));
         assert_eq!(backoff(5), Duration::from_secs(16));

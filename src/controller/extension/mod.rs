@@ -123,7 +123,7 @@ impl ExtensionContext {
         let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
         let n = failures.entry(name.to_string()).or_default();
         *n = n.saturating_add(1);
-        crate::controller::catalog::backoff(*n)
+        crate::controller::backoff(*n)
     }
 
     fn succeeded(&self, name: &str) {
@@ -986,7 +986,7 @@ async fn write_status(
     });
     api.patch_status(
         &ext.name_any(),
-        &PatchParams::apply(crate::controller::catalog::FIELD_MANAGER).force(),
+        &PatchParams::apply(crate::apply::FIELD_MANAGER).force(),
         &Patch::Apply(&patch),
     )
     .await?;
