@@ -78,10 +78,29 @@ pub struct RbacArgs {
     /// ~/.cache/olmv1; as `olmv1 render --cache-dir`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// How catalog images and ClusterCatalogs are read; --insecure-registry also applies
-    /// to bundle images.
-    #[command(flatten)]
-    pub fetch: FetchArgs,
+    /// Registry (host[:port]) reached over plain HTTP, for bundle and catalog images
+    /// (repeatable; for loopback test registries).
+    #[arg(long = "insecure-registry")]
+    pub insecure_registries: Vec<String>,
+    /// Directory for pulled catalog images (default $XDG_CACHE_HOME/olmv1/catalog-images;
+    /// as `olmv1 resolve --image-cache-dir`).
+    #[arg(long)]
+    pub image_cache_dir: Option<PathBuf>,
+    /// Kubeconfig for a ClusterCatalog --catalog (default: KUBECONFIG, then
+    /// ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl RbacArgs {
+    /// How `--catalog` is read (the options of `olmv1 resolve --catalog`).
+    fn fetch(&self) -> FetchArgs {
+        FetchArgs {
+            insecure_registries: self.insecure_registries.clone(),
+            image_cache_dir: self.image_cache_dir.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+        }
+    }
 }
 
 /// What a SOURCE or `--diff` argument names.
@@ -385,7 +404,7 @@ fn read_image(reference: &str, args: &RbacArgs) -> Result<Vec<Value>, String> {
     let bundle = crate::bundle::cli::pull_bundle_blocking(
         reference,
         args.cache_dir.as_deref(),
-        &args.fetch.insecure_registries,
+        &args.insecure_registries,
     )?;
     render_bundle(
         bundle,
@@ -413,7 +432,7 @@ impl Reader<'_> {
                 };
                 if !self.packages.contains_key(package) {
                     let content = CatalogSource::parse(catalog)
-                        .load_package_blocking(package, &args.fetch)
+                        .load_package_blocking(package, &args.fetch())
                         .map_err(|e| e.to_string())?;
                     self.packages.insert(package.clone(), content.content);
                 }
@@ -582,7 +601,9 @@ mod tests {
             watch_namespace: None,
             catalog: None,
             cache_dir: None,
-            fetch: FetchArgs::default(),
+            insecure_registries: Vec::new(),
+            image_cache_dir: None,
+            kubeconfig: None,
         }
     }
 
@@ -952,7 +973,7 @@ mod tests {
         .unwrap();
         a.catalog = Some(unreachable.display().to_string());
         a.cache_dir = Some(cache.path().to_path_buf());
-        a.fetch.insecure_registries = vec!["127.0.0.1:1".into()];
+        a.insecure_registries = vec!["127.0.0.1:1".into()];
         let err = run_inner(&a).unwrap_err();
         assert!(
             err.starts_with("package \"p\" version 1.0.0 (bundle p.v1.0.0, catalog "),
