@@ -6,52 +6,59 @@
 
 mod support;
 
+use clap::Parser;
+use olmv1::preflight::permissions::cli::{RbacArgs, execute};
 use olmv1::testenv::demo::{self, BundleSpec};
 use olmv1::testenv::registry;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Output;
 
-const PACKAGE: &str = "rbacdemo";
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+/// `olmv1 rbac`'s arguments, parsed as the binary parses them.
+#[derive(Parser)]
+#[command(name = "rbac")]
+struct Cli {
+    #[command(flatten)]
+    args: RbacArgs,
 }
 
-/// Runs `olmv1 rbac` with the registry flags and private caches.
-fn rbac(cache: &Path, args: &[&str]) -> Run {
-    let host = support::registry().host();
-    let out: Output = std::process::Command::new(env!("CARGO_BIN_EXE_olmv1"))
-        .arg("rbac")
-        .args(args)
-        .args(["--namespace", "inst", "--extension", "ext"])
-        .args(["--insecure-registry", host])
-        .arg("--cache-dir")
-        .arg(cache.join("bundles"))
-        .arg("--image-cache-dir")
-        .arg(cache.join("catalogs"))
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run olmv1 rbac");
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+/// Runs `olmv1 rbac <args>` (with the registry flags and private caches) in this
+/// process: the binary's argument parsing and [`execute`], which is what `olmv1 rbac`
+/// prints (exit 0) or reports (exit 2). In-process rather than `CARGO_BIN_EXE_olmv1`,
+/// whose path other builds sharing the target directory may overwrite meanwhile.
+fn rbac(cache: &Path, args: &[&str]) -> Result<String, String> {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let mut argv: Vec<String> = vec!["rbac".into()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    argv.extend(["--namespace", "inst", "--extension", "ext"].map(String::from));
+    argv.extend([
+        "--insecure-registry".into(),
+        support::registry().host().into(),
+    ]);
+    argv.extend([
+        "--cache-dir".into(),
+        cache.join("bundles").display().to_string(),
+    ]);
+    argv.extend([
+        "--image-cache-dir".into(),
+        cache.join("catalogs").display().to_string(),
+    ]);
+    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    // `execute` blocks on a runtime of its own: not on a test runtime thread
+    std::thread::spawn(move || execute(&cli.args))
+        .join()
+        .expect("rbac thread")
+}
+
+fn ok(run: Result<String, String>) -> String {
+    run.unwrap_or_else(|e| panic!("olmv1 rbac failed: {e}"))
+}
+
+fn failed(run: Result<String, String>) -> String {
+    match run {
+        Ok(out) => panic!("olmv1 rbac succeeded: {out}"),
+        Err(e) => e,
     }
-}
-
-fn ok(run: Run) -> String {
-    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
-    run.stdout
-}
-
-fn failed(run: Run) -> String {
-    assert_eq!(run.code, Some(2), "{}{}", run.stdout, run.stderr);
-    assert!(run.stdout.is_empty(), "{}", run.stdout);
-    run.stderr
 }
 
 /// The `rules` of a `--diff` output.
@@ -78,12 +85,13 @@ struct Published {
     catalog: String,
 }
 
-/// Bundles 1.0.0 and 1.1.0 (which adds a ConfigMap) of [`PACKAGE`] pushed to the test
-/// registry, written as directories, and a catalog image listing both.
-async fn publish(tag: &str) -> Published {
+/// Bundles 1.0.0 and 1.1.0 (which adds a ConfigMap) of `package` pushed to the test
+/// registry, written as directories, and a catalog image listing both. Each test has
+/// its own package (tests run in parallel; no two push the same repository).
+async fn publish(package: &str) -> Published {
     let reg = support::registry();
-    let v1 = BundleSpec::new(PACKAGE, "1.0.0");
-    let mut v2 = BundleSpec::new(PACKAGE, "1.1.0");
+    let v1 = BundleSpec::new(package, "1.0.0");
+    let mut v2 = BundleSpec::new(package, "1.1.0");
     v2.replaces = Some(v1.bundle_name());
     v2.extra_configmap = true;
     let (mut dirs, mut images, mut entries) = (BTreeMap::new(), BTreeMap::new(), Vec::new());
@@ -96,10 +104,10 @@ async fn publish(tag: &str) -> Published {
         entries.push((spec, image));
     }
     let files = BTreeMap::from([(
-        format!("{PACKAGE}/catalog.json"),
-        demo::catalog_fbc(PACKAGE, &entries),
+        format!("{package}/catalog.json"),
+        demo::catalog_fbc(package, &entries),
     )]);
-    let repo_tag = format!("catalogs/{PACKAGE}:{tag}");
+    let repo_tag = format!("catalogs/{package}:v1");
     registry::push_catalog_image(reg, &repo_tag, &files)
         .await
         .expect("push catalog");
@@ -116,7 +124,8 @@ fn dir(p: &Published, version: &str) -> String {
 
 #[tokio::test]
 async fn images_and_catalog_versions_give_the_rbac_of_the_bundle_directory() {
-    let p = publish("v1").await;
+    const PACKAGE: &str = "rbac-images";
+    let p = publish(PACKAGE).await;
     let cache = tempfile::tempdir().expect("cache");
     let c = cache.path();
     let host = support::registry().host();
@@ -142,7 +151,8 @@ async fn images_and_catalog_versions_give_the_rbac_of_the_bundle_directory() {
 
 #[tokio::test]
 async fn diff_through_the_catalog_prints_only_the_added_rules() {
-    let p = publish("diff").await;
+    const PACKAGE: &str = "rbac-diff";
+    let p = publish(PACKAGE).await;
     let cache = tempfile::tempdir().expect("cache");
     let c = cache.path();
 
@@ -196,7 +206,8 @@ async fn diff_through_the_catalog_prints_only_the_added_rules() {
 
 #[tokio::test]
 async fn errors_name_the_problem() {
-    let p = publish("errors").await;
+    const PACKAGE: &str = "rbac-errors";
+    let p = publish(PACKAGE).await;
     let cache = tempfile::tempdir().expect("cache");
     let c = cache.path();
     let host = support::registry().host();

@@ -133,6 +133,10 @@ pub enum InputError {
     CatalogWithImage { arg: String },
     #[error("{arg:?} names a version of a catalog package: give the catalog with --catalog")]
     NeedsCatalog { arg: String },
+    #[error(
+        "{arg:?} names a version of a catalog package, which needs a package@version SOURCE and --catalog"
+    )]
+    DiffNeedsCatalogSource { arg: String },
 }
 
 /// A bundle found in a catalog.
@@ -246,7 +250,7 @@ pub fn classify_diff(arg: &str, source_package: Option<&str>) -> Result<Input, I
             package: package.to_string(),
             version: Some(version.to_string()),
         }),
-        (Some(_), None) => Err(InputError::NeedsCatalog {
+        (Some(_), None) => Err(InputError::DiffNeedsCatalogSource {
             arg: arg.to_string(),
         }),
         (None, _) => Ok(Input::Image(arg.to_string())),
@@ -455,7 +459,7 @@ impl Reader<'_> {
 
 /// Runs the command; exit 0 on success, 2 on bad input.
 pub fn run(args: RbacArgs) -> ExitCode {
-    match run_inner(&args) {
+    match execute(&args) {
         Ok(text) => {
             print!("{text}");
             ExitCode::SUCCESS
@@ -467,7 +471,9 @@ pub fn run(args: RbacArgs) -> ExitCode {
     }
 }
 
-fn run_inner(args: &RbacArgs) -> Result<String, String> {
+/// The output of `olmv1 rbac` (what [`run`] prints), or the error it reports. Blocking:
+/// pulls images on a runtime of its own, so call it outside an async context.
+pub fn execute(args: &RbacArgs) -> Result<String, String> {
     let source =
         classify_source(&args.source, args.catalog.is_some()).map_err(|e| e.to_string())?;
     let source_package = match &source {
@@ -629,10 +635,10 @@ mod tests {
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: n}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b, namespace: n}\n",
         )
         .unwrap();
-        let full = run_inner(&args(&new, None)).unwrap();
+        let full = execute(&args(&new, None)).unwrap();
         let docs: Vec<Value> = serde_saphyr::from_multiple(&full).unwrap();
         assert_eq!(docs[1]["rules"][2]["resourceNames"], json!(["a", "b"]));
-        let diff = run_inner(&args(&new, Some(&old))).unwrap();
+        let diff = execute(&args(&new, Some(&old))).unwrap();
         let doc: Value = serde_saphyr::from_str(&diff).unwrap();
         assert_eq!(
             doc["rules"],
@@ -640,16 +646,16 @@ mod tests {
                 "verbs": ["get", "update", "patch", "delete"], "resourceNames": ["b"]}])
         );
         assert_eq!(
-            run_inner(&args(&old, Some(&old))).unwrap(),
+            execute(&args(&old, Some(&old))).unwrap(),
             "# the upgrade needs no additional permissions\n"
         );
         std::fs::write(&old, "kind: ConfigMap\nmetadata: {name: x}\n").unwrap();
         assert!(
-            run_inner(&args(&old, None))
+            execute(&args(&old, None))
                 .unwrap_err()
                 .contains("apiVersion")
         );
-        let missing = run_inner(&args(&dir.path().join("nope"), None)).unwrap_err();
+        let missing = execute(&args(&dir.path().join("nope"), None)).unwrap_err();
         assert!(missing.contains("nope: No such file"), "{missing}");
     }
 
@@ -662,7 +668,7 @@ mod tests {
             extension: "demo".into(),
             ..base(&dir.display().to_string())
         };
-        let yaml = run_inner(&args).expect("rbac for a bundle directory");
+        let yaml = execute(&args).expect("rbac for a bundle directory");
         assert!(yaml.contains("kind: ClusterRole"), "{yaml}");
         assert!(yaml.contains("clusterextensions/finalizers"), "{yaml}");
         assert!(yaml.contains("deployments"), "{yaml}");
@@ -671,7 +677,7 @@ mod tests {
             ..args
         };
         assert_eq!(
-            run_inner(&same).expect("diff"),
+            execute(&same).expect("diff"),
             "# the upgrade needs no additional permissions\n"
         );
     }
@@ -784,7 +790,7 @@ mod tests {
         for v in ["0.3.2", "ecr@0.3.2"] {
             assert_eq!(
                 classify_diff(v, None),
-                Err(InputError::NeedsCatalog { arg: v.into() }),
+                Err(InputError::DiffNeedsCatalogSource { arg: v.into() }),
                 "{v}"
             );
         }
@@ -942,21 +948,21 @@ mod tests {
             ..base(source)
         };
         assert_eq!(
-            run_inner(&with_catalog("nope@1.0.0")).unwrap_err(),
+            execute(&with_catalog("nope@1.0.0")).unwrap_err(),
             format!("package \"nope\" is not in catalog {catalog}")
         );
         assert!(
-            run_inner(&with_catalog("p@3.0.0"))
+            execute(&with_catalog("p@3.0.0"))
                 .unwrap_err()
                 .ends_with("has no version 3.0.0; available: 1.2.0, 1.1.0, 1.0.0, 0.9.0")
         );
         assert!(
-            run_inner(&with_catalog(&catalog))
+            execute(&with_catalog(&catalog))
                 .unwrap_err()
                 .starts_with("--catalog was given, but")
         );
         assert!(
-            run_inner(&base("p@1.0.0"))
+            execute(&base("p@1.0.0"))
                 .unwrap_err()
                 .contains("give the catalog with --catalog")
         );
@@ -974,7 +980,7 @@ mod tests {
         a.catalog = Some(unreachable.display().to_string());
         a.cache_dir = Some(cache.path().to_path_buf());
         a.insecure_registries = vec!["127.0.0.1:1".into()];
-        let err = run_inner(&a).unwrap_err();
+        let err = execute(&a).unwrap_err();
         assert!(
             err.starts_with("package \"p\" version 1.0.0 (bundle p.v1.0.0, catalog "),
             "{err}"
@@ -984,9 +990,9 @@ mod tests {
         let mut a = base("127.0.0.1:1/b/p:v1.0.0");
         a.diff = Some("1.0.0".into());
         assert!(
-            run_inner(&a)
+            execute(&a)
                 .unwrap_err()
-                .starts_with("--diff: \"1.0.0\" names a version"),
+                .starts_with("--diff: \"1.0.0\" names a version of a catalog package, which needs a package@version SOURCE"),
         );
     }
 }
