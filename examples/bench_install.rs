@@ -194,7 +194,10 @@ async fn main() -> anyhow::Result<()> {
 
     let (health, catalogs, metrics) = (free_port()?, free_port()?, free_port()?);
     let cache = tmp.path().join("cache");
-    let log = std::fs::File::create(tmp.path().join("controller.log"))?;
+    // Kept after the run, for reading what the controller did.
+    let log_path = std::env::temp_dir().join("bench_install-controller.log");
+    println!("controller log: {}", log_path.display());
+    let log = std::fs::File::create(&log_path)?;
     let mut controller = tokio::process::Command::new(&olmv1_bin)
         .args([
             "controller".to_string(),
