@@ -4,13 +4,15 @@
 //! directory named by the configs label), ingests it into the catalog store served by
 //! [`crate::server::catalog`], reports status, and polls tags at
 //! `pollIntervalMinutes` with jitter, re-ingesting only when the digest changed. On
-//! any error the content already being served stays served.
+//! any error the content already being served stays served. On replicas that are not
+//! the leader, [`follower`] keeps the same store in sync with what the leader published.
 
+pub mod follower;
 pub mod status;
 
 use crate::api::{self, AvailabilityMode, ClusterCatalog, ClusterCatalogStatus};
 use crate::fbc::{self, FbcError};
-use crate::image::{DockerConfig, Extract, ImageError, ImagePuller};
+use crate::image::{DockerConfig, Extract, ImageError, ImagePuller, PulledImage};
 use crate::server::metrics::{Controller as MetricsController, Metrics};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -46,14 +48,18 @@ pub struct CatalogSettings {
     pub limits: fbc::parse::Limits,
 }
 
-/// What the reconciler remembers of a catalog between reconciles.
+/// What the reconciler remembers of a catalog between reconciles (the follower records
+/// what it stored the same way, so that a new leader starts warm).
 #[derive(Clone, Debug)]
 struct Record {
+    /// The generation the stored content was resolved for.
     generation: Option<i64>,
     spec_ref: String,
+    /// The digest-pinned reference whose content is stored.
     resolved_ref: String,
     last_unpacked: Time,
-    last_poll: Instant,
+    /// The last tag resolution; `None`: poll at the next reconcile.
+    last_poll: Option<Instant>,
 }
 
 pub struct CatalogContext {
@@ -250,11 +256,18 @@ async fn reconcile_catalog(
         && content_present
         && status_resolved.as_deref() == Some(r.resolved_ref.as_str())
     {
-        let due = poll
-            .is_some_and(|m| r.last_poll.elapsed() >= poll_delay(m, ctx.settings.poll_unit, 0.0));
+        // The status is current: report it (a new leader has not written it itself).
+        if let Some(status) = &catalog.status {
+            ctx.metrics.catalog_status(&name, status);
+        }
+        let since_poll = |r: &Record| r.last_poll.map(|t| t.elapsed());
+        let due = poll.is_some_and(|m| {
+            since_poll(r).is_none_or(|e| e >= poll_delay(m, ctx.settings.poll_unit, 0.0))
+        });
         if !due {
             let wait = poll.map(|m| {
-                poll_delay(m, ctx.settings.poll_unit, 0.0).saturating_sub(r.last_poll.elapsed())
+                poll_delay(m, ctx.settings.poll_unit, 0.0)
+                    .saturating_sub(since_poll(r).unwrap_or_default())
             });
             return Ok(wait
                 .map(Action::requeue)
@@ -267,7 +280,7 @@ async fn reconcile_catalog(
                 ctx.set_record(
                     &name,
                     Some(Record {
-                        last_poll: Instant::now(),
+                        last_poll: Some(Instant::now()),
                         ..r.clone()
                     }),
                 );
@@ -281,13 +294,8 @@ async fn reconcile_catalog(
         }
     }
 
-    let secrets = pull_secrets(&ctx).await;
     let started = Instant::now();
-    let pulled = match ctx
-        .puller
-        .pull(&spec_ref, &Extract::CatalogConfigs, &secrets)
-        .await
-    {
+    let pulled = match pull_content(&ctx, &spec_ref).await {
         Ok(p) => p,
         Err(e) => return fail(&api, &catalog, &ctx, &spec_ref, Failure::Image(e)).await,
     };
@@ -301,36 +309,8 @@ async fn reconcile_catalog(
             .map(|r| r.last_unpacked.clone())
             .unwrap_or_else(now)
     } else {
-        let storage = ctx.settings.storage_dir.clone();
-        let options = fbc::store::StoreOptions {
-            limits: ctx.settings.limits.clone(),
-            lenient: ctx.settings.lenient,
-        };
-        let (catalog_name, dir) = (name.clone(), pulled.dir.clone());
-        let stored = tokio::task::spawn_blocking(move || {
-            fbc::store::store_with_options(&storage, &catalog_name, &dir, &options)
-        })
-        .await
-        .map_err(|e| FbcError::Limit {
-            message: format!("ingest task failed: {e}"),
-        });
-        match stored.and_then(|r| r) {
-            Ok(stored) => {
-                for warning in &stored.warnings {
-                    tracing::warn!(catalog = %name, warning, "catalog stored despite an invariant violation");
-                }
-                tracing::info!(
-                    catalog = %name,
-                    image = %pulled.reference,
-                    bytes = stored.size,
-                    blobs = stored.blobs,
-                    millis = started.elapsed().as_millis() as u64,
-                    "catalog content stored"
-                );
-                ctx.metrics
-                    .catalog_ingested(&name, started.elapsed(), stored.size);
-                crate::controller::catalog::status::truncate_to_seconds(stored.last_modified)
-            }
+        match store_content(&ctx, &name, &pulled, started).await {
+            Ok(last_unpacked) => last_unpacked,
             Err(e) => return fail(&api, &catalog, &ctx, &spec_ref, Failure::Store(e)).await,
         }
     };
@@ -350,11 +330,59 @@ async fn reconcile_catalog(
             spec_ref: spec_ref.clone(),
             resolved_ref: pulled.reference.clone(),
             last_unpacked,
-            last_poll: Instant::now(),
+            last_poll: Some(Instant::now()),
         }),
     );
     ctx.clear_failures(&name);
     Ok(requeue(&ctx))
+}
+
+/// Pulls the catalog content of `reference` (only the configs directory) with the
+/// controller's pull secrets.
+async fn pull_content(ctx: &CatalogContext, reference: &str) -> Result<PulledImage, ImageError> {
+    let secrets = pull_secrets(ctx).await;
+    ctx.puller
+        .pull(reference, &Extract::CatalogConfigs, &secrets)
+        .await
+}
+
+/// Parses, validates and stores pulled catalog content as `name` (the blocking work runs
+/// off the runtime and always completes once started), logs and reports it; returns
+/// `lastUnpacked` (the stored file's time, in whole seconds). On error the content
+/// served before stays.
+async fn store_content(
+    ctx: &CatalogContext,
+    name: &str,
+    pulled: &PulledImage,
+    started: Instant,
+) -> Result<Time, FbcError> {
+    let storage = ctx.settings.storage_dir.clone();
+    let options = fbc::store::StoreOptions {
+        limits: ctx.settings.limits.clone(),
+        lenient: ctx.settings.lenient,
+    };
+    let (catalog_name, dir) = (name.to_string(), pulled.dir.clone());
+    let stored = tokio::task::spawn_blocking(move || {
+        fbc::store::store_with_options(&storage, &catalog_name, &dir, &options)
+    })
+    .await
+    .map_err(|e| FbcError::Limit {
+        message: format!("ingest task failed: {e}"),
+    })??;
+    for warning in &stored.warnings {
+        tracing::warn!(catalog = %name, warning, "catalog stored despite an invariant violation");
+    }
+    tracing::info!(
+        catalog = %name,
+        image = %pulled.reference,
+        bytes = stored.size,
+        blobs = stored.blobs,
+        millis = started.elapsed().as_millis() as u64,
+        "catalog content stored"
+    );
+    ctx.metrics
+        .catalog_ingested(name, started.elapsed(), stored.size);
+    Ok(status::truncate_to_seconds(stored.last_modified))
 }
 
 enum Failure {
