@@ -384,10 +384,7 @@ mod tests {
             published_ref(&catalog(status("True", "r.io/c:latest"), false)),
             None
         );
-        assert_eq!(
-            published_ref(&catalog(status("True", pinned), true)),
-            None
-        );
+        assert_eq!(published_ref(&catalog(status("True", pinned), true)), None);
         assert_eq!(published_ref(&catalog(json!({}), false)), None);
         let mut no_source = status("True", pinned);
         no_source
