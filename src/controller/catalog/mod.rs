@@ -250,29 +250,26 @@ async fn reconcile_catalog(
     };
 
     // Decide whether anything must be pulled (reference §9.1 step 3).
-    if let Some(r) = &record
-        && r.generation == generation
-        && r.spec_ref == spec_ref
-        && content_present
-        && status_resolved.as_deref() == Some(r.resolved_ref.as_str())
+    let current = Current {
+        generation,
+        spec_ref: &spec_ref,
+        content_present,
+        status_resolved: status_resolved.as_deref(),
+        poll,
+    };
+    let next = next_step(record.as_ref(), &current, ctx.settings.poll_unit);
+    if next != Next::Pull
+        && let Some(status) = &catalog.status
     {
         // The status is current: report it (a new leader has not written it itself).
-        if let Some(status) = &catalog.status {
-            ctx.metrics.catalog_status(&name, status);
-        }
-        let since_poll = |r: &Record| r.last_poll.map(|t| t.elapsed());
-        let due = poll.is_some_and(|m| {
-            since_poll(r).is_none_or(|e| e >= poll_delay(m, ctx.settings.poll_unit, 0.0))
-        });
-        if !due {
-            let wait = poll.map(|m| {
-                poll_delay(m, ctx.settings.poll_unit, 0.0)
-                    .saturating_sub(since_poll(r).unwrap_or_default())
-            });
-            return Ok(wait
-                .map(Action::requeue)
-                .unwrap_or_else(Action::await_change));
-        }
+        ctx.metrics.catalog_status(&name, status);
+    }
+    if let Next::Wait(wait) = next {
+        return Ok(wait
+            .map(Action::requeue)
+            .unwrap_or_else(Action::await_change));
+    }
+    if let (Next::Poll, Some(r)) = (&next, &record) {
         // Poll: one manifest request; unchanged digest ⇒ nothing to do.
         let secrets = pull_secrets(&ctx).await;
         match ctx.puller.resolve(&spec_ref, &secrets).await {
@@ -335,6 +332,54 @@ async fn reconcile_catalog(
     );
     ctx.clear_failures(&name);
     Ok(requeue(&ctx))
+}
+
+/// What is known of a catalog at a reconcile, for [`next_step`].
+#[derive(Clone, Debug)]
+struct Current<'a> {
+    generation: Option<i64>,
+    spec_ref: &'a str,
+    content_present: bool,
+    /// `status.resolvedSource.image.ref`.
+    status_resolved: Option<&'a str>,
+    /// The poll interval in effect ([`poll_minutes`]).
+    poll: Option<i32>,
+}
+
+/// What a reconcile does about content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Next {
+    /// Pull the spec's reference (the stored digest is reused if it did not change).
+    Pull,
+    /// Resolve the tag; pull only if it moved.
+    Poll,
+    /// Nothing now; look again after the duration (a poll), or on a change.
+    Wait(Option<Duration>),
+}
+
+/// Decides from the remembered `record` (the reconciler's, or the follower's on a new
+/// leader) whether the stored content is that of the current spec and status — then
+/// nothing is pulled, only the tag polled when due (a record without a last poll is
+/// due at once) — or the image must be pulled.
+fn next_step(record: Option<&Record>, current: &Current<'_>, unit: Duration) -> Next {
+    let Some(r) = record else {
+        return Next::Pull;
+    };
+    if r.generation != current.generation
+        || r.spec_ref != current.spec_ref
+        || !current.content_present
+        || current.status_resolved != Some(r.resolved_ref.as_str())
+    {
+        return Next::Pull;
+    }
+    let Some(minutes) = current.poll else {
+        return Next::Wait(None);
+    };
+    let interval = poll_delay(minutes, unit, 0.0);
+    match r.last_poll.map(|t| t.elapsed()) {
+        Some(since) if since < interval => Next::Wait(Some(interval - since)),
+        _ => Next::Poll,
+    }
 }
 
 /// Pulls the catalog content of `reference` (only the configs directory) with the
@@ -558,6 +603,80 @@ mod tests {
         assert_eq!(poll_minutes("quay.io/c@sha256:0123", Some(5)), None);
         assert_eq!(poll_minutes("quay.io/c:latest", Some(5)), Some(5));
         assert_eq!(poll_minutes("quay.io/c:latest", None), None);
+    }
+
+    fn record(last_poll: Option<Instant>) -> Record {
+        Record {
+            generation: Some(2),
+            spec_ref: "r.io/c:latest".into(),
+            resolved_ref: "r.io/c@sha256:1111".into(),
+            last_unpacked: now(),
+            last_poll,
+        }
+    }
+
+    fn current(poll: Option<i32>) -> Current<'static> {
+        Current {
+            generation: Some(2),
+            spec_ref: "r.io/c:latest",
+            content_present: true,
+            status_resolved: Some("r.io/c@sha256:1111"),
+            poll,
+        }
+    }
+
+    #[test]
+    fn stored_content_of_the_current_status_is_not_pulled_again() {
+        let unit = Duration::from_secs(60);
+        // A record the follower left (no poll yet): nothing to pull; a tag is polled now.
+        assert_eq!(
+            next_step(Some(&record(None)), &current(None), unit),
+            Next::Wait(None)
+        );
+        assert_eq!(
+            next_step(Some(&record(None)), &current(Some(5)), unit),
+            Next::Poll
+        );
+        let polled = record(Some(Instant::now()));
+        match next_step(Some(&polled), &current(Some(5)), unit) {
+            Next::Wait(Some(d)) => assert!(
+                d <= Duration::from_secs(300) && d > Duration::from_secs(290),
+                "{d:?}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn anything_out_of_date_is_pulled() {
+        let unit = Duration::from_secs(60);
+        let r = record(None);
+        assert_eq!(next_step(None, &current(None), unit), Next::Pull);
+        let changed = [
+            Current {
+                generation: Some(3),
+                ..current(None)
+            },
+            Current {
+                spec_ref: "r.io/c:v2",
+                ..current(None)
+            },
+            Current {
+                content_present: false,
+                ..current(None)
+            },
+            Current {
+                status_resolved: Some("r.io/c@sha256:2222"),
+                ..current(None)
+            },
+            Current {
+                status_resolved: None,
+                ..current(None)
+            },
+        ];
+        for c in changed {
+            assert_eq!(next_step(Some(&r), &c, unit), Next::Pull, "{c:?}");
+        }
     }
 
     #[test]
