@@ -1,14 +1,20 @@
-//! Install latency and scale of the ClusterExtension controller on the local control
-//! plane: 20 sequential installs (ClusterExtension created → `Installed=True`, p50/p95),
-//! then 100 ClusterExtensions created at once (time until all are Installed), and the
-//! resident memory of this process, which runs the controller (and the catalog server).
-//! Each extension installs its own synthetic package (a CRD, a Deployment, RBAC) as a
-//! generated least-privilege installer account.
+//! Install latency, scale, memory and idle API traffic of the ClusterExtension
+//! controller on the local control plane. The controller runs as its own process (the
+//! release `olmv1` binary, `controller --leader-elect` as config/manager deploys it), so
+//! the memory figures are the controller's alone:
+//! - 20 sequential installs (ClusterExtension created → `Installed=True`, p50/p95/max) of
+//!   a bundle with 5 CRDs, a Deployment and RBAC, each as its own generated
+//!   least-privilege installer account;
+//! - 100 ClusterExtensions created at once (time until all are Installed);
+//! - the controller's resident memory (now and peak) with those 120 extensions installed
+//!   and the 59 MB bench catalog (`shared/bench/cop-rendered-csvmeta-linear`) served as a
+//!   second ClusterCatalog;
+//! - API requests per second while nothing changes (the controller's own count,
+//!   `olmv1_kube_api_requests_total`, which includes the installer clients).
 //!
 //! Needs the cached Kubernetes binaries (hack/build-kube.sh) and `docker-registry`.
-//! `cargo run --release --example bench_install [-- <sequential> <concurrent>]`
+//! `cargo build --release --bin olmv1 --example bench_install && target/release/examples/bench_install [<sequential> <concurrent> <crds per bundle> <idle seconds>]`
 
-use clap::Parser;
 use kube::api::{Api, DynamicObject, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension, conditions};
 use olmv1::preflight::permissions::rbac::{BundledRbac, installer_rbac};
@@ -16,25 +22,44 @@ use olmv1::testenv::demo::{self, BundleSpec};
 use olmv1::testenv::{Binaries, ControlPlane, Lifetime, Options, manifests, registry};
 use serde_json::json;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-#[derive(Parser)]
-struct Wrapper {
-    #[command(flatten)]
-    args: olmv1::controller::ControllerArgs,
-}
-
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+/// A field of /proc/<pid>/status in MiB (VmRSS, VmHWM).
+fn proc_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|kb| kb.parse::<f64>().ok())
         .unwrap_or(0.0)
         / 1024.0
 }
 
+/// Sum of `olmv1_kube_api_requests_total` and the per-verb values, from /metrics.
+async fn api_requests(metrics_port: u16) -> anyhow::Result<(f64, BTreeMap<String, f64>)> {
+    let body = reqwest::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .await?
+        .text()
+        .await?;
+    let mut verbs = BTreeMap::new();
+    for line in body.lines().filter(|l| l.starts_with("olmv1_kube_api_requests_total{")) {
+        let verb = line
+            .split("verb=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or("?")
+            .to_string();
+        let value: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        verbs.insert(verb, value);
+    }
+    Ok((verbs.values().sum(), verbs))
+}
 fn free_port() -> anyhow::Result<u16> {
     Ok(olmv1::testenv::control_plane::free_port()?)
 }
@@ -48,13 +73,17 @@ async fn installed(api: &Api<ClusterExtension>, name: &str) -> bool {
 }
 
 /// Namespace, installer RBAC and the ClusterExtension for package `pkg`.
-async fn create_extension(admin: &kube::Client, pkg: &str) -> anyhow::Result<String> {
+async fn create_extension(
+    admin: &kube::Client,
+    pkg: &str,
+    crds: usize,
+) -> anyhow::Result<String> {
     let ns = format!("ns-{pkg}");
     let ns_obj: DynamicObject = serde_json::from_value(
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
     )?;
     manifests::apply_objects(admin, &[ns_obj]).await?;
-    let rendered = demo::render(&BundleSpec::new(pkg, "1.0.0"), &ns)?;
+    let rendered = demo::render(&spec(pkg, crds), &ns)?;
     let rbac = installer_rbac(&rendered, &ns, pkg, BundledRbac::Include)?;
     let objects: Vec<DynamicObject> = [rbac.service_account, rbac.cluster_role, rbac.binding]
         .into_iter()
@@ -73,6 +102,35 @@ async fn create_extension(admin: &kube::Client, pkg: &str) -> anyhow::Result<Str
     Ok(pkg.to_string())
 }
 
+fn spec(pkg: &str, crds: usize) -> BundleSpec {
+    let mut spec = BundleSpec::new(pkg, "1.0.0");
+    spec.extra_crds = crds.saturating_sub(1);
+    spec
+}
+
+/// The 59 MB catalog of shared/bench, decompressed.
+fn bench_catalog() -> anyhow::Result<Option<Vec<u8>>> {
+    let base = std::env::var_os("OLMV1_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
+    let file = base.join("bench/cop-rendered-csvmeta-linear.jsonl.zst");
+    if !file.exists() {
+        return Ok(None);
+    }
+    Ok(Some(zstd::stream::decode_all(std::fs::File::open(file)?)?))
+}
+
+async fn wait_serving(api: &Api<ClusterCatalog>, name: &str, seconds: u64) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while !api.get(name).await?.status.is_some_and(|s| {
+        conditions::find(&s.conditions, "Serving").is_some_and(|c| c.status == "True")
+    }) {
+        anyhow::ensure!(Instant::now() < deadline, "catalog {name} not serving");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
@@ -82,6 +140,16 @@ async fn main() -> anyhow::Result<()> {
         .collect();
     let sequential = argv.first().copied().unwrap_or(20);
     let concurrent = argv.get(1).copied().unwrap_or(100);
+    let crds = argv.get(2).copied().unwrap_or(5).max(1);
+    let idle_seconds = argv.get(3).copied().unwrap_or(60) as u64;
+    let olmv1_bin = std::env::current_exe()?
+        .parent()
+        .and_then(|examples| examples.parent())
+        .map(|dir| dir.join("olmv1"))
+        .filter(|p| p.exists())
+        .ok_or_else(|| {
+            anyhow::anyhow!("the olmv1 binary is missing: cargo build --release --bin olmv1")
+        })?;
 
     let tmp = tempfile::tempdir()?;
     let etcd = etcd_bin_vendored::etcd_bin_path()
@@ -113,7 +181,7 @@ async fn main() -> anyhow::Result<()> {
         .collect();
     let mut fbc = Vec::new();
     for pkg in &packages {
-        let spec = BundleSpec::new(pkg, "1.0.0");
+        let spec = spec(pkg, crds);
         let image = demo::push_bundle(&reg, &spec).await?;
         fbc.extend(demo::catalog_fbc(pkg, &[(spec, image)]));
     }
@@ -124,24 +192,30 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
 
-    let rss_before = rss_mib();
     let (health, catalogs, metrics) = (free_port()?, free_port()?, free_port()?);
     let cache = tmp.path().join("cache");
-    let w = Wrapper::try_parse_from([
-        "bench".to_string(),
-        format!("--kubeconfig={}", controller_kubeconfig.display()),
-        format!("--health-probe-bind-address=127.0.0.1:{health}"),
-        format!("--catalog-server-bind-address=127.0.0.1:{catalogs}"),
-        format!("--external-address=127.0.0.1:{catalogs}"),
-        format!("--metrics-bind-address=127.0.0.1:{metrics}"),
-        format!("--cache-dir={}", cache.display()),
-        format!("--insecure-registry={}", reg.host()),
-    ])?;
-    tokio::spawn(async move {
-        if let Err(e) = olmv1::controller::run(w.args).await {
-            eprintln!("controller stopped: {e:#}");
-        }
-    });
+    let log = std::fs::File::create(tmp.path().join("controller.log"))?;
+    let mut controller = tokio::process::Command::new(&olmv1_bin)
+        .args([
+            "controller".to_string(),
+            "--leader-elect".to_string(),
+            "--log-format=json".to_string(),
+            format!("--kubeconfig={}", controller_kubeconfig.display()),
+            format!("--health-probe-bind-address=127.0.0.1:{health}"),
+            format!("--catalog-server-bind-address=127.0.0.1:{catalogs}"),
+            format!("--external-address=127.0.0.1:{catalogs}"),
+            format!("--metrics-bind-address=127.0.0.1:{metrics}"),
+            format!("--cache-dir={}", cache.display()),
+            format!("--insecure-registry={}", reg.host()),
+            "--lenient-catalogs".to_string(),
+        ])
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()?;
+    let pid = controller
+        .id()
+        .ok_or_else(|| anyhow::anyhow!("controller exited at once"))?;
     let catalog: ClusterCatalog = serde_json::from_value(json!({
         "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog", "metadata": {"name": "bench"},
         "spec": {"source": {"type": "Image", "image": {"ref": pushed.reference}}},
@@ -150,18 +224,16 @@ async fn main() -> anyhow::Result<()> {
     catalogs_api
         .create(&PostParams::default(), &catalog)
         .await?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !catalogs_api.get("bench").await?.status.is_some_and(|s| {
-        conditions::find(&s.conditions, "Serving").is_some_and(|c| c.status == "True")
-    }) {
-        anyhow::ensure!(Instant::now() < deadline, "catalog not serving");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_serving(&catalogs_api, "bench", 60).await?;
+    println!(
+        "controller (pid {pid}) serving the bench catalog: RSS {:.1} MiB",
+        proc_mib(pid, "VmRSS:")
+    );
 
     let api: Api<ClusterExtension> = Api::all(admin.clone());
     let mut latencies = Vec::new();
     for pkg in &packages[..sequential] {
-        create_extension(&admin, pkg).await?;
+        create_extension(&admin, pkg, crds).await?;
         let created = Instant::now();
         while !installed(&api, pkg).await {
             anyhow::ensure!(
@@ -175,7 +247,7 @@ async fn main() -> anyhow::Result<()> {
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
     println!(
-        "sequential installs ({sequential}): created → Installed p50 {:?}, p95 {:?}, max {:?}",
+        "sequential installs ({sequential}, {crds} CRDs + a Deployment each): created → Installed p50 {:?}, p95 {:?}, max {:?}",
         pct(0.5),
         pct(0.95),
         latencies.last().copied().unwrap_or_default()
@@ -184,7 +256,7 @@ async fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     let creates = packages[sequential..]
         .iter()
-        .map(|pkg| create_extension(&admin, pkg));
+        .map(|pkg| create_extension(&admin, pkg, crds));
     for r in futures::future::join_all(creates).await {
         r?;
     }
@@ -215,10 +287,69 @@ async fn main() -> anyhow::Result<()> {
         start.elapsed()
     );
     println!(
-        "process RSS (controller + catalog server + this client): {:.1} MiB before the controller started, {:.1} MiB with {} extensions installed",
-        rss_before,
-        rss_mib(),
-        sequential + concurrent
+        "controller RSS with {} extensions installed: {:.1} MiB (peak so far {:.1} MiB)",
+        sequential + concurrent,
+        proc_mib(pid, "VmRSS:"),
+        proc_mib(pid, "VmHWM:")
     );
+
+    // The 59 MB catalog served as well.
+    if let Some(content) = bench_catalog()? {
+        let size = content.len();
+        let pushed = registry::push_catalog_image(
+            &reg,
+            "catalogs/large:v1",
+            &BTreeMap::from([("all/catalog.json".to_string(), content)]),
+        )
+        .await?;
+        let large: ClusterCatalog = serde_json::from_value(json!({
+            "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog",
+            "metadata": {"name": "large"},
+            "spec": {"priority": -100, "source": {"type": "Image", "image": {"ref": pushed.reference}}},
+        }))?;
+        let t = Instant::now();
+        catalogs_api.create(&PostParams::default(), &large).await?;
+        wait_serving(&catalogs_api, "large", 300).await?;
+        let served = reqwest::get(format!(
+            "http://127.0.0.1:{catalogs}/catalogs/large/api/v1/all"
+        ))
+        .await?
+        .bytes()
+        .await?
+        .len();
+        println!(
+            "bench catalog ({:.1} MB) Serving after {:?}; /api/v1/all returned {:.1} MB",
+            size as f64 / 1e6,
+            t.elapsed(),
+            served as f64 / 1e6
+        );
+    } else {
+        println!("shared/bench not found: the 59 MB catalog is not served in this run");
+    }
+    // Let the install churn settle (drift watches started, statuses written).
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    println!(
+        "controller RSS with {} extensions and both catalogs: {:.1} MiB (peak {:.1} MiB)",
+        sequential + concurrent,
+        proc_mib(pid, "VmRSS:"),
+        proc_mib(pid, "VmHWM:")
+    );
+
+    let (before, _) = api_requests(metrics).await?;
+    let t = Instant::now();
+    tokio::time::sleep(Duration::from_secs(idle_seconds)).await;
+    let (after, verbs) = api_requests(metrics).await?;
+    println!(
+        "idle for {:?}: {:.0} API requests = {:.2} req/s (totals since start by verb: {verbs:?})",
+        t.elapsed(),
+        after - before,
+        (after - before) / t.elapsed().as_secs_f64()
+    );
+    println!(
+        "controller RSS at the end: {:.1} MiB (peak {:.1} MiB)",
+        proc_mib(pid, "VmRSS:"),
+        proc_mib(pid, "VmHWM:")
+    );
+    controller.start_kill()?;
     Ok(())
 }

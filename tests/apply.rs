@@ -768,3 +768,111 @@ async fn preflight_of_hundreds_of_objects_runs_concurrently() {
     );
     assert!(elapsed < Duration::from_secs(20), "{elapsed:?}");
 }
+
+/// Established TCP connections (IPv4 and IPv6) to `port` on this machine.
+fn connections_to(port: u16) -> usize {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .flat_map(|table| {
+            table
+                .lines()
+                .skip(1)
+                .filter(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    let remote_port = fields
+                        .get(2)
+                        .and_then(|a| a.rsplit(':').next())
+                        .and_then(|p| u16::from_str_radix(p, 16).ok());
+                    remote_port == Some(port) && fields.get(3) == Some(&"01")
+                })
+                .map(|_| ())
+                .collect::<Vec<_>>()
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn installer_clients_share_connections_and_impersonate() {
+    use futures::StreamExt;
+    use k8s_openapi::api::authorization::v1::SelfSubjectAccessReview;
+    let env = setup("share").await;
+    let rbac = [
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "watch-cm", "namespace": env.ns},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "watch-cm", "namespace": env.ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "watch-cm"},
+            "subjects": [{"kind": "ServiceAccount", "name": env.sa(), "namespace": env.ns}]}),
+    ];
+    for obj in &rbac {
+        admin_apply(&env.admin, obj).await;
+    }
+    let port = env.controller_config.cluster_url.port_u16().expect("port");
+    let clients = apply::InstallerClients::new(env.controller_config.clone());
+    assert!(clients.shares_connections());
+
+    // Requests go out as the account, with the groups the API server gives it.
+    let review = Api::<SelfSubjectReview>::all(clients.get(&env.ns, &env.sa()).expect("client"))
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .expect("SelfSubjectReview");
+    let user = review.status.and_then(|s| s.user_info).expect("user info");
+    assert_eq!(
+        user.username.as_deref(),
+        Some(format!("system:serviceaccount:{}:{}", env.ns, env.sa()).as_str())
+    );
+    assert_eq!(
+        user.groups.unwrap_or_default(),
+        apply::client::service_account_groups(&env.ns)
+    );
+    // Another account on the same connections is still itself: not allowed what the
+    // first may do.
+    let other = clients.get(&env.ns, "someone-else").expect("client");
+    let review: SelfSubjectAccessReview = serde_json::from_value(json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"namespace": env.ns, "verb": "watch", "resource": "configmaps"}}}))
+    .expect("review");
+    let denied = Api::<SelfSubjectAccessReview>::all(other)
+        .create(&PostParams::default(), &review)
+        .await
+        .expect("SelfSubjectAccessReview");
+    assert!(!denied.status.expect("status").allowed);
+
+    // 80 long-running watches: with HTTP/2 they fit on two connections (64 streams
+    // each); over HTTP/1.1 they would need 80.
+    let before = connections_to(port);
+    let mut streams = Vec::new();
+    let mut slots = Vec::new();
+    for _ in 0..80 {
+        let (client, slot) = clients
+            .watch_client(&env.ns, &env.sa())
+            .expect("watch client");
+        let api: Api<ConfigMap> = Api::namespaced(client, &env.ns);
+        let stream = api
+            .watch(&kube::api::WatchParams::default().timeout(120), "0")
+            .await
+            .expect("watch as the installer account")
+            .boxed();
+        streams.push(stream);
+        slots.push(slot);
+    }
+    assert_eq!(clients.watch_connections(), vec![64, 16]);
+    // An event reaches a watch on the second connection.
+    admin_apply(
+        &env.admin,
+        &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ping", "namespace": env.ns}}),
+    )
+    .await;
+    let event = tokio::time::timeout(Duration::from_secs(10), streams[79].next())
+        .await
+        .expect("event within 10 s");
+    assert!(matches!(event, Some(Ok(_))), "{event:?}");
+    let opened = connections_to(port).saturating_sub(before);
+    // Other tests of this binary open connections meanwhile; 80 would be per-watch.
+    assert!(opened < 20, "{opened} new connections for 80 watches");
+    drop(streams);
+    drop(slots);
+    assert_eq!(clients.watch_connections(), vec![0, 0]);
+}

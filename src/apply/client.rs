@@ -1,7 +1,12 @@
-//! Clients that act as an installer ServiceAccount (reference A3), cached per account.
+//! Clients that act as an installer ServiceAccount (reference A3), cached per account
+//! and sharing the controller's connections to the API server.
 
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use kube::client::ConfigExt;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The user name of a ServiceAccount: `system:serviceaccount:<ns>:<name>`.
 pub fn service_account_user(namespace: &str, name: &str) -> String {
@@ -43,19 +48,107 @@ pub fn installer_client(
     kube::Client::try_from(installer_config(base, namespace, name))
 }
 
+/// Drift watches one shared connection carries at most. kube-apiserver allows 100
+/// concurrent HTTP/2 streams per connection unless `--http2-max-streams-per-connection`
+/// says otherwise, and a request over the limit waits for a free stream: long-running
+/// watches therefore get their own connections, filled up to this many, and never
+/// starve the short requests of installs.
+pub const WATCHES_PER_CONNECTION: usize = 64;
+
+/// The HTTP client under the installer clients: connection pool, TLS, HTTP/2.
+type Transport =
+    hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, kube::client::Body>;
+
 /// Installer clients keyed by (namespace, ServiceAccount name), reused across reconciles.
+///
+/// All accounts share the controller's connections: an installer client is the
+/// controller's transport with the account's `Impersonate-User` header added per
+/// request. Against an API server that speaks HTTP/2 (every kube-apiserver) that is one
+/// connection for all short requests plus one per [`WATCHES_PER_CONNECTION`] drift
+/// watches, instead of a connection pool (and TLS session) per account and a
+/// connection per watch. Behind an HTTP proxy each account gets its own ordinary
+/// client, as kube-rs builds it.
 pub struct InstallerClients {
     base: kube::Config,
+    shared: Option<Shared>,
+    count: Option<crate::server::metrics::CountApiRequests>,
     cache: Mutex<HashMap<(String, String), kube::Client>>,
+}
+
+struct Shared {
+    requests: Transport,
+    watches: Mutex<Vec<WatchConnection>>,
+}
+
+struct WatchConnection {
+    transport: Transport,
+    /// One clone per watch using this connection (plus this one).
+    slots: Arc<()>,
+}
+
+/// A drift watch's place on a shared connection, given back when dropped.
+#[derive(Debug)]
+pub struct WatchSlot {
+    _slot: Option<Arc<()>>,
 }
 
 impl InstallerClients {
     /// `base` is the controller's own configuration.
     pub fn new(base: kube::Config) -> Self {
+        let shared = match &base.proxy_url {
+            Some(_) => None,
+            None => match transport(&base) {
+                Ok(requests) => Some(Shared {
+                    requests,
+                    watches: Mutex::new(Vec::new()),
+                }),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot share connections between installer clients; each account gets its own");
+                    None
+                }
+            },
+        };
         InstallerClients {
             base,
+            shared,
+            count: None,
             cache: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Counts the requests of the installer clients made from now on
+    /// (`olmv1_kube_api_requests_total`).
+    pub fn count_requests(&mut self, metrics: Arc<crate::server::metrics::Metrics>) {
+        self.count = Some(crate::server::metrics::CountApiRequests(metrics));
+    }
+
+    /// Whether the installer clients share the controller's connections.
+    pub fn shares_connections(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    fn client_on(
+        &self,
+        transport: Option<&Transport>,
+        namespace: &str,
+        name: &str,
+    ) -> Result<kube::Client, kube::Error> {
+        let config = installer_config(&self.base, namespace, name);
+        let Some(transport) = transport else {
+            let builder = kube::client::ClientBuilder::try_from(config)?;
+            return Ok(match &self.count {
+                Some(count) => builder.with_layer(count).build(),
+                None => builder.build(),
+            });
+        };
+        let service = tower::ServiceBuilder::new()
+            .layer(config.base_uri_layer())
+            .option_layer(self.count.clone())
+            .option_layer(config.auth_layer()?)
+            .layer(config.extra_headers_layer()?)
+            .map_err(tower::BoxError::from)
+            .service(transport.clone());
+        Ok(kube::Client::new(service, config.default_namespace))
     }
 
     /// The client acting as `namespace/name` (created on first use).
@@ -65,9 +158,58 @@ impl InstallerClients {
         if let Some(c) = cache.get(&key) {
             return Ok(c.clone());
         }
-        let client = installer_client(&self.base, namespace, name)?;
+        let transport = self.shared.as_ref().map(|s| &s.requests);
+        let client = self.client_on(transport, namespace, name)?;
         cache.insert(key, client.clone());
         Ok(client)
+    }
+
+    /// A client acting as `namespace/name` for one long-running watch, on a shared
+    /// watch connection with a free stream (a new connection when all are full). Keep
+    /// the slot as long as the watch runs.
+    pub fn watch_client(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(kube::Client, WatchSlot), kube::Error> {
+        let Some(shared) = &self.shared else {
+            return Ok((self.get(namespace, name)?, WatchSlot { _slot: None }));
+        };
+        let (transport, slot) = {
+            let mut connections = shared.watches.lock().unwrap_or_else(|p| p.into_inner());
+            let free = connections
+                .iter()
+                .find(|c| Arc::strong_count(&c.slots) <= WATCHES_PER_CONNECTION);
+            match free {
+                Some(c) => (c.transport.clone(), c.slots.clone()),
+                None => {
+                    let c = WatchConnection {
+                        transport: transport(&self.base)?,
+                        slots: Arc::new(()),
+                    };
+                    let taken = (c.transport.clone(), c.slots.clone());
+                    connections.push(c);
+                    taken
+                }
+            }
+        };
+        let client = self.client_on(Some(&transport), namespace, name)?;
+        Ok((client, WatchSlot { _slot: Some(slot) }))
+    }
+
+    /// Watches per shared watch connection, in order (for tests and diagnostics).
+    pub fn watch_connections(&self) -> Vec<usize> {
+        self.shared
+            .as_ref()
+            .map(|s| {
+                s.watches
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .map(|c| Arc::strong_count(&c.slots) - 1)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Drops the cached client of `namespace/name` (e.g. when the account was deleted).
@@ -84,6 +226,36 @@ impl InstallerClients {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// An HTTP client for the API server of `config` (TLS as kube-rs configures it, HTTP/2
+/// offered through ALPN, HTTP/2 keep-alive pings so that a dead connection is noticed
+/// even while it only carries idle watches).
+fn transport(config: &kube::Config) -> Result<Transport, kube::Error> {
+    let tls = config.rustls_client_config()?;
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(config.connect_timeout);
+    let mut builder = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http();
+    if let Some(server_name) = &config.tls_server_name {
+        let name = rustls::pki_types::ServerName::try_from(server_name.clone()).map_err(|e| {
+            kube::Error::Service(format!("invalid tls-server-name {server_name:?}: {e}").into())
+        })?;
+        builder =
+            builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name));
+    }
+    let connector = builder.enable_all_versions().wrap_connector(http);
+    Ok(
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            .pool_timer(hyper_util::rt::TokioTimer::new())
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .http2_keep_alive_timeout(Duration::from_secs(15))
+            .http2_keep_alive_while_idle(true)
+            .build(connector),
+    )
 }
 
 #[cfg(test)]

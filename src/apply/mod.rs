@@ -18,7 +18,7 @@ pub use applier::{
     ApplyError, ApplyOptions, ApplyReport, FIELD_MANAGER, Resolver, UninstallOptions,
     UninstallReport, apply, garbage_collection_fallback, prune, resource_map, uninstall,
 };
-pub use client::{InstallerClients, installer_client, installer_config};
+pub use client::{InstallerClients, WatchSlot, installer_client, installer_config};
 pub use install::{InstallError, InstallOutcome, check_permissions, install_revision};
 pub use order::{Phase, PhaseKind, apply_order};
 pub use ownership::{Owner, with_ownership};

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::image::{DockerConfig, ImagePuller, PullerConfig};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Where a bundle comes from.
@@ -74,13 +74,21 @@ pub fn default_cache_dir() -> Result<PathBuf, String> {
     }
 }
 
-fn pull_bundle(reference: &str, args: &RenderArgs) -> Result<Bundle, String> {
-    let cache_dir = match &args.cache_dir {
-        Some(d) => d.clone(),
+/// Pulls a bundle image (tag or digest) into `cache_dir` (default [`default_cache_dir`])
+/// and loads it, for the offline commands (`olmv1 render`, `olmv1 rbac`): the blocking
+/// edge around [`load_image`]. `insecure_registries` are reached over plain HTTP. The
+/// error names the image.
+pub fn pull_bundle_blocking(
+    reference: &str,
+    cache_dir: Option<&Path>,
+    insecure_registries: &[String],
+) -> Result<Bundle, String> {
+    let cache_dir = match cache_dir {
+        Some(d) => d.to_path_buf(),
         None => default_cache_dir()?,
     };
     let mut config = PullerConfig::new(cache_dir);
-    config.insecure_registries = args.insecure_registries.clone();
+    config.insecure_registries = insecure_registries.to_vec();
     let puller = ImagePuller::new(config).map_err(|e| e.to_string())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -95,6 +103,14 @@ fn pull_bundle(reference: &str, args: &RenderArgs) -> Result<Bundle, String> {
         ))
         .map(|(bundle, _)| bundle)
         .map_err(|e| e.to_string())
+}
+
+fn pull_bundle(reference: &str, args: &RenderArgs) -> Result<Bundle, String> {
+    pull_bundle_blocking(
+        reference,
+        args.cache_dir.as_deref(),
+        &args.insecure_registries,
+    )
 }
 
 const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
@@ -160,7 +176,6 @@ pub fn run(args: RenderArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     fn testdata(p: &str) -> String {
         Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -21,6 +21,8 @@ pub struct BundleSpec {
     pub crd_spec_properties: Value,
     /// Extra catalog properties of the bundle's `olm.bundle` entry (e.g. a dependency).
     pub extra_properties: Vec<Value>,
+    /// CRDs besides `widgets`: `gadget<i>s.<group>` (kind `Gadget<i>`), owned by the CSV.
+    pub extra_crds: usize,
 }
 
 impl BundleSpec {
@@ -32,6 +34,7 @@ impl BundleSpec {
             extra_configmap: false,
             crd_spec_properties: json!({"size": {"type": "integer"}}),
             extra_properties: Vec::new(),
+            extra_crds: 0,
         }
     }
     pub fn bundle_name(&self) -> String {
@@ -48,14 +51,21 @@ impl BundleSpec {
     }
 }
 
-fn crd(spec: &BundleSpec) -> Value {
+/// (kind, plural) of every CRD of the bundle: `Widget` first, then the extra ones.
+fn crd_kinds(spec: &BundleSpec) -> Vec<(String, String)> {
+    std::iter::once(("Widget".to_string(), "widgets".to_string()))
+        .chain((1..=spec.extra_crds).map(|i| (format!("Gadget{i}"), format!("gadget{i}s"))))
+        .collect()
+}
+
+fn crd(spec: &BundleSpec, kind: &str, plural: &str) -> Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": spec.crd_name()},
+        "metadata": {"name": format!("{plural}.{}", spec.group())},
         "spec": {
             "group": spec.group(),
-            "names": {"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
+            "names": {"kind": kind, "listKind": format!("{kind}List"), "plural": plural, "singular": kind.to_lowercase()},
             "scope": "Namespaced",
             "versions": [{
                 "name": "v1", "served": true, "storage": true,
@@ -82,9 +92,9 @@ fn csv(spec: &BundleSpec) -> Value {
                 {"type": "MultiNamespace", "supported": false},
                 {"type": "AllNamespaces", "supported": true}
             ],
-            "customresourcedefinitions": {"owned": [
-                {"name": spec.crd_name(), "version": "v1", "kind": "Widget", "displayName": "Widget"}
-            ]},
+            "customresourcedefinitions": {"owned": crd_kinds(spec).iter().map(|(kind, plural)| json!(
+                {"name": format!("{plural}.{}", spec.group()), "version": "v1", "kind": kind, "displayName": kind}
+            )).collect::<Vec<_>>()},
             "install": {"strategy": "deployment", "spec": {
                 "clusterPermissions": [{"serviceAccountName": sa, "rules": [
                     {"apiGroups": [spec.group()], "resources": ["widgets", "widgets/status"], "verbs": ["get", "list", "watch", "update"]}
@@ -115,7 +125,12 @@ pub fn bundle_files(spec: &BundleSpec) -> BTreeMap<String, Vec<u8>> {
         format!("manifests/{}.clusterserviceversion.json", spec.package),
         json(csv(spec)),
     );
-    files.insert("manifests/widgets.crd.json".to_string(), json(crd(spec)));
+    for (kind, plural) in crd_kinds(spec) {
+        files.insert(
+            format!("manifests/{plural}.crd.json"),
+            json(crd(spec, &kind, &plural)),
+        );
+    }
     if spec.extra_configmap {
         files.insert(
             "manifests/extra.configmap.json".to_string(),

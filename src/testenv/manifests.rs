@@ -37,10 +37,7 @@ pub async fn apply_objects(
     client: &kube::Client,
     objects: &[DynamicObject],
 ) -> Result<(), TestEnvError> {
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .map_err(|e| TestEnvError::Kube(format!("discovery: {e}")))?;
+    let discovery = discover(client).await?;
     for obj in objects {
         let types = obj.types.as_ref().ok_or_else(|| TestEnvError::Manifest {
             source_name: obj.metadata.name.clone().unwrap_or_default(),
@@ -72,6 +69,24 @@ pub async fn apply_objects(
         .map_err(|e| TestEnvError::Kube(format!("applying {} {name}: {e}", types.kind)))?;
     }
     Ok(())
+}
+
+/// Full discovery, retried for a few seconds: a group the API server has just started
+/// (or stopped) serving — a CRD created or deleted a moment ago — is listed before its
+/// versions answer, and discovery fails with a 404 meanwhile.
+async fn discover(client: &kube::Client) -> Result<Discovery, TestEnvError> {
+    let mut attempt = 0;
+    loop {
+        match Discovery::new(client.clone()).run().await {
+            Ok(d) => return Ok(d),
+            Err(e) if attempt < 20 => {
+                tracing::debug!(error = %e, attempt, "discovery failed; retrying");
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            Err(e) => return Err(TestEnvError::Kube(format!("discovery: {e}"))),
+        }
+    }
 }
 
 /// Applies every `.yaml` file of a directory (sorted; not recursive).

@@ -12,7 +12,7 @@
 //! Controller through [`DriftWatches::trigger_stream`] (`Controller::reconcile_on`).
 
 use crate::api::ClusterExtension;
-use crate::apply::{self, ownership::OWNER_NAME_LABEL};
+use crate::apply::{self, InstallerClients, WatchSlot, ownership::OWNER_NAME_LABEL};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
@@ -176,6 +176,8 @@ impl Tracker {
 struct Watch {
     managed: Arc<Mutex<HashSet<String>>>,
     task: JoinHandle<()>,
+    /// The watch's stream on a shared connection (released after the task is aborted).
+    _slot: WatchSlot,
 }
 
 impl Drop for Watch {
@@ -225,13 +227,14 @@ impl DriftWatches {
     }
 
     /// Makes the watches of `extension` match `objects` (its installed revision): starts
-    /// the missing ones as `client` (the installer account `namespace/account`), stops
-    /// those of kinds no longer managed. All are restarted when the account changed.
+    /// the missing ones as the installer account `namespace/account` (clients from
+    /// `clients`, on shared watch connections), stops those of kinds no longer managed.
+    /// All are restarted when the account changed.
     pub fn ensure(
         &self,
         extension: &str,
         account: (&str, &str),
-        client: &kube::Client,
+        clients: &InstallerClients,
         objects: &[apply::ObjectRef],
     ) {
         let plan = plan(objects);
@@ -254,16 +257,31 @@ impl DriftWatches {
                 *watch.managed.lock().unwrap_or_else(|p| p.into_inner()) = names;
                 continue;
             }
+            let (client, slot) = match clients.watch_client(&entry.account.0, &entry.account.1) {
+                Ok(found) => found,
+                Err(e) => {
+                    // Not recorded: the next successful reconcile tries again.
+                    tracing::warn!(extension = %extension, kind = %key.kind, error = %e, "cannot start drift watch");
+                    continue;
+                }
+            };
             let managed = Arc::new(Mutex::new(names));
             WATCHES.fetch_add(1, Ordering::Relaxed);
             let task = tokio::spawn(watch_kind(
                 extension.to_owned(),
-                client.clone(),
+                client,
                 key.clone(),
                 managed.clone(),
                 self.tx.clone(),
             ));
-            entry.watches.insert(key, Watch { managed, task });
+            entry.watches.insert(
+                key,
+                Watch {
+                    managed,
+                    task,
+                    _slot: slot,
+                },
+            );
         }
     }
 
@@ -296,8 +314,25 @@ async fn watch_kind(
     client: kube::Client,
     key: WatchKey,
     managed: Arc<Mutex<HashSet<String>>>,
-    mut tx: mpsc::Sender<ControllerRef<ClusterExtension>>,
+    tx: mpsc::Sender<ControllerRef<ClusterExtension>>,
 ) {
+    // Discovery state is not kept for the life of the watch.
+    let (resource, namespaced) = discover(&extension, &client, &key).await;
+    let api: Api<PartialObjectMeta<DynamicObject>> = if namespaced && !key.namespace.is_empty() {
+        Api::namespaced_with(client, &key.namespace, &resource)
+    } else {
+        Api::all_with(client, &resource)
+    };
+    follow(extension, api, key, managed, tx).await;
+}
+
+/// The resource and scope of the watch's kind, retrying with backoff while it is not
+/// served.
+async fn discover(
+    extension: &str,
+    client: &kube::Client,
+    key: &WatchKey,
+) -> (kube::discovery::ApiResource, bool) {
     let resolver = apply::Resolver::new(client.clone());
     let probe = apply::ObjectRef {
         group: key.group.clone(),
@@ -307,9 +342,9 @@ async fn watch_kind(
         name: String::new(),
     };
     let mut delay = Duration::from_millis(500);
-    let (resource, namespaced) = loop {
+    loop {
         match resolver.resolve(&probe).await {
-            Ok(Some(found)) => break found,
+            Ok(Some(found)) => return found,
             Ok(None) => {
                 tracing::debug!(extension = %extension, kind = %key.kind, "drift watch: kind not served yet");
             }
@@ -319,12 +354,18 @@ async fn watch_kind(
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(MAX_DISCOVERY_BACKOFF);
-    };
-    let api: Api<PartialObjectMeta<DynamicObject>> = if namespaced && !key.namespace.is_empty() {
-        Api::namespaced_with(client, &key.namespace, &resource)
-    } else {
-        Api::all_with(client, &resource)
-    };
+    }
+}
+
+/// Follows the extension's objects of one kind and sends a reconcile request when a
+/// managed one drifted.
+async fn follow(
+    extension: String,
+    api: Api<PartialObjectMeta<DynamicObject>>,
+    key: WatchKey,
+    managed: Arc<Mutex<HashSet<String>>>,
+    mut tx: mpsc::Sender<ControllerRef<ClusterExtension>>,
+) {
     let selector = format!("{OWNER_NAME_LABEL}={extension}");
     let config = watcher::Config::default().labels(&selector);
     let events = watcher(api, config).default_backoff();
@@ -460,7 +501,8 @@ mod tests {
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         // An address nothing listens on: the watch tasks just back off.
         let url: http::Uri = "https://127.0.0.1:9".parse().unwrap();
-        let client = kube::Client::try_from(kube::Config::new(url)).unwrap();
+        let client = InstallerClients::new(kube::Config::new(url));
+        assert!(client.shares_connections());
         let drift = DriftWatches::new();
         let r = |k: &str, n: &str| apply::ObjectRef {
             group: "".into(),
@@ -476,6 +518,7 @@ mod tests {
             &[r("ConfigMap", "a"), r("ConfigMap", "b"), r("Service", "s")],
         );
         assert_eq!(drift.watches_of("e").len(), 2);
+        assert_eq!(client.watch_connections(), vec![2], "one connection");
         drift.ensure(
             "e",
             ("ns", "sa"),
@@ -488,9 +531,11 @@ mod tests {
         assert_eq!(keys.len(), 1);
         assert_eq!(keys[0].kind, "ConfigMap");
         drift.ensure("f", ("ns", "sa"), &client, &[r("ConfigMap", "a")]);
+        assert_eq!(client.watch_connections(), vec![2]);
         drift.stop("e");
         assert!(drift.watches_of("e").is_empty());
         assert_eq!(drift.watches_of("f").len(), 1);
+        assert_eq!(client.watch_connections(), vec![1], "slots given back");
         let _first = drift.trigger_stream();
         let mut again = drift.trigger_stream();
         assert!(again.next().await.is_none(), "second stream is empty");

@@ -115,6 +115,7 @@ impl ExtensionContext {
 
     /// Reports into `metrics` (shared with the rest of the process).
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.installers.count_requests(metrics.clone());
         self.metrics = metrics;
         self
     }
@@ -438,10 +439,12 @@ async fn reconcile_extension(
     // 5.–8. Pull, render, preflights, apply.
     match install(&ext, &ctx, &owner, &target, history.as_ref()).await {
         Ok(done) => {
-            if let Ok(installer) = ctx.installers.get(&namespace, &account) {
-                ctx.drift
-                    .ensure(&name, (&namespace, &account), &installer, &done.managed);
-            }
+            ctx.drift.ensure(
+                &name,
+                (&namespace, &account),
+                &ctx.installers,
+                &done.managed,
+            );
             let bundle = InstalledBundle {
                 name: target.name.clone(),
                 version: target.version.clone(),
