@@ -4,7 +4,9 @@
 //! ClusterCatalog (errors counter, condition gauge); JSON log lines carry the catalog
 //! name from the `reconcile` span; the idle API request rate is measured; SIGKILL of
 //! the leader hands the lease to the standby within the lease duration; a leader whose
-//! lease is taken exits non-zero.
+//! lease is taken exits non-zero. The standby serves the same catalog content as the
+//! leader (its catalog follower), drops the content of deleted catalogs, and after the
+//! takeover serves on without a gap, re-ingesting nothing and leaving the status as it was.
 mod support;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -28,10 +30,19 @@ fn lease_seconds() -> u64 {
 }
 const NAMESPACE: &str = "olmv1-system";
 
+/// The controller binary: `OLMV1_BIN` when set (e.g. a build that others sharing the
+/// target directory do not overwrite), else this package's `olmv1`.
+fn olmv1_bin() -> PathBuf {
+    std::env::var_os("OLMV1_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_olmv1").into())
+}
+
 struct Replica {
     identity: String,
     child: Child,
     metrics_port: u16,
+    catalog_port: u16,
     log: PathBuf,
 }
 
@@ -56,7 +67,7 @@ impl Replica {
         let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("operations-{identity}-{}.log", std::process::id()));
         let log_file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_olmv1"))
+        let child = Command::new(olmv1_bin())
             .args(["controller", "--log-format", "json", "--leader-elect"])
             .arg("--kubeconfig")
             .arg(&cluster.controller_kubeconfig)
@@ -93,8 +104,20 @@ impl Replica {
             identity: identity.to_string(),
             child,
             metrics_port,
+            catalog_port: catalogs,
             log,
         }
+    }
+
+    /// Status code and body of `GET /catalogs/<name>/api/v1/all` on this replica.
+    async fn catalog_all(&self, name: &str) -> Option<(u16, String)> {
+        let url = format!(
+            "http://127.0.0.1:{}/catalogs/{name}/api/v1/all",
+            self.catalog_port
+        );
+        let response = reqwest::get(&url).await.ok()?;
+        let code = response.status().as_u16();
+        Some((code, response.text().await.ok()?))
     }
 
     async fn metrics(&self) -> Option<String> {
@@ -285,7 +308,24 @@ async fn two_replicas_metrics_logs_and_takeover() {
     // An installed extension: info and condition series, phase durations, catalog
     // ingest and catalog server requests; all its series go with it.
     let catalog_name = install_extension_and_check_metrics(leader).await;
+    // The standby serves the same content; when the catalog goes, so does its content.
+    let served = same_content_on_both(leader, standby, &catalog_name).await;
+    assert!(served.contains("\"olm.package\""), "{served}");
     delete_catalog(&catalogs, &catalog_name).await;
+    support::eventually(30, "the standby drops a deleted catalog", || async {
+        let (code, _) = standby.catalog_all(&catalog_name).await?;
+        (code == 404).then_some(())
+    })
+    .await;
+    assert_eq!(
+        leader.catalog_all(&catalog_name).await.map(|r| r.0),
+        Some(404)
+    );
+
+    // A catalog that stays through the takeover.
+    let kept = create_served_catalog(&catalogs).await;
+    let kept_body = same_content_on_both(leader, standby, &kept).await;
+    let kept_status = catalogs.get(&kept).await.expect("catalog").status;
 
     // Nothing changes any more: the idle request rate.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -319,12 +359,36 @@ async fn two_replicas_metrics_logs_and_takeover() {
     }
     let survivor = a.as_ref().or(b.as_ref()).expect("survivor");
     assert_eq!(survivor.identity, standby_id);
-    support::eventually(3 * lease_seconds(), "takeover", || async {
-        let h = holder(&leases).await?;
-        (h == standby_id && survivor.is_leader().await?).then_some(())
-    })
-    .await;
-    let takeover = killed_at.elapsed();
+    // Every catalog request during the takeover is answered with the same content.
+    let mut requests = 0;
+    let mut takeover = None;
+    let deadline = Instant::now() + Duration::from_secs(3 * lease_seconds());
+    let settle = Duration::from_secs(3);
+    loop {
+        let answer = survivor.catalog_all(&kept).await;
+        assert_eq!(
+            answer
+                .as_ref()
+                .map(|(code, body)| (*code, body == &kept_body)),
+            Some((200, true)),
+            "request {requests} to the standby during the takeover"
+        );
+        requests += 1;
+        match takeover {
+            None => {
+                if holder(&leases).await.as_deref() == Some(standby_id.as_str())
+                    && survivor.is_leader().await == Some(true)
+                {
+                    takeover = Some(killed_at.elapsed());
+                }
+                assert!(Instant::now() < deadline, "no takeover");
+            }
+            Some(at) if killed_at.elapsed() >= at + settle => break,
+            Some(_) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let takeover = takeover.expect("takeover");
     eprintln!(
         "takeover after SIGKILL of the leader: {takeover:?} (lease {}s)",
         lease_seconds()
@@ -333,6 +397,37 @@ async fn two_replicas_metrics_logs_and_takeover() {
         takeover <= Duration::from_secs(lease_seconds() + 3),
         "takeover took {takeover:?}"
     );
+    eprintln!("{requests} catalog requests to the standby during the takeover, all 200");
+    // The new leader found the content stored and its status current: the status stays
+    // as the old leader wrote it, nothing is ingested again, the condition is reported.
+    let serving = format!(
+        r#"olmv1_clustercatalog_condition{{catalog="{kept}",type="Serving",status="True"}}"#
+    );
+    support::eventually(30, "the new leader reports the kept catalog", || async {
+        (sample(&survivor.metrics().await?, &serving) == Some(1.0)).then_some(())
+    })
+    .await;
+    assert_eq!(
+        catalogs.get(&kept).await.expect("catalog").status,
+        kept_status,
+        "the new leader changed the status"
+    );
+    let reingested: Vec<Value> = survivor
+        .log_lines()
+        .into_iter()
+        .filter(|l| {
+            l["fields"]["message"] == "catalog content stored"
+                && l["fields"]["catalog"] == kept.as_str()
+        })
+        .collect();
+    assert_eq!(
+        reingested.len(),
+        1,
+        "stored once, by the follower: {reingested:#?}"
+    );
+    assert_eq!(reingested[0]["span"]["name"], "follow", "{reingested:#?}");
+    delete_catalog(&catalogs, &kept).await;
+    assert_eq!(survivor.catalog_all(&kept).await.map(|r| r.0), Some(404));
 
     // Someone else takes the lease: the leader exits non-zero.
     let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now());
@@ -488,6 +583,66 @@ async fn install_extension_and_check_metrics(leader: &Replica) -> String {
         "series of a deleted extension: {text}"
     );
     catalog_name
+}
+
+/// Waits until `leader` serves `name` and `standby` serves the same bytes; returns them.
+async fn same_content_on_both(leader: &Replica, standby: &Replica, name: &str) -> String {
+    let body = support::eventually(60, "the leader serves the catalog", || async {
+        let (code, body) = leader.catalog_all(name).await?;
+        (code == 200).then_some(body)
+    })
+    .await;
+    let started = Instant::now();
+    let standby_body = support::eventually(30, "the standby serves the catalog", || async {
+        let (code, body) = standby.catalog_all(name).await?;
+        (code == 200).then_some(body)
+    })
+    .await;
+    eprintln!(
+        "the standby served {name} {:?} after the leader",
+        started.elapsed()
+    );
+    assert_eq!(standby_body, body, "the replicas serve different content");
+    body
+}
+
+/// Publishes a small catalog image, creates a ClusterCatalog for it and waits until it
+/// is Serving; returns its name.
+async fn create_served_catalog(catalogs: &Api<ClusterCatalog>) -> String {
+    let package = support::unique("followpkg");
+    // The bundle image is not pulled (nothing installs it).
+    let image = format!(
+        "{}/bundles/{package}@sha256:{}",
+        support::registry().host(),
+        "0".repeat(64)
+    );
+    let specs = [(BundleSpec::new(&package, "1.0.0"), image)];
+    let files = BTreeMap::from([(
+        format!("{package}/catalog.json"),
+        bundles::catalog_fbc(&package, &specs),
+    )]);
+    let name = support::unique("followcat");
+    let repo_tag = format!("catalogs/{name}:latest");
+    olmv1::testenv::registry::push_catalog_image(support::registry(), &repo_tag, &files)
+        .await
+        .expect("push catalog");
+    let catalog: ClusterCatalog = serde_json::from_value(json!({
+        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog",
+        "metadata": {"name": name},
+        "spec": {"source": {"type": "Image", "image": {"ref": format!("{}/{repo_tag}", support::registry().host())}}},
+    }))
+    .expect("catalog");
+    catalogs
+        .create(&PostParams::default(), &catalog)
+        .await
+        .expect("create catalog");
+    support::eventually(60, "the catalog is Serving", || async {
+        let status = catalogs.get(&name).await.ok()?.status?;
+        let serving = olmv1::api::conditions::find(&status.conditions, "Serving")?;
+        (serving.status == "True").then_some(())
+    })
+    .await;
+    name
 }
 
 async fn delete_catalog(catalogs: &Api<ClusterCatalog>, name: &str) {

@@ -1,7 +1,9 @@
 //! The controller process: connects to the API server, serves health probes, metrics
 //! and the catalog content API on every replica, and runs the reconcilers
 //! (ClusterCatalog; ClusterExtension) until SIGTERM/SIGINT — with `--leader-elect`
-//! only while holding the Lease [`LEASE_NAME`], exiting non-zero when it is lost.
+//! only while holding the Lease [`LEASE_NAME`], exiting non-zero when it is lost; until
+//! then the replica runs the [`catalog::follower`], so that it serves the same catalog
+//! content as the leader.
 
 pub mod catalog;
 pub mod extension;
@@ -199,7 +201,8 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         .with_metrics(metrics.clone()),
     );
 
-    // Leader election: the reconcilers run only on the lease holder.
+    // Leader election: the reconcilers run only on the lease holder; the others follow
+    // the catalogs it publishes.
     let election = if args.leader_elect {
         Some(join_election(&client, &args).await?)
     } else {
@@ -209,12 +212,7 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let reconcilers = async move {
         if let Some((mut leader, _task, identity)) = election {
             tracing::info!(lease = LEASE_NAME, namespace = %args.namespace, %identity, "waiting to become the leader");
-            while !*leader.borrow_and_update() {
-                leader
-                    .changed()
-                    .await
-                    .map_err(|_| anyhow::anyhow!("the lease manager stopped"))?;
-            }
+            catalog::follower::run(catalog_ctx.clone(), acquired(&mut leader)).await?;
             metrics.set_leader(true);
             tracing::info!(lease = LEASE_NAME, %identity, "became the leader; starting the reconcilers");
             tokio::select! {
@@ -295,6 +293,18 @@ async fn join_election(client: &Client, args: &ControllerArgs) -> Result<Electio
 pub fn lease_timing(duration_seconds: u64) -> (u64, u64) {
     let duration = duration_seconds.max(2);
     (duration, (duration / 3).max(1))
+}
+
+/// Resolves when the lease says this replica is the leader (an error when the lease
+/// manager stopped).
+async fn acquired(leader: &mut tokio::sync::watch::Receiver<bool>) -> Result<()> {
+    while !*leader.borrow_and_update() {
+        leader
+            .changed()
+            .await
+            .map_err(|_| anyhow::anyhow!("the lease manager stopped"))?;
+    }
+    Ok(())
 }
 
 /// Resolves when the lease says this replica is no longer the leader.

@@ -4,13 +4,15 @@
 //! directory named by the configs label), ingests it into the catalog store served by
 //! [`crate::server::catalog`], reports status, and polls tags at
 //! `pollIntervalMinutes` with jitter, re-ingesting only when the digest changed. On
-//! any error the content already being served stays served.
+//! any error the content already being served stays served. On replicas that are not
+//! the leader, [`follower`] keeps the same store in sync with what the leader published.
 
+pub mod follower;
 pub mod status;
 
 use crate::api::{self, AvailabilityMode, ClusterCatalog, ClusterCatalogStatus};
 use crate::fbc::{self, FbcError};
-use crate::image::{DockerConfig, Extract, ImageError, ImagePuller};
+use crate::image::{DockerConfig, Extract, ImageError, ImagePuller, PulledImage};
 use crate::server::metrics::{Controller as MetricsController, Metrics};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -46,14 +48,18 @@ pub struct CatalogSettings {
     pub limits: fbc::parse::Limits,
 }
 
-/// What the reconciler remembers of a catalog between reconciles.
+/// What the reconciler remembers of a catalog between reconciles (the follower records
+/// what it stored the same way, so that a new leader starts warm).
 #[derive(Clone, Debug)]
 struct Record {
+    /// The generation the stored content was resolved for.
     generation: Option<i64>,
     spec_ref: String,
+    /// The digest-pinned reference whose content is stored.
     resolved_ref: String,
     last_unpacked: Time,
-    last_poll: Instant,
+    /// The last tag resolution; `None`: poll at the next reconcile.
+    last_poll: Option<Instant>,
 }
 
 pub struct CatalogContext {
@@ -244,22 +250,26 @@ async fn reconcile_catalog(
     };
 
     // Decide whether anything must be pulled (reference §9.1 step 3).
-    if let Some(r) = &record
-        && r.generation == generation
-        && r.spec_ref == spec_ref
-        && content_present
-        && status_resolved.as_deref() == Some(r.resolved_ref.as_str())
+    let current = Current {
+        generation,
+        spec_ref: &spec_ref,
+        content_present,
+        status_resolved: status_resolved.as_deref(),
+        poll,
+    };
+    let next = next_step(record.as_ref(), &current, ctx.settings.poll_unit);
+    if next != Next::Pull
+        && let Some(status) = &catalog.status
     {
-        let due = poll
-            .is_some_and(|m| r.last_poll.elapsed() >= poll_delay(m, ctx.settings.poll_unit, 0.0));
-        if !due {
-            let wait = poll.map(|m| {
-                poll_delay(m, ctx.settings.poll_unit, 0.0).saturating_sub(r.last_poll.elapsed())
-            });
-            return Ok(wait
-                .map(Action::requeue)
-                .unwrap_or_else(Action::await_change));
-        }
+        // The status is current: report it (a new leader has not written it itself).
+        ctx.metrics.catalog_status(&name, status);
+    }
+    if let Next::Wait(wait) = next {
+        return Ok(wait
+            .map(Action::requeue)
+            .unwrap_or_else(Action::await_change));
+    }
+    if let (Next::Poll, Some(r)) = (&next, &record) {
         // Poll: one manifest request; unchanged digest ⇒ nothing to do.
         let secrets = pull_secrets(&ctx).await;
         match ctx.puller.resolve(&spec_ref, &secrets).await {
@@ -267,7 +277,7 @@ async fn reconcile_catalog(
                 ctx.set_record(
                     &name,
                     Some(Record {
-                        last_poll: Instant::now(),
+                        last_poll: Some(Instant::now()),
                         ..r.clone()
                     }),
                 );
@@ -281,13 +291,8 @@ async fn reconcile_catalog(
         }
     }
 
-    let secrets = pull_secrets(&ctx).await;
     let started = Instant::now();
-    let pulled = match ctx
-        .puller
-        .pull(&spec_ref, &Extract::CatalogConfigs, &secrets)
-        .await
-    {
+    let pulled = match pull_content(&ctx, &spec_ref).await {
         Ok(p) => p,
         Err(e) => return fail(&api, &catalog, &ctx, &spec_ref, Failure::Image(e)).await,
     };
@@ -301,36 +306,8 @@ async fn reconcile_catalog(
             .map(|r| r.last_unpacked.clone())
             .unwrap_or_else(now)
     } else {
-        let storage = ctx.settings.storage_dir.clone();
-        let options = fbc::store::StoreOptions {
-            limits: ctx.settings.limits.clone(),
-            lenient: ctx.settings.lenient,
-        };
-        let (catalog_name, dir) = (name.clone(), pulled.dir.clone());
-        let stored = tokio::task::spawn_blocking(move || {
-            fbc::store::store_with_options(&storage, &catalog_name, &dir, &options)
-        })
-        .await
-        .map_err(|e| FbcError::Limit {
-            message: format!("ingest task failed: {e}"),
-        });
-        match stored.and_then(|r| r) {
-            Ok(stored) => {
-                for warning in &stored.warnings {
-                    tracing::warn!(catalog = %name, warning, "catalog stored despite an invariant violation");
-                }
-                tracing::info!(
-                    catalog = %name,
-                    image = %pulled.reference,
-                    bytes = stored.size,
-                    blobs = stored.blobs,
-                    millis = started.elapsed().as_millis() as u64,
-                    "catalog content stored"
-                );
-                ctx.metrics
-                    .catalog_ingested(&name, started.elapsed(), stored.size);
-                crate::controller::catalog::status::truncate_to_seconds(stored.last_modified)
-            }
+        match store_content(&ctx, &name, &pulled, started).await {
+            Ok(last_unpacked) => last_unpacked,
             Err(e) => return fail(&api, &catalog, &ctx, &spec_ref, Failure::Store(e)).await,
         }
     };
@@ -350,11 +327,107 @@ async fn reconcile_catalog(
             spec_ref: spec_ref.clone(),
             resolved_ref: pulled.reference.clone(),
             last_unpacked,
-            last_poll: Instant::now(),
+            last_poll: Some(Instant::now()),
         }),
     );
     ctx.clear_failures(&name);
     Ok(requeue(&ctx))
+}
+
+/// What is known of a catalog at a reconcile, for [`next_step`].
+#[derive(Clone, Debug)]
+struct Current<'a> {
+    generation: Option<i64>,
+    spec_ref: &'a str,
+    content_present: bool,
+    /// `status.resolvedSource.image.ref`.
+    status_resolved: Option<&'a str>,
+    /// The poll interval in effect ([`poll_minutes`]).
+    poll: Option<i32>,
+}
+
+/// What a reconcile does about content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Next {
+    /// Pull the spec's reference (the stored digest is reused if it did not change).
+    Pull,
+    /// Resolve the tag; pull only if it moved.
+    Poll,
+    /// Nothing now; look again after the duration (a poll), or on a change.
+    Wait(Option<Duration>),
+}
+
+/// Decides from the remembered `record` (the reconciler's, or the follower's on a new
+/// leader) whether the stored content is that of the current spec and status — then
+/// nothing is pulled, only the tag polled when due (a record without a last poll is
+/// due at once) — or the image must be pulled.
+fn next_step(record: Option<&Record>, current: &Current<'_>, unit: Duration) -> Next {
+    let Some(r) = record else {
+        return Next::Pull;
+    };
+    if r.generation != current.generation
+        || r.spec_ref != current.spec_ref
+        || !current.content_present
+        || current.status_resolved != Some(r.resolved_ref.as_str())
+    {
+        return Next::Pull;
+    }
+    let Some(minutes) = current.poll else {
+        return Next::Wait(None);
+    };
+    let interval = poll_delay(minutes, unit, 0.0);
+    match r.last_poll.map(|t| t.elapsed()) {
+        Some(since) if since < interval => Next::Wait(Some(interval - since)),
+        _ => Next::Poll,
+    }
+}
+
+/// Pulls the catalog content of `reference` (only the configs directory) with the
+/// controller's pull secrets.
+async fn pull_content(ctx: &CatalogContext, reference: &str) -> Result<PulledImage, ImageError> {
+    let secrets = pull_secrets(ctx).await;
+    ctx.puller
+        .pull(reference, &Extract::CatalogConfigs, &secrets)
+        .await
+}
+
+/// Parses, validates and stores pulled catalog content as `name` (the blocking work runs
+/// off the runtime and always completes once started), logs and reports it; returns
+/// `lastUnpacked` (the stored file's time, in whole seconds). On error the content
+/// served before stays.
+async fn store_content(
+    ctx: &CatalogContext,
+    name: &str,
+    pulled: &PulledImage,
+    started: Instant,
+) -> Result<Time, FbcError> {
+    let storage = ctx.settings.storage_dir.clone();
+    let options = fbc::store::StoreOptions {
+        limits: ctx.settings.limits.clone(),
+        lenient: ctx.settings.lenient,
+    };
+    let (catalog_name, dir) = (name.to_string(), pulled.dir.clone());
+    let stored = tokio::task::spawn_blocking(move || {
+        fbc::store::store_with_options(&storage, &catalog_name, &dir, &options)
+    })
+    .await
+    .map_err(|e| FbcError::Limit {
+        message: format!("ingest task failed: {e}"),
+    })??;
+    for warning in &stored.warnings {
+        tracing::warn!(catalog = %name, warning, "catalog stored despite an invariant violation");
+    }
+    tracing::info!(
+        catalog = %name,
+        image = %pulled.reference,
+        bytes = stored.size,
+        blobs = stored.blobs,
+        millis = started.elapsed().as_millis() as u64,
+        "catalog content stored"
+    );
+    ctx.metrics
+        .catalog_ingested(name, started.elapsed(), stored.size);
+    Ok(status::truncate_to_seconds(stored.last_modified))
 }
 
 enum Failure {
@@ -530,6 +603,80 @@ mod tests {
         assert_eq!(poll_minutes("quay.io/c@sha256:0123", Some(5)), None);
         assert_eq!(poll_minutes("quay.io/c:latest", Some(5)), Some(5));
         assert_eq!(poll_minutes("quay.io/c:latest", None), None);
+    }
+
+    fn record(last_poll: Option<Instant>) -> Record {
+        Record {
+            generation: Some(2),
+            spec_ref: "r.io/c:latest".into(),
+            resolved_ref: "r.io/c@sha256:1111".into(),
+            last_unpacked: now(),
+            last_poll,
+        }
+    }
+
+    fn current(poll: Option<i32>) -> Current<'static> {
+        Current {
+            generation: Some(2),
+            spec_ref: "r.io/c:latest",
+            content_present: true,
+            status_resolved: Some("r.io/c@sha256:1111"),
+            poll,
+        }
+    }
+
+    #[test]
+    fn stored_content_of_the_current_status_is_not_pulled_again() {
+        let unit = Duration::from_secs(60);
+        // A record the follower left (no poll yet): nothing to pull; a tag is polled now.
+        assert_eq!(
+            next_step(Some(&record(None)), &current(None), unit),
+            Next::Wait(None)
+        );
+        assert_eq!(
+            next_step(Some(&record(None)), &current(Some(5)), unit),
+            Next::Poll
+        );
+        let polled = record(Some(Instant::now()));
+        match next_step(Some(&polled), &current(Some(5)), unit) {
+            Next::Wait(Some(d)) => assert!(
+                d <= Duration::from_secs(300) && d > Duration::from_secs(290),
+                "{d:?}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn anything_out_of_date_is_pulled() {
+        let unit = Duration::from_secs(60);
+        let r = record(None);
+        assert_eq!(next_step(None, &current(None), unit), Next::Pull);
+        let changed = [
+            Current {
+                generation: Some(3),
+                ..current(None)
+            },
+            Current {
+                spec_ref: "r.io/c:v2",
+                ..current(None)
+            },
+            Current {
+                content_present: false,
+                ..current(None)
+            },
+            Current {
+                status_resolved: Some("r.io/c@sha256:2222"),
+                ..current(None)
+            },
+            Current {
+                status_resolved: None,
+                ..current(None)
+            },
+        ];
+        for c in changed {
+            assert_eq!(next_step(Some(&r), &c, unit), Next::Pull, "{c:?}");
+        }
     }
 
     #[test]
