@@ -44,7 +44,10 @@ async fn api_requests(metrics_port: u16) -> anyhow::Result<(f64, BTreeMap<String
         .text()
         .await?;
     let mut verbs = BTreeMap::new();
-    for line in body.lines().filter(|l| l.starts_with("olmv1_kube_api_requests_total{")) {
+    for line in body
+        .lines()
+        .filter(|l| l.starts_with("olmv1_kube_api_requests_total{"))
+    {
         let verb = line
             .split("verb=\"")
             .nth(1)
@@ -73,11 +76,7 @@ async fn installed(api: &Api<ClusterExtension>, name: &str) -> bool {
 }
 
 /// Namespace, installer RBAC and the ClusterExtension for package `pkg`.
-async fn create_extension(
-    admin: &kube::Client,
-    pkg: &str,
-    crds: usize,
-) -> anyhow::Result<String> {
+async fn create_extension(admin: &kube::Client, pkg: &str, crds: usize) -> anyhow::Result<String> {
     let ns = format!("ns-{pkg}");
     let ns_obj: DynamicObject = serde_json::from_value(
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),

@@ -140,6 +140,17 @@ impl RevisionHistory {
             .find(|r| r.state == RevisionState::Installed)
     }
 
+    /// Whether `bundle` with `objects` is exactly what is installed and nothing newer was
+    /// attempted since: applying it again only restores drift (its CRDs and permissions
+    /// were checked when it was installed).
+    pub fn is_current(&self, bundle: &BundleInfo, objects: &[Value]) -> bool {
+        self.revisions.last().is_some_and(|last| {
+            last.state == RevisionState::Installed
+                && &last.bundle == bundle
+                && last.content_hash == content_hash(objects)
+        })
+    }
+
     /// Starts a revision for `bundle` with `objects` (rendered, before ownership metadata):
     /// returns its number. The latest revision is reused when it has the same content and
     /// bundle (a re-apply records nothing new). Earlier pending revisions are kept so their
@@ -586,6 +597,31 @@ mod tests {
         let n = record_name(&long);
         assert_eq!(n.len(), 253);
         assert_ne!(record_name(&"a".repeat(301)), n);
+    }
+
+    #[test]
+    fn is_current_only_for_the_settled_installed_revision() {
+        let owner = Owner::new("e", "u");
+        let bundle = |v: &str| BundleInfo {
+            package: "p".into(),
+            bundle_name: format!("p.v{v}"),
+            version: v.into(),
+            release: None,
+            image: format!("img@sha256:{v}"),
+        };
+        let mut h = RevisionHistory::new(&owner);
+        assert!(!h.is_current(&bundle("1"), &[cm("a")]), "nothing installed");
+        let n = h.begin(bundle("1"), &[cm("a")]);
+        assert!(!h.is_current(&bundle("1"), &[cm("a")]), "pending");
+        h.complete(n);
+        assert!(h.is_current(&bundle("1"), &[cm("a")]));
+        assert!(!h.is_current(&bundle("1"), &[cm("b")]), "other content");
+        assert!(!h.is_current(&bundle("2"), &[cm("a")]), "other bundle");
+        h.begin(bundle("2"), &[cm("b")]);
+        assert!(
+            !h.is_current(&bundle("1"), &[cm("a")]),
+            "an interrupted upgrade is still to be cleaned up"
+        );
     }
 
     #[test]

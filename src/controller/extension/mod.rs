@@ -31,11 +31,13 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::PartialObjectMeta;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::utils::PredicateConfig;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use status::{InstalledBundle, Observation, Outcome};
@@ -127,6 +129,12 @@ impl ExtensionContext {
         crate::controller::backoff(*n)
     }
 
+    /// The extensions whose last reconcile failed.
+    fn failing(&self) -> Vec<String> {
+        let failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        failures.keys().cloned().collect()
+    }
+
     fn succeeded(&self, name: &str) {
         self.failures
             .lock()
@@ -151,48 +159,60 @@ impl ExtensionContext {
     }
 }
 
-/// Runs the reconciler until the stream ends. Re-reconciles every extension when a
-/// ClusterCatalog changes (a new image can mean an upgrade) and when RBAC objects
-/// change (a permission preflight failure can be retried at once).
+/// Runs the reconciler until the stream ends.
+///
+/// What triggers a reconcile, and what does not (so that a controller with hundreds of
+/// installed extensions makes no API requests while nothing changes):
+/// - a ClusterExtension's spec, finalizers or deletion ([`extension_trigger`]) — not the
+///   status the reconciler itself writes;
+/// - a ClusterCatalog change that can change resolution ([`catalog_trigger`]: spec,
+///   labels, the resolved image, Serving, deletion) re-reconciles every extension — not
+///   its `lastUnpacked`/poll bookkeeping;
+/// - an RBAC object change re-reconciles only the extensions that are failing (a
+///   permission preflight failure is retried at once), never the installed ones;
+/// - drift of a managed object ([`drift`]) reconciles its extension.
 pub async fn run(ctx: Arc<ExtensionContext>) {
     let client = ctx.client.clone();
     let extensions: Api<ClusterExtension> = Api::all(client.clone());
-    let controller = Controller::new(extensions, watcher::Config::default());
-    let store = controller.store();
+    let (reader, writer) = reflector::store();
+    let primary = watcher(extensions, watcher::Config::default())
+        .default_backoff()
+        .modify(|e| e.managed_fields_mut().clear())
+        .reflect(writer)
+        .touched_objects()
+        .predicate_filter(extension_trigger, PredicateConfig::default());
+    let controller = Controller::for_stream(primary, reader.clone());
     let all = move || {
-        store
+        reader
             .state()
             .iter()
             .map(|e| ObjectRef::from_obj(e.as_ref()))
             .collect::<Vec<_>>()
     };
-    let (a1, a2, a3, a4, a5) = (all.clone(), all.clone(), all.clone(), all.clone(), all);
-    controller
-        .watches(
+    let catalogs = changed_only(
+        watcher(
             Api::<ClusterCatalog>::all(client.clone()),
             watcher::Config::default(),
-            move |_| a1(),
         )
-        .watches(
-            Api::<ClusterRole>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| a2(),
-        )
-        .watches(
-            Api::<ClusterRoleBinding>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| a3(),
-        )
-        .watches(
-            Api::<Role>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| a4(),
-        )
-        .watches(
-            Api::<RoleBinding>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| a5(),
-        )
+        .default_backoff(),
+        catalog_trigger,
+    );
+    let failing = {
+        let ctx = ctx.clone();
+        move || {
+            ctx.failing()
+                .into_iter()
+                .map(|name| ObjectRef::new(&name))
+                .collect::<Vec<_>>()
+        }
+    };
+    let (f1, f2, f3, f4) = (failing.clone(), failing.clone(), failing.clone(), failing);
+    controller
+        .watches_stream(catalogs, move |_| all())
+        .watches_stream(rbac_events::<ClusterRole>(&client), move |_| f1())
+        .watches_stream(rbac_events::<ClusterRoleBinding>(&client), move |_| f2())
+        .watches_stream(rbac_events::<Role>(&client), move |_| f3())
+        .watches_stream(rbac_events::<RoleBinding>(&client), move |_| f4())
         .reconcile_on(ctx.drift.trigger_stream())
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
@@ -202,6 +222,95 @@ pub async fn run(ctx: Arc<ExtensionContext>) {
             }
         })
         .await;
+}
+
+/// What of a ClusterExtension asks for a reconcile: its generation (spec, and deletion:
+/// the API server bumps it when setting `deletionTimestamp`), finalizers and whether it
+/// is being deleted. Status and annotation updates do not.
+pub fn extension_trigger(e: &ClusterExtension) -> Option<u64> {
+    let meta = e.meta();
+    Some(hash_of(&(
+        meta.generation,
+        meta.deletion_timestamp.is_some(),
+        &meta.finalizers,
+    )))
+}
+
+/// What of a ClusterCatalog can change resolution: its spec (generation), labels (catalog
+/// selectors), the digest it serves, whether it is Serving, and its deletion.
+pub fn catalog_trigger(c: &ClusterCatalog) -> Option<u64> {
+    let meta = c.meta();
+    let status = c.status.as_ref();
+    let resolved = status
+        .and_then(|s| s.resolved_source.as_ref())
+        .map(|r| r.image.ref_.as_str());
+    let serving = status
+        .and_then(|s| api::conditions::find(&s.conditions, "Serving").map(|c| c.status.as_str()));
+    Some(hash_of(&(
+        meta.generation,
+        &meta.labels,
+        meta.deletion_timestamp.is_some(),
+        resolved,
+        serving,
+    )))
+}
+
+fn hash_of(value: &impl std::hash::Hash) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().hash_one(value)
+}
+
+/// The objects of `events` (a watcher) whose `key` changed since they were last seen,
+/// and every deleted one.
+fn changed_only<K>(
+    events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    key: fn(&K) -> Option<u64>,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource + Send + 'static,
+{
+    let mut seen: HashMap<String, Option<u64>> = HashMap::new();
+    events.flat_map(move |event| {
+        let changed: Vec<Result<K, watcher::Error>> = match event {
+            Err(e) => vec![Err(e)],
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                let k = key(&o);
+                if seen.insert(o.name_any(), k) == Some(k) {
+                    Vec::new()
+                } else {
+                    vec![Ok(o)]
+                }
+            }
+            Ok(watcher::Event::Delete(o)) => {
+                seen.remove(&o.name_any());
+                vec![Ok(o)]
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => Vec::new(),
+        };
+        futures::stream::iter(changed)
+    })
+}
+
+/// Every change of an RBAC kind, metadata only.
+fn rbac_events<K>(
+    client: &kube::Client,
+) -> futures::stream::BoxStream<'static, Result<PartialObjectMeta<K>, watcher::Error>>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    watcher(
+        Api::<PartialObjectMeta<K>>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .touched_objects()
+    .boxed()
 }
 
 fn error_policy(
@@ -694,6 +803,18 @@ async fn install(
         tracing::warn!(fields = %pruned.join(", "), "dropping fields that the bundle's CRDs do not declare");
     }
 
+    // The installed revision again (a reconcile after drift, a catalog change that
+    // resolves to the same bundle): its CRDs and permissions were checked when it was
+    // installed, so only the apply runs.
+    let info = BundleInfo {
+        package: target.package.clone(),
+        bundle_name: target.name.clone(),
+        version: target.version.clone(),
+        release: target.release.clone(),
+        image: pulled.reference.clone(),
+    };
+    let current = history.is_some_and(|h| h.is_current(&info, &rendered));
+
     // 7a. CRD upgrade safety against the live CRDs.
     let preflight_started = Instant::now();
     let enforcement = match ext
@@ -712,7 +833,7 @@ async fn install(
     let mut blocked = Vec::new();
     for obj in rendered
         .iter()
-        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .filter(|o| !current && o["kind"] == "CustomResourceDefinition")
     {
         let crd_name = obj["metadata"]["name"]
             .as_str()
@@ -745,27 +866,22 @@ async fn install(
         .installers
         .get(namespace, account)
         .map_err(|e| InstallFailure::Retry(e.to_string()))?;
-    apply::check_permissions(
-        &ctx.client,
-        &installer,
-        namespace,
-        account,
-        owner,
-        &rendered,
-        history,
-    )
-    .await
-    .map_err(|e| InstallFailure::Retry(e.to_string()))?;
-    ctx.metrics
-        .phase(Phase::preflight, preflight_started.elapsed());
+    if !current {
+        apply::check_permissions(
+            &ctx.client,
+            &installer,
+            namespace,
+            account,
+            owner,
+            &rendered,
+            history,
+        )
+        .await
+        .map_err(|e| InstallFailure::Retry(e.to_string()))?;
+        ctx.metrics
+            .phase(Phase::preflight, preflight_started.elapsed());
+    }
     let apply_started = Instant::now();
-    let info = BundleInfo {
-        package: target.package.clone(),
-        bundle_name: target.name.clone(),
-        version: target.version.clone(),
-        release: target.release.clone(),
-        image: pulled.reference.clone(),
-    };
     let outcome = apply::install_revision(
         &installer,
         &ctx.store,
@@ -1018,5 +1134,117 @@ async fn emit(
     };
     if let Err(e) = ctx.recorder.publish(&event, &ext.object_ref(&())).await {
         tracing::debug!(error = %e, "publishing event");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ext(status: Value, generation: i64) -> ClusterExtension {
+        serde_json::from_value(json!({
+            "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
+            "metadata": {"name": "e", "generation": generation, "finalizers": ["f"]},
+            "spec": {"namespace": "ns", "serviceAccount": {"name": "sa"},
+                     "source": {"sourceType": "Catalog", "catalog": {"packageName": "p"}}},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn catalog(resolved: &str, serving: &str, last_unpacked: &str) -> ClusterCatalog {
+        serde_json::from_value(json!({
+            "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog",
+            "metadata": {"name": "c", "generation": 1, "labels": {"a": "b"}},
+            "spec": {"source": {"type": "Image", "image": {"ref": "r:1"}}},
+            "status": {
+                "conditions": [{"type": "Serving", "status": serving, "reason": "Available",
+                    "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                "resolvedSource": {"type": "Image", "image": {"ref": resolved}},
+                "lastUnpacked": last_unpacked,
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn own_status_writes_do_not_trigger_but_spec_finalizers_and_deletion_do() {
+        let base = extension_trigger(&ext(json!({}), 1));
+        assert_eq!(
+            base,
+            extension_trigger(&ext(json!({"observedGeneration": 1}), 1))
+        );
+        assert_ne!(base, extension_trigger(&ext(json!({}), 2)));
+        let mut no_finalizer = ext(json!({}), 1);
+        no_finalizer.metadata.finalizers = None;
+        assert_ne!(base, extension_trigger(&no_finalizer));
+        let mut deleting = ext(json!({}), 1);
+        deleting.metadata.deletion_timestamp = Some(now());
+        assert_ne!(base, extension_trigger(&deleting));
+    }
+
+    #[test]
+    fn catalog_bookkeeping_does_not_trigger_but_content_and_serving_do() {
+        let base = catalog_trigger(&catalog("r@sha256:1", "True", "2026-01-01T00:00:00Z"));
+        assert_eq!(
+            base,
+            catalog_trigger(&catalog("r@sha256:1", "True", "2026-01-02T00:00:00Z")),
+            "lastUnpacked"
+        );
+        assert_ne!(
+            base,
+            catalog_trigger(&catalog("r@sha256:2", "True", "2026-01-01T00:00:00Z"))
+        );
+        assert_ne!(
+            base,
+            catalog_trigger(&catalog("r@sha256:1", "False", "2026-01-01T00:00:00Z"))
+        );
+        let mut relabelled = catalog("r@sha256:1", "True", "2026-01-01T00:00:00Z");
+        relabelled.metadata.labels = None;
+        assert_ne!(base, catalog_trigger(&relabelled));
+    }
+
+    #[tokio::test]
+    async fn changed_only_passes_changes_and_deletions() {
+        let events = futures::stream::iter(vec![
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(catalog(
+                "d1",
+                "True",
+                "2026-01-01T00:00:01Z",
+            ))),
+            Ok(watcher::Event::InitDone),
+            Ok(watcher::Event::Apply(catalog(
+                "d1",
+                "True",
+                "2026-01-01T00:00:02Z",
+            ))),
+            Ok(watcher::Event::Apply(catalog(
+                "d2",
+                "True",
+                "2026-01-01T00:00:02Z",
+            ))),
+            Ok(watcher::Event::Apply(catalog(
+                "d2",
+                "True",
+                "2026-01-01T00:00:03Z",
+            ))),
+            Ok(watcher::Event::Delete(catalog(
+                "d2",
+                "True",
+                "2026-01-01T00:00:03Z",
+            ))),
+        ]);
+        let passed: Vec<String> = changed_only(events, catalog_trigger)
+            .map(|r| {
+                r.unwrap()
+                    .status
+                    .and_then(|s| s.resolved_source)
+                    .map(|r| r.image.ref_)
+                    .unwrap_or_default()
+            })
+            .collect()
+            .await;
+        assert_eq!(passed, vec!["d1", "d2", "d2"]);
     }
 }
