@@ -24,6 +24,14 @@ pub struct ControllerProcess {
     pub log: PathBuf,
 }
 
+/// The `olmv1` binary: `OLMV1_TEST_CONTROLLER_BIN` if set (e.g. a private copy when
+/// several worktrees share one target directory), else the crate's.
+pub fn binary() -> PathBuf {
+    std::env::var_os("OLMV1_TEST_CONTROLLER_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_olmv1")))
+}
+
 impl Drop for ControllerProcess {
     fn drop(&mut self) {
         self.kill();
@@ -101,7 +109,7 @@ impl ControllerProcess {
             .append(true)
             .open(&self.log)
             .expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_olmv1"))
+        let child = Command::new(binary())
             .args(&self.args)
             .env("RUST_LOG", "info")
             .env_remove("POD_NAME")
