@@ -96,10 +96,19 @@ fn crash_bundles(package: &str) -> (BundleSpec, BundleSpec) {
     (v1, v2)
 }
 
+/// The identities of the rendered objects. Webhook configurations are rendered with
+/// the install namespace (a documented upstream quirk, reference §5.5 item 7) but are
+/// cluster-scoped, so the live objects have none.
 fn expected(rendered: &[Value]) -> BTreeSet<Key> {
     rendered
         .iter()
-        .map(|o| key_of(&ObjectRef::from_object(o).expect("rendered object reference")))
+        .map(|o| {
+            let mut key = key_of(&ObjectRef::from_object(o).expect("rendered object reference"));
+            if key.1.ends_with("WebhookConfiguration") {
+                key.2.clear();
+            }
+            key
+        })
         .collect()
 }
 
@@ -214,7 +223,10 @@ fn assert_record(h: &RevisionHistory, version: &str, want: &BTreeSet<Key>) {
         states(h)
     );
     let recorded: BTreeSet<Key> = last.objects.iter().map(key_of).collect();
-    assert_eq!(&recorded, want, "recorded objects of the installed revision");
+    assert_eq!(
+        &recorded, want,
+        "recorded objects of the installed revision"
+    );
 }
 
 /// Polls (every 5 ms) until `hit` returns true, then SIGKILLs the controller at once.
@@ -290,9 +302,7 @@ async fn sigkill_mid_install_and_mid_upgrade_converges_exactly() {
     let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
     let selector = ListParams::default().labels(&format!("{OWNER_NAME_LABEL}={name}"));
     kill_when(&mut ctl, 120, "the first installed object", || async {
-        sas.list(&selector)
-            .await
-            .is_ok_and(|l| !l.items.is_empty())
+        sas.list(&selector).await.is_ok_and(|l| !l.items.is_empty())
     })
     .await;
     let at_kill = owned_objects(&admin, &kinds, &name).await;
@@ -317,10 +327,7 @@ async fn sigkill_mid_install_and_mid_upgrade_converges_exactly() {
     );
     let e = api.get(&name).await.expect("get");
     assert!(
-        e.status
-            .as_ref()
-            .and_then(|s| s.install.as_ref())
-            .is_none(),
+        e.status.as_ref().and_then(|s| s.install.as_ref()).is_none(),
         "status reports an install before it finished: {:?}",
         e.status
     );
@@ -329,11 +336,16 @@ async fn sigkill_mid_install_and_mid_upgrade_converges_exactly() {
     let restarted = Instant::now();
     ctl.restart();
     let e = wait_installed(&api, &name, "1.0.0").await;
-    eprintln!("install converged {:?} after the restart", restarted.elapsed());
+    eprintln!(
+        "install converged {:?} after the restart",
+        restarted.elapsed()
+    );
     let installed = condition(&e, "Installed").expect("Installed");
     assert_eq!(installed.reason, "Succeeded");
     assert!(
-        installed.message.contains(&format!("bundles/{package}@sha256:")),
+        installed
+            .message
+            .contains(&format!("bundles/{package}@sha256:")),
         "{}",
         installed.message
     );
@@ -389,7 +401,10 @@ async fn sigkill_mid_install_and_mid_upgrade_converges_exactly() {
     let restarted = Instant::now();
     ctl.restart();
     let e = wait_installed(&api, &name, "1.1.0").await;
-    eprintln!("upgrade converged {:?} after the restart", restarted.elapsed());
+    eprintln!(
+        "upgrade converged {:?} after the restart",
+        restarted.elapsed()
+    );
     assert_eq!(
         e.status
             .as_ref()
@@ -413,7 +428,10 @@ async fn sigkill_mid_install_and_mid_upgrade_converges_exactly() {
         .await
         .expect("kept ConfigMap");
     assert_eq!(
-        keep.data.as_ref().and_then(|d| d.get("generation")).map(String::as_str),
+        keep.data
+            .as_ref()
+            .and_then(|d| d.get("generation"))
+            .map(String::as_str),
         Some("2")
     );
     let deployment = Api::<Deployment>::namespaced(admin.clone(), &ns)
@@ -458,10 +476,15 @@ async fn webhook_bundle_without_cert_manager_is_unsupported_and_applies_nothing(
     grant_installer(&ns, &name, std::slice::from_ref(&rendered)).await;
     let served: Vec<Value> = rendered
         .iter()
-        .filter(|o| !o["apiVersion"].as_str().unwrap_or("").starts_with("cert-manager.io/"))
+        .filter(|o| {
+            !o["apiVersion"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("cert-manager.io/")
+        })
         .cloned()
         .collect();
-    let kinds = kinds(&[&served]);
+    let served_kinds = kinds(&[&served]);
 
     let ctl = ControllerProcess::start("webhook", &[]);
     let catalog_name = support::unique("hookcat");
@@ -488,8 +511,7 @@ async fn webhook_bundle_without_cert_manager_is_unsupported_and_applies_nothing(
         // Past resolution (transient resolution errors come first while the catalog is
         // being unpacked): an error for the resolved bundle, or success.
         let p = condition(&e, "Progressing")?;
-        (p.message.starts_with("error for resolved bundle") || p.reason == "Succeeded")
-            .then_some(e)
+        (p.message.starts_with("error for resolved bundle") || p.reason == "Succeeded").then_some(e)
     })
     .await;
     assert_eq!(
@@ -511,11 +533,14 @@ async fn webhook_bundle_without_cert_manager_is_unsupported_and_applies_nothing(
     // Nothing applied, nothing recorded — also after further retries.
     for _ in 0..2 {
         assert_eq!(
-            describe(&owned_objects(&admin, &kinds, &name).await),
+            describe(&owned_objects(&admin, &served_kinds, &name).await),
             Vec::<String>::new(),
             "objects applied for an unsupported bundle"
         );
-        assert!(history(&admin, &ext).await.is_none(), "a revision was recorded");
+        assert!(
+            history(&admin, &ext).await.is_none(),
+            "a revision was recorded"
+        );
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
     let e = api.get(&name).await.expect("get");
@@ -523,6 +548,63 @@ async fn webhook_bundle_without_cert_manager_is_unsupported_and_applies_nothing(
         triple(condition(&e, "Progressing")).map(|t| t.2),
         Some(want),
         "the message changed on retry"
+    );
+
+    // Control: once the cluster serves cert-manager's kinds (stand-in CRDs), the same
+    // bundle installs with its Issuer, Certificate and CA-injected webhook configuration.
+    let text = include_str!("../tests/data/cert-manager-crds.yaml");
+    let crds: Vec<DynamicObject> =
+        serde_saphyr::from_multiple(text).expect("cert-manager CRD YAML");
+    olmv1::testenv::manifests::apply_objects(&admin, &crds)
+        .await
+        .expect("cert-manager CRDs");
+    support::eventually(60, "cert-manager.io/v1 served", || async {
+        let list = admin
+            .list_api_group_resources("cert-manager.io/v1")
+            .await
+            .ok()?;
+        let served: BTreeSet<&str> = list.resources.iter().map(|r| r.kind.as_str()).collect();
+        (served.contains("Certificate") && served.contains("Issuer")).then_some(())
+    })
+    .await;
+    // A change of the extension triggers a reconcile now rather than after the backoff.
+    api.patch(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"annotations": {"test/nudge": "1"}}})),
+    )
+    .await
+    .expect("annotate");
+    let e = wait_installed(&api, &name, "1.0.0").await;
+    assert_eq!(
+        triple(condition(&e, "Progressing")).map(|t| t.1),
+        Some("Succeeded".to_string())
+    );
+    assert_exactly(
+        &admin,
+        &kinds(&[&rendered]),
+        &name,
+        &expected(&rendered),
+        "webhook bundle with cert-manager",
+    )
+    .await;
+    let webhooks = kube::discovery::pinned_kind(
+        &admin,
+        &GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+        ),
+    )
+    .await
+    .expect("discovery");
+    let config = Api::<DynamicObject>::all_with(admin.clone(), &webhooks.0)
+        .get(&format!("vwidget.{}", spec.group()))
+        .await
+        .expect("webhook configuration");
+    assert_eq!(
+        config.annotations().get("cert-manager.io/inject-ca-from"),
+        Some(&format!("{ns}/{}-controller-service-cert", package))
     );
     drop(ctl);
 }

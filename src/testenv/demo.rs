@@ -77,9 +77,6 @@ fn crd(spec: &BundleSpec) -> Value {
 
 /// The `webhookdefinitions` of the CSV: one validating webhook on the Widgets.
 fn webhook_definitions(spec: &BundleSpec) -> Value {
-    if !spec.webhook {
-        return json!([]);
-    }
     json!([{
         "type": "ValidatingAdmissionWebhook",
         "generateName": format!("vwidget.{}", spec.group()),
@@ -99,7 +96,7 @@ fn webhook_definitions(spec: &BundleSpec) -> Value {
 
 fn csv(spec: &BundleSpec) -> Value {
     let sa = format!("{}-sa", spec.package);
-    json!({
+    let mut csv = json!({
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "ClusterServiceVersion",
         "metadata": {"name": spec.bundle_name(), "annotations": {"capabilities": "Basic Install"}},
@@ -132,10 +129,13 @@ fn csv(spec: &BundleSpec) -> Value {
                         ]}
                     }
                 }}]
-            }},
-            "webhookdefinitions": webhook_definitions(spec)
+            }}
         }
-    })
+    });
+    if spec.webhook {
+        csv["spec"]["webhookdefinitions"] = webhook_definitions(spec);
+    }
+    csv
 }
 
 /// The bundle's files (`manifests/…`); `metadata/annotations.yaml` is generated on push.
@@ -155,7 +155,10 @@ pub fn bundle_files(spec: &BundleSpec) -> BTreeMap<String, Vec<u8>> {
     }
     for (i, m) in spec.extra_manifests.iter().enumerate() {
         let kind = m["kind"].as_str().unwrap_or("object").to_ascii_lowercase();
-        files.insert(format!("manifests/extra-{i:03}.{kind}.json"), json(m.clone()));
+        files.insert(
+            format!("manifests/extra-{i:03}.{kind}.json"),
+            json(m.clone()),
+        );
     }
     files
 }
@@ -321,10 +324,16 @@ mod tests {
         };
         assert!(has("ConfigMap", "one"), "{rendered:#?}");
         assert!(
-            has("ValidatingWebhookConfiguration", "vwidget.hooked.example.com"),
+            has(
+                "ValidatingWebhookConfiguration",
+                "vwidget.hooked.example.com"
+            ),
             "{rendered:#?}"
         );
-        assert!(has("Certificate", "hooked-controller-service-cert"), "{rendered:#?}");
+        assert!(
+            has("Certificate", "hooked-controller-service-cert"),
+            "{rendered:#?}"
+        );
 
         // Without a certificate provider the bundle is unsupported.
         let dir = tempfile::tempdir().unwrap();

@@ -57,10 +57,8 @@ impl ControllerProcess {
             .ok()
             .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "test".into());
-        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "{binary}-{label}-{}.log",
-            std::process::id()
-        ));
+        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("{binary}-{label}-{}.log", std::process::id()));
         let _ = std::fs::remove_file(&log);
         let mut args: Vec<String> = vec!["controller".into()];
         let path = |p: &std::path::Path| p.to_string_lossy().into_owned();

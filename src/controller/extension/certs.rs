@@ -54,7 +54,10 @@ mod tests {
     fn cert_manager_only_when_served() {
         let cm = CertProvider::CertManager;
         assert_eq!(effective(cm, None), CertProvider::None);
-        assert_eq!(effective(cm, Some(&list(&["Certificate"]))), CertProvider::None);
+        assert_eq!(
+            effective(cm, Some(&list(&["Certificate"]))),
+            CertProvider::None
+        );
         assert_eq!(
             effective(cm, Some(&list(&["Certificate", "Issuer", "ClusterIssuer"]))),
             CertProvider::CertManager
