@@ -15,10 +15,9 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use support::bundles::{self, BundleSpec};
+use support::process::{ControllerProcess, NAMESPACE};
 
 /// The lease duration of the replicas: 5 s, or `OLMV1_OPS_LEASE_SECONDS` (e.g. 15, the
 /// default of `--lease-duration-seconds`, to measure the idle request rate as deployed).
@@ -28,84 +27,30 @@ fn lease_seconds() -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5)
 }
-const NAMESPACE: &str = "olmv1-system";
-
-/// The controller binary: `OLMV1_BIN` when set (e.g. a build that others sharing the
-/// target directory do not overwrite), else this package's `olmv1`.
-fn olmv1_bin() -> PathBuf {
-    std::env::var_os("OLMV1_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_olmv1").into())
-}
 
 struct Replica {
     identity: String,
-    child: Child,
-    metrics_port: u16,
-    catalog_port: u16,
-    log: PathBuf,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    process: ControllerProcess,
 }
 
 impl Replica {
     fn start(identity: &str) -> Replica {
-        let cluster = support::cluster();
-        let free = || olmv1::testenv::control_plane::free_port().unwrap_or_else(|e| panic!("{e}"));
-        let (health, catalogs, metrics_port) = (free(), free(), free());
-        let dir = std::env::temp_dir().join(format!(
-            "olmv1-ops-{}-{}",
-            std::process::id(),
-            support::unique(identity)
-        ));
-        std::fs::create_dir_all(&dir).expect("cache dir");
-        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("operations-{identity}-{}.log", std::process::id()));
-        let log_file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(olmv1_bin())
-            .args(["controller", "--log-format", "json", "--leader-elect"])
-            .arg("--kubeconfig")
-            .arg(&cluster.controller_kubeconfig)
-            .args(["--namespace", NAMESPACE])
-            .args(["--leader-election-identity", identity])
-            .args(["--lease-duration-seconds", &lease_seconds().to_string()])
-            .args([
-                "--health-probe-bind-address",
-                &format!("127.0.0.1:{health}"),
-            ])
-            .args([
-                "--catalog-server-bind-address",
-                &format!("127.0.0.1:{catalogs}"),
-            ])
-            .args(["--external-address", &format!("127.0.0.1:{catalogs}")])
-            .args([
-                "--metrics-bind-address",
-                &format!("127.0.0.1:{metrics_port}"),
-            ])
-            .arg("--cache-dir")
-            .arg(&dir)
-            .args(["--poll-unit-seconds", "1"])
-            .args(["--insecure-registry", support::registry().host()])
-            .env("RUST_LOG", "info")
-            .env_remove("POD_NAME")
-            .env_remove("POD_NAMESPACE")
-            .env_remove("OLMV1_LOG_FORMAT")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .expect("start olmv1 controller");
+        let lease = lease_seconds().to_string();
+        let process = ControllerProcess::start(
+            identity,
+            &[
+                "--log-format",
+                "json",
+                "--leader-elect",
+                "--leader-election-identity",
+                identity,
+                "--lease-duration-seconds",
+                &lease,
+            ],
+        );
         Replica {
             identity: identity.to_string(),
-            child,
-            metrics_port,
-            catalog_port: catalogs,
-            log,
+            process,
         }
     }
 
@@ -113,7 +58,7 @@ impl Replica {
     async fn catalog_all(&self, name: &str) -> Option<(u16, String)> {
         let url = format!(
             "http://127.0.0.1:{}/catalogs/{name}/api/v1/all",
-            self.catalog_port
+            self.process.catalog_port
         );
         let response = reqwest::get(&url).await.ok()?;
         let code = response.status().as_u16();
@@ -121,12 +66,7 @@ impl Replica {
     }
 
     async fn metrics(&self) -> Option<String> {
-        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
-        let response = reqwest::get(&url).await.ok()?;
-        if !response.status().is_success() {
-            return None;
-        }
-        response.text().await.ok()
+        self.process.metrics().await
     }
 
     async fn is_leader(&self) -> Option<bool> {
@@ -145,7 +85,7 @@ impl Replica {
     }
 
     fn log_lines(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(&self.log).expect("read log");
+        let text = self.process.log_text();
         text.lines()
             .map(|l| {
                 serde_json::from_str::<Value>(l).unwrap_or_else(|e| {
@@ -442,7 +382,7 @@ async fn two_replicas_metrics_logs_and_takeover() {
     let mut survivor = if leader_is_a { b.take() } else { a.take() }.expect("survivor");
     let deadline = Instant::now() + Duration::from_secs(3 * lease_seconds());
     let status = loop {
-        if let Some(status) = survivor.child.try_wait().expect("wait") {
+        if let Some(status) = survivor.process.try_wait() {
             break status;
         }
         assert!(
@@ -452,7 +392,7 @@ async fn two_replicas_metrics_logs_and_takeover() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(!status.success(), "exit status {status:?}");
-    let log = std::fs::read_to_string(&survivor.log).expect("log");
+    let log = survivor.process.log_text();
     assert!(log.contains("lost the leader lease"), "{log}");
 }
 

@@ -1,5 +1,6 @@
 //! Synthetic registry+v1 bundles and File-Based Catalogs generated from code: a package
-//! with a CRD, a Deployment, RBAC and (optionally) an extra ConfigMap. The end-to-end
+//! with a CRD, a Deployment, RBAC and (optionally) an extra ConfigMap, further manifests
+//! and a validating webhook. The end-to-end
 //! tests (`tests/support/bundles.rs`) and the local demo (`hack/demo.sh` through
 //! `olmv1 testenv demo-catalog`) both publish these to a [`super::registry`] registry.
 
@@ -23,6 +24,11 @@ pub struct BundleSpec {
     pub extra_properties: Vec<Value>,
     /// CRDs besides `widgets`: `gadget<i>s.<group>` (kind `Gadget<i>`), owned by the CSV.
     pub extra_crds: usize,
+    /// Further manifests of the bundle (ConfigMaps, CRDs, …), one file each.
+    pub extra_manifests: Vec<Value>,
+    /// Declares a validating admission webhook served by the Deployment (such bundles
+    /// need a certificate provider).
+    pub webhook: bool,
 }
 
 impl BundleSpec {
@@ -35,6 +41,8 @@ impl BundleSpec {
             crd_spec_properties: json!({"size": {"type": "integer"}}),
             extra_properties: Vec::new(),
             extra_crds: 0,
+            extra_manifests: Vec::new(),
+            webhook: false,
         }
     }
     pub fn bundle_name(&self) -> String {
@@ -77,9 +85,28 @@ fn crd(spec: &BundleSpec, kind: &str, plural: &str) -> Value {
     })
 }
 
+/// The `webhookdefinitions` of the CSV: one validating webhook on the Widgets.
+fn webhook_definitions(spec: &BundleSpec) -> Value {
+    json!([{
+        "type": "ValidatingAdmissionWebhook",
+        "generateName": format!("vwidget.{}", spec.group()),
+        "deploymentName": spec.deployment_name(),
+        "containerPort": 443,
+        "targetPort": 9443,
+        "webhookPath": "/validate-widget",
+        "sideEffects": "None",
+        "failurePolicy": "Fail",
+        "admissionReviewVersions": ["v1"],
+        "rules": [{
+            "apiGroups": [spec.group()], "apiVersions": ["v1"],
+            "operations": ["CREATE", "UPDATE"], "resources": ["widgets"]
+        }]
+    }])
+}
+
 fn csv(spec: &BundleSpec) -> Value {
     let sa = format!("{}-sa", spec.package);
-    json!({
+    let mut csv = json!({
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "ClusterServiceVersion",
         "metadata": {"name": spec.bundle_name(), "annotations": {"capabilities": "Basic Install"}},
@@ -114,7 +141,11 @@ fn csv(spec: &BundleSpec) -> Value {
                 }}]
             }}
         }
-    })
+    });
+    if spec.webhook {
+        csv["spec"]["webhookdefinitions"] = webhook_definitions(spec);
+    }
+    csv
 }
 
 /// The bundle's files (`manifests/…`); `metadata/annotations.yaml` is generated on push.
@@ -135,6 +166,13 @@ pub fn bundle_files(spec: &BundleSpec) -> BTreeMap<String, Vec<u8>> {
         files.insert(
             "manifests/extra.configmap.json".to_string(),
             json(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("{}-extra", spec.package)}, "data": {"k": "v"}})),
+        );
+    }
+    for (i, m) in spec.extra_manifests.iter().enumerate() {
+        let kind = m["kind"].as_str().unwrap_or("object").to_ascii_lowercase();
+        files.insert(
+            format!("manifests/extra-{i:03}.{kind}.json"),
+            json(m.clone()),
         );
     }
     files
@@ -284,5 +322,45 @@ mod tests {
         let kinds: Vec<&str> = rendered.iter().filter_map(|o| o["kind"].as_str()).collect();
         assert!(kinds.contains(&"Deployment"), "{kinds:?}");
         assert!(kinds.contains(&"CustomResourceDefinition"), "{kinds:?}");
+    }
+
+    #[test]
+    fn extra_manifests_and_webhook() {
+        let mut spec = BundleSpec::new("hooked", "1.0.0");
+        spec.extra_manifests = vec![
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "one"}, "data": {"a": "b"}}),
+        ];
+        spec.webhook = true;
+        let rendered = render(&spec, "ns").unwrap();
+        let has = |kind: &str, name: &str| {
+            rendered
+                .iter()
+                .any(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        };
+        assert!(has("ConfigMap", "one"), "{rendered:#?}");
+        assert!(
+            has(
+                "ValidatingWebhookConfiguration",
+                "vwidget.hooked.example.com"
+            ),
+            "{rendered:#?}"
+        );
+        assert!(
+            has("Certificate", "hooked-controller-service-cert"),
+            "{rendered:#?}"
+        );
+
+        // Without a certificate provider the bundle is unsupported.
+        let dir = tempfile::tempdir().unwrap();
+        write_bundle_dir(&spec, dir.path()).unwrap();
+        let bundle = crate::bundle::load_dir(dir.path(), &Default::default()).unwrap();
+        let options = crate::bundle::RenderOptions {
+            cert_provider: crate::bundle::CertProvider::None,
+        };
+        let err = crate::bundle::render(&bundle, "ns", None, &options).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unsupported bundle: webhookDefinitions are not supported"
+        );
     }
 }

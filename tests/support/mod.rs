@@ -11,6 +11,7 @@
 
 pub mod bundles;
 pub mod extensions;
+pub mod process;
 
 use olmv1::testenv::{self, Binaries, ControlPlane, Lifetime, Options, manifests};
 use std::path::{Path, PathBuf};

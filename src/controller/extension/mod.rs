@@ -7,6 +7,7 @@
 //! [`crate::bundle`], [`crate::preflight`], [`status`]); this module sequences them and
 //! does the I/O.
 
+pub mod certs;
 pub mod drift;
 pub mod prune;
 pub mod status;
@@ -780,9 +781,27 @@ async fn install(
         .as_ref()
         .and_then(|c| c.inline.clone())
         .map(Value::Object);
-    let options = RenderOptions {
-        cert_provider: ctx.settings.cert_provider,
-    };
+    // Without cert-manager, a bundle with webhooks is unsupported (§5.2): say so before
+    // anything is written rather than fail on kinds the cluster does not serve.
+    let mut cert_provider = ctx.settings.cert_provider;
+    if cert_provider == CertProvider::CertManager && certs::has_webhooks(&loaded.csv) {
+        let served = match ctx
+            .client
+            .list_api_group_resources(certs::CERT_MANAGER_API)
+            .await
+        {
+            Ok(list) => Some(list),
+            Err(kube::Error::Api(e)) if e.code == 404 => None,
+            Err(e) => {
+                return Err(InstallFailure::Retry(format!(
+                    "discovering {}: {e}",
+                    certs::CERT_MANAGER_API
+                )));
+            }
+        };
+        cert_provider = certs::effective(cert_provider, served.as_ref());
+    }
+    let options = RenderOptions { cert_provider };
     let ns = namespace.clone();
     let mut rendered = tokio::task::spawn_blocking(move || {
         bundle::render_owned(loaded, &ns, config.as_ref(), &options).map_err(|e| match e {
