@@ -197,7 +197,20 @@ async fn main() -> anyhow::Result<()> {
     let log_path = std::env::temp_dir().join("bench_install-controller.log");
     println!("controller log: {}", log_path.display());
     let log = std::fs::File::create(&log_path)?;
-    let mut controller = tokio::process::Command::new(&olmv1_bin)
+    // BENCH_CONTROLLER_WRAPPER runs the controller under a profiler, e.g.
+    // "heaptrack -o /tmp/olmv1-controller" (then the figures include the profiler).
+    let wrapper: Vec<String> = std::env::var("BENCH_CONTROLLER_WRAPPER")
+        .map(|w| w.split_whitespace().map(String::from).collect())
+        .unwrap_or_default();
+    let mut command = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = tokio::process::Command::new(program);
+            c.args(args).arg(&olmv1_bin);
+            c
+        }
+        None => tokio::process::Command::new(&olmv1_bin),
+    };
+    let mut controller = command
         .args([
             "controller".to_string(),
             "--leader-elect".to_string(),

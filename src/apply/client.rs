@@ -84,6 +84,8 @@ struct WatchConnection {
     transport: Transport,
     /// One clone per watch using this connection (plus this one).
     slots: Arc<()>,
+    /// The accounts' clients on this connection (the watches of one extension share one).
+    clients: HashMap<(String, String), kube::Client>,
 }
 
 /// A drift watch's place on a shared connection, given back when dropped.
@@ -134,21 +136,7 @@ impl InstallerClients {
         name: &str,
     ) -> Result<kube::Client, kube::Error> {
         let config = installer_config(&self.base, namespace, name);
-        let Some(transport) = transport else {
-            let builder = kube::client::ClientBuilder::try_from(config)?;
-            return Ok(match &self.count {
-                Some(count) => builder.with_layer(count).build(),
-                None => builder.build(),
-            });
-        };
-        let service = tower::ServiceBuilder::new()
-            .layer(config.base_uri_layer())
-            .option_layer(self.count.clone())
-            .option_layer(config.auth_layer()?)
-            .layer(config.extra_headers_layer()?)
-            .map_err(tower::BoxError::from)
-            .service(transport.clone());
-        Ok(kube::Client::new(service, config.default_namespace))
+        client_over(transport, &config, self.count.clone())
     }
 
     /// The client acting as `namespace/name` (created on first use).
@@ -175,25 +163,36 @@ impl InstallerClients {
         let Some(shared) = &self.shared else {
             return Ok((self.get(namespace, name)?, WatchSlot { _slot: None }));
         };
-        let (transport, slot) = {
-            let mut connections = shared.watches.lock().unwrap_or_else(|p| p.into_inner());
-            let free = connections
-                .iter()
-                .find(|c| Arc::strong_count(&c.slots) <= WATCHES_PER_CONNECTION);
-            match free {
-                Some(c) => (c.transport.clone(), c.slots.clone()),
-                None => {
-                    let c = WatchConnection {
-                        transport: transport(&self.base)?,
-                        slots: Arc::new(()),
-                    };
-                    let taken = (c.transport.clone(), c.slots.clone());
-                    connections.push(c);
-                    taken
-                }
+        let mut connections = shared.watches.lock().unwrap_or_else(|p| p.into_inner());
+        let index = match connections
+            .iter()
+            .position(|c| Arc::strong_count(&c.slots) <= WATCHES_PER_CONNECTION)
+        {
+            Some(i) => i,
+            None => {
+                connections.push(WatchConnection {
+                    transport: transport(&self.base)?,
+                    slots: Arc::new(()),
+                    clients: HashMap::new(),
+                });
+                connections.len() - 1
             }
         };
-        let client = self.client_on(Some(&transport), namespace, name)?;
+        let connection = &mut connections[index];
+        if Arc::strong_count(&connection.slots) == 1 {
+            // No watch left: the clients of accounts gone meanwhile go too.
+            connection.clients.clear();
+        }
+        let key = (namespace.to_owned(), name.to_owned());
+        let client = match connection.clients.get(&key) {
+            Some(c) => c.clone(),
+            None => {
+                let c = self.client_on(Some(&connection.transport), namespace, name)?;
+                connection.clients.insert(key, c.clone());
+                c
+            }
+        };
+        let slot = connection.slots.clone();
         Ok((client, WatchSlot { _slot: Some(slot) }))
     }
 
@@ -214,8 +213,15 @@ impl InstallerClients {
 
     /// Drops the cached client of `namespace/name` (e.g. when the account was deleted).
     pub fn forget(&self, namespace: &str, name: &str) {
+        let key = (namespace.to_owned(), name.to_owned());
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        cache.remove(&(namespace.to_owned(), name.to_owned()));
+        cache.remove(&key);
+        if let Some(shared) = &self.shared {
+            let mut connections = shared.watches.lock().unwrap_or_else(|p| p.into_inner());
+            for c in connections.iter_mut() {
+                c.clients.remove(&key);
+            }
+        }
     }
 
     /// Number of cached clients.
@@ -226,6 +232,44 @@ impl InstallerClients {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// A client for `config` on `transport` (kube-rs's own client stack when `None`),
+/// counting its requests into `count`.
+fn client_over(
+    transport: Option<&Transport>,
+    config: &kube::Config,
+    count: Option<crate::server::metrics::CountApiRequests>,
+) -> Result<kube::Client, kube::Error> {
+    let Some(transport) = transport else {
+        let builder = kube::client::ClientBuilder::try_from(config.clone())?;
+        return Ok(match &count {
+            Some(count) => builder.with_layer(count).build(),
+            None => builder.build(),
+        });
+    };
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(count)
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(transport.clone());
+    Ok(kube::Client::new(service, config.default_namespace.clone()))
+}
+
+/// The controller's own client: like kube-rs builds it from `config`, but on one
+/// HTTP/2 connection when the API server offers it (many concurrent requests — the
+/// SubjectAccessReviews of a permission preflight — then share it instead of each
+/// opening and keeping a TLS connection), counting requests into `count`.
+pub fn controller_client(
+    config: &kube::Config,
+    count: Option<crate::server::metrics::CountApiRequests>,
+) -> Result<kube::Client, kube::Error> {
+    if config.proxy_url.is_some() {
+        return client_over(None, config, count);
+    }
+    client_over(Some(&transport(config)?), config, count)
 }
 
 /// An HTTP client for the API server of `config` (TLS as kube-rs configures it, HTTP/2
