@@ -241,8 +241,10 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     wait_serving(&catalogs_api, "bench", 60).await?;
     println!(
-        "controller (pid {pid}) serving the bench catalog: RSS {:.1} MiB",
-        proc_mib(pid, "VmRSS:")
+        "controller (pid {pid}) serving the bench catalog: RSS {:.1} MiB (anonymous {:.1} MiB, file-backed {:.1} MiB)",
+        proc_mib(pid, "VmRSS:"),
+        proc_mib(pid, "RssAnon:"),
+        proc_mib(pid, "RssFile:")
     );
 
     let api: Api<ClusterExtension> = Api::all(admin.clone());
@@ -302,9 +304,11 @@ async fn main() -> anyhow::Result<()> {
         start.elapsed()
     );
     println!(
-        "controller RSS with {} extensions installed: {:.1} MiB (peak so far {:.1} MiB)",
+        "controller RSS with {} extensions installed: {:.1} MiB (anonymous {:.1} MiB, file-backed {:.1} MiB; peak so far {:.1} MiB)",
         sequential + concurrent,
         proc_mib(pid, "VmRSS:"),
+        proc_mib(pid, "RssAnon:"),
+        proc_mib(pid, "RssFile:"),
         proc_mib(pid, "VmHWM:")
     );
 
@@ -361,8 +365,10 @@ async fn main() -> anyhow::Result<()> {
         (after - before) / t.elapsed().as_secs_f64()
     );
     println!(
-        "controller RSS at the end: {:.1} MiB (peak {:.1} MiB)",
+        "controller RSS at the end: {:.1} MiB (anonymous {:.1} MiB, file-backed {:.1} MiB; peak {:.1} MiB)",
         proc_mib(pid, "VmRSS:"),
+        proc_mib(pid, "RssAnon:"),
+        proc_mib(pid, "RssFile:"),
         proc_mib(pid, "VmHWM:")
     );
     controller.start_kill()?;

@@ -4,6 +4,13 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+/// jemalloc instead of the system allocator: the controller's allocations come from
+/// many short-lived tasks on several threads, and glibc's per-thread arenas keep the
+/// freed memory resident (bench_install: RSS far above the live heap); jemalloc's
+/// background thread returns freed pages to the system (settings: .cargo/config.toml).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(
     name = "olmv1",

@@ -99,11 +99,9 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let metrics = Arc::new(Metrics::new());
     let (config, _) = connect_with_config(args.kubeconfig.as_deref()).await?;
     // The controller's own client counts its requests (olmv1_kube_api_requests_total).
-    let client = crate::apply::client::controller_client(
-        &config,
-        Some(CountApiRequests(metrics.clone())),
-    )
-    .context("building Kubernetes client")?;
+    let client =
+        crate::apply::client::controller_client(&config, Some(CountApiRequests(metrics.clone())))
+            .context("building Kubernetes client")?;
     let readiness = Readiness::default();
     let health_listener = tokio::net::TcpListener::bind(&args.health_probe_bind_address)
         .await

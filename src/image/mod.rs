@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod reference;
 pub mod unpack;
 
 use std::collections::{BTreeMap, HashMap};
@@ -722,12 +723,10 @@ fn blob_stream_error(image: &str, digest: &str, e: std::io::Error) -> Classified
 }
 
 fn parse_reference(reference: &str) -> Result<Reference, ImageError> {
-    reference
-        .parse::<Reference>()
-        .map_err(|e| ImageError::InvalidReference {
-            reference: reference.to_string(),
-            reason: e.to_string(),
-        })
+    reference::parse(reference).map_err(|e| ImageError::InvalidReference {
+        reference: reference.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 fn pinned(r: &Reference, digest: &str) -> String {
