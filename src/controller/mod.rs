@@ -90,6 +90,31 @@ pub async fn pull_secrets(
     config
 }
 
+/// A listener on `address` (`host:port`) with `SO_REUSEADDR`, as Go's net.Listen: a
+/// restarted controller binds its ports again at once even while connections of the
+/// previous process linger in TIME_WAIT.
+pub async fn listen(address: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(address).await? {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(addr).and_then(|()| socket.listen(1024)) {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::AddrNotAvailable,
+            format!("{address} resolves to no address"),
+        )
+    }))
+}
+
 /// Name of the leader-election Lease (in `--namespace`).
 pub const LEASE_NAME: &str = "olmv1-controller";
 
@@ -103,7 +128,7 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         crate::apply::client::controller_client(&config, Some(CountApiRequests(metrics.clone())))
             .context("building Kubernetes client")?;
     let readiness = Readiness::default();
-    let health_listener = tokio::net::TcpListener::bind(&args.health_probe_bind_address)
+    let health_listener = listen(&args.health_probe_bind_address)
         .await
         .with_context(|| {
             format!(
@@ -111,7 +136,7 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
                 args.health_probe_bind_address
             )
         })?;
-    let catalog_listener = tokio::net::TcpListener::bind(&args.catalog_server_bind_address)
+    let catalog_listener = listen(&args.catalog_server_bind_address)
         .await
         .with_context(|| {
             format!(
@@ -119,7 +144,7 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
                 args.catalog_server_bind_address
             )
         })?;
-    let metrics_listener = tokio::net::TcpListener::bind(&args.metrics_bind_address)
+    let metrics_listener = listen(&args.metrics_bind_address)
         .await
         .with_context(|| format!("binding metrics address {}", args.metrics_bind_address))?;
     tracing::info!(address = %args.health_probe_bind_address, "serving /healthz and /readyz");

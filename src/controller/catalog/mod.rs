@@ -204,8 +204,9 @@ async fn reconcile_catalog(
 
     if catalog.spec.availability_mode == AvailabilityMode::Unavailable {
         remove_content(&ctx, &name);
-        write_status(&ctx.metrics, &api, &catalog, &Outcome::Unavailable).await?;
+        // Nothing is left to clean up: the finalizer goes before the status says so.
         remove_finalizer(&api, &catalog).await?;
+        write_status(&ctx.metrics, &api, &catalog, &Outcome::Unavailable).await?;
         return Ok(Action::await_change());
     }
 
