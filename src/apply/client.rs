@@ -1,5 +1,5 @@
 //! Clients that act as an installer ServiceAccount (reference A3), cached per account
-//! and sharing the controller's connections to the API server.
+//! and sharing a few HTTP/2 connections to the API server.
 
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -61,11 +61,10 @@ type Transport =
 
 /// Installer clients keyed by (namespace, ServiceAccount name), reused across reconciles.
 ///
-/// All accounts share the controller's connections: an installer client is the
-/// controller's transport with the account's `Impersonate-User` header added per
-/// request. Against an API server that speaks HTTP/2 (every kube-apiserver) that is one
-/// connection for all short requests plus one per [`WATCHES_PER_CONNECTION`] drift
-/// watches, instead of a connection pool (and TLS session) per account and a
+/// All accounts share connections: an installer client is one shared transport with
+/// the account's `Impersonate-User` header added per request. Against an API server
+/// that speaks HTTP/2 (every kube-apiserver) that is one connection for the short
+/// requests of all accounts plus one per [`WATCHES_PER_CONNECTION`] drift watches, instead of a connection pool (and TLS session) per account and a
 /// connection per watch. Behind an HTTP proxy each account gets its own ordinary
 /// client, as kube-rs builds it.
 pub struct InstallerClients {
