@@ -279,6 +279,9 @@ fn transport(config: &kube::Config) -> Result<Transport, kube::Error> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_connect_timeout(config.connect_timeout);
+    // As Go's net/http: without it, Nagle holds back the second write of a request
+    // (HTTP/2 HEADERS, then DATA) until the first is acknowledged.
+    http.set_nodelay(true);
     let mut builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http();
