@@ -354,6 +354,18 @@ async fn main() -> anyhow::Result<()> {
         proc_mib(pid, "VmHWM:")
     );
 
+    // "Nothing changing" starts when the reconciles that the new catalog caused (every
+    // extension re-resolves) are over: two quiet 5 s windows in a row (at most 3 min).
+    let settle = Instant::now();
+    let mut quiet = 0;
+    let (mut last, _) = api_requests(metrics).await?;
+    while quiet < 2 && settle.elapsed() < Duration::from_secs(180) {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let (now, _) = api_requests(metrics).await?;
+        quiet = if now - last <= 5.0 { quiet + 1 } else { 0 };
+        last = now;
+    }
+    println!("settled {:?} after the catalog was served", settle.elapsed());
     let (before, _) = api_requests(metrics).await?;
     let t = Instant::now();
     tokio::time::sleep(Duration::from_secs(idle_seconds)).await;
