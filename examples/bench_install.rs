@@ -365,7 +365,10 @@ async fn main() -> anyhow::Result<()> {
         quiet = if now - last <= 5.0 { quiet + 1 } else { 0 };
         last = now;
     }
-    println!("settled {:?} after the catalog was served", settle.elapsed());
+    println!(
+        "settled {:?} after the catalog was served",
+        settle.elapsed()
+    );
     let (before, _) = api_requests(metrics).await?;
     let t = Instant::now();
     tokio::time::sleep(Duration::from_secs(idle_seconds)).await;
