@@ -998,18 +998,7 @@ async fn finalize(
     let installer = match ctx.installers.get(namespace, account) {
         Ok(c) => c,
         Err(e) => {
-            ctx.metrics
-                .error(MetricsController::clusterextension, "UninstallFailed");
-            emit(
-                ctx,
-                ext,
-                EventType::Warning,
-                "UninstallFailed",
-                "Uninstall",
-                &e.to_string(),
-            )
-            .await;
-            return Ok(Action::requeue(ctx.next_backoff(&name)));
+            return Ok(uninstall_failed(ctx, ext, &e.to_string()).await);
         }
     };
     let options = UninstallOptions {
@@ -1060,18 +1049,7 @@ async fn finalize(
             .await;
         }
         Err(e) => {
-            ctx.metrics
-                .error(MetricsController::clusterextension, "UninstallFailed");
-            emit(
-                ctx,
-                ext,
-                EventType::Warning,
-                "UninstallFailed",
-                "Uninstall",
-                &e.to_string(),
-            )
-            .await;
-            return Ok(Action::requeue(ctx.next_backoff(&name)));
+            return Ok(uninstall_failed(ctx, ext, &e.to_string()).await);
         }
     }
     if let Err(e) = ctx.store.delete(&name).await {
@@ -1096,6 +1074,23 @@ async fn finalize(
     ctx.succeeded(&name);
     ctx.metrics.forget_extension(&name);
     Ok(Action::await_change())
+}
+
+/// An uninstall that could not finish: counted, reported as a Warning Event, retried
+/// with backoff.
+async fn uninstall_failed(ctx: &ExtensionContext, ext: &ClusterExtension, message: &str) -> Action {
+    ctx.metrics
+        .error(MetricsController::clusterextension, "UninstallFailed");
+    emit(
+        ctx,
+        ext,
+        EventType::Warning,
+        "UninstallFailed",
+        "Uninstall",
+        message,
+    )
+    .await;
+    Action::requeue(ctx.next_backoff(&ext.name_any()))
 }
 
 async fn write_status(
