@@ -12,7 +12,7 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use olmv1::apply::{
-    self, ApplyError, ApplyOptions, BundleInfo, ObjectRef, Owner, RevisionHistory, RevisionStore,
+    self, ApplyError, ApplyOptions, ObjectRef, Owner, RevisionHistory, RevisionStore,
     UninstallOptions,
 };
 use olmv1::preflight::permissions::rbac::{BundledRbac, installer_rbac, requirement_rules};
@@ -439,10 +439,10 @@ async fn existing_objects_of_others_are_not_taken_over() {
     );
 }
 
-fn bundle(v: &str) -> BundleInfo {
-    BundleInfo {
+fn bundle(v: &str) -> olmv1::api::BundleIdentity {
+    olmv1::api::BundleIdentity {
         package: "widgets".into(),
-        bundle_name: format!("widgets.v{v}"),
+        name: format!("widgets.v{v}"),
         version: v.into(),
         release: None,
         image: format!("registry.example/widgets@sha256:{}", "0".repeat(64)),
@@ -624,7 +624,7 @@ async fn upgrade_step_checks_deletions_prunes_and_records_only_changes() {
     let store = RevisionStore::new(env.controller.clone(), CONTROLLER_NAMESPACE);
     let v1 = env.objects();
     env.grant(&v1, BundledRbac::Include, |_| true).await;
-    apply::check_permissions(
+    olmv1::preflight::check_permissions(
         &env.controller,
         &env.installer(),
         &env.ns,
@@ -656,7 +656,7 @@ async fn upgrade_step_checks_deletions_prunes_and_records_only_changes() {
         .collect();
     env.grant(&v2, BundledRbac::Include, |_| true).await;
     let history = store.load(&env.owner).await.expect("load").expect("record");
-    let err = apply::check_permissions(
+    let err = olmv1::preflight::check_permissions(
         &env.controller,
         &env.installer(),
         &env.ns,
@@ -677,7 +677,7 @@ async fn upgrade_step_checks_deletions_prunes_and_records_only_changes() {
         )
     );
     env.grant(&v1, BundledRbac::Include, |_| true).await; // v1 ⊇ v2
-    apply::check_permissions(
+    olmv1::preflight::check_permissions(
         &env.controller,
         &env.installer(),
         ns,

@@ -5,12 +5,14 @@
 //! Validation the API server can do lives here as CEL rules and OpenAPI constraints on
 //! the types; everything else is checked by the reconcilers.
 
+mod bundle_identity;
 mod cluster_catalog;
 mod cluster_extension;
 pub mod conditions;
 pub mod crd;
 mod validation;
 
+pub use bundle_identity::BundleIdentity;
 pub use cluster_catalog::*;
 pub use cluster_extension::*;
 

@@ -3,7 +3,7 @@
 //! ownerReferences and the takeover refusal ([`ownership`]), the durable revision record
 //! ([`record`]), and the I/O of server-side apply, pruning and uninstall ([`applier`]).
 //!
-//! Typical reconcile: `preflight::permissions` → [`apply`] → record the revision with
+//! Typical reconcile: [`crate::preflight::run`] → [`apply`] → record the revision with
 //! [`RevisionHistory::begin`] before and [`RevisionHistory::complete`] after → [`prune`]
 //! the [`RevisionHistory::prune_candidates`] → [`RevisionStore::save`].
 
@@ -19,9 +19,7 @@ pub use applier::{
     UninstallReport, apply, garbage_collection_fallback, prune, resource_map, uninstall,
 };
 pub use client::{InstallerClients, WatchSlot, installer_client, installer_config};
-pub use install::{InstallError, InstallOutcome, check_permissions, install_revision};
+pub use install::{InstallError, InstallOutcome, install_revision};
 pub use order::{Phase, PhaseKind, apply_order};
 pub use ownership::{Owner, with_ownership};
-pub use record::{
-    BundleInfo, ObjectRef, RecordError, Revision, RevisionHistory, RevisionState, RevisionStore,
-};
+pub use record::{ObjectRef, RecordError, Revision, RevisionHistory, RevisionState, RevisionStore};

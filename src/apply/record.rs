@@ -6,6 +6,7 @@
 //! ConfigMap shape are pure; [`RevisionStore`] does the reads and writes.
 
 use super::ownership::{OWNER_KIND, OWNER_KIND_LABEL, OWNER_NAME_LABEL, Owner};
+use crate::api::BundleIdentity;
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
@@ -91,25 +92,13 @@ pub enum RevisionState {
     Superseded,
 }
 
-/// The bundle a revision installs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct BundleInfo {
-    pub package: String,
-    pub bundle_name: String,
-    pub version: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub release: Option<String>,
-    /// Digest-pinned image reference.
-    pub image: String,
-}
-
 /// One revision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Revision {
     pub number: u64,
     pub state: RevisionState,
     #[serde(flatten)]
-    pub bundle: BundleInfo,
+    pub bundle: BundleIdentity,
     /// `sha256:<hex>` of the rendered objects (see [`content_hash`]).
     pub content_hash: String,
     pub objects: Vec<ObjectRef>,
@@ -143,7 +132,7 @@ impl RevisionHistory {
     /// Whether `bundle` with `objects` is exactly what is installed and nothing newer was
     /// attempted since: applying it again only restores drift (its CRDs and permissions
     /// were checked when it was installed).
-    pub fn is_current(&self, bundle: &BundleInfo, objects: &[Value]) -> bool {
+    pub fn is_current(&self, bundle: &BundleIdentity, objects: &[Value]) -> bool {
         self.revisions.last().is_some_and(|last| {
             last.state == RevisionState::Installed
                 && &last.bundle == bundle
@@ -155,7 +144,7 @@ impl RevisionHistory {
     /// returns its number. The latest revision is reused when it has the same content and
     /// bundle (a re-apply records nothing new). Earlier pending revisions are kept so their
     /// objects are pruned too.
-    pub fn begin(&mut self, bundle: BundleInfo, objects: &[Value]) -> u64 {
+    pub fn begin(&mut self, bundle: BundleIdentity, objects: &[Value]) -> u64 {
         let hash = content_hash(objects);
         if let Some(last) = self.revisions.last()
             && last.content_hash == hash
@@ -466,10 +455,10 @@ mod tests {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "ns"}})
     }
 
-    fn bundle(v: &str) -> BundleInfo {
-        BundleInfo {
+    fn bundle(v: &str) -> BundleIdentity {
+        BundleIdentity {
             package: "pkg".into(),
-            bundle_name: format!("pkg.v{v}"),
+            name: format!("pkg.v{v}"),
             version: v.into(),
             release: None,
             image: format!("registry/pkg@sha256:{}", "a".repeat(64)),
@@ -602,9 +591,9 @@ mod tests {
     #[test]
     fn is_current_only_for_the_settled_installed_revision() {
         let owner = Owner::new("e", "u");
-        let bundle = |v: &str| BundleInfo {
+        let bundle = |v: &str| BundleIdentity {
             package: "p".into(),
-            bundle_name: format!("p.v{v}"),
+            name: format!("p.v{v}"),
             version: v.into(),
             release: None,
             image: format!("img@sha256:{v}"),

@@ -6,9 +6,11 @@
 //! content as the leader.
 
 pub mod catalog;
+pub mod common;
 pub mod extension;
 pub mod options;
 
+pub use common::backoff;
 pub use options::ControllerArgs;
 
 use crate::server::health::{self, Readiness};
@@ -351,12 +353,6 @@ async fn run_reconcilers(
         () = catalog::run(catalog_ctx) => tracing::info!("catalog reconciler stopped"),
         () = extension::run(extension_ctx) => tracing::info!("extension reconciler stopped"),
     }
-}
-
-/// Requeue delay after `failures` consecutive failures of one object: 1 s, 2 s, 4 s …
-/// capped at 30 s (both reconcilers).
-pub fn backoff(failures: u32) -> Duration {
-    Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(30))
 }
 
 /// Resolves when SIGTERM or SIGINT arrives.

@@ -1,5 +1,169 @@
-//! Preflight checks that run before anything is applied: CRD upgrade safety and the
-//! installer ServiceAccount permission check.
+//! Preflight checks that run before anything of a revision is applied, behind one entry
+//! point, [`run`]: CRD upgrade safety ([`crd_safety`], against the live CRDs) and the
+//! installer ServiceAccount's permissions ([`permissions`], SubjectAccessReviews for
+//! every object to apply and every object the upgrade prunes). Either failing means
+//! nothing is written; both are retryable (a CRD or RBAC change can fix them).
+//!
+//! The checks themselves are pure ([`crd_safety::check`], [`permissions::requirements`]);
+//! this module only fetches what they compare against.
 
 pub mod crd_safety;
 pub mod permissions;
+
+use crate::apply::{ObjectRef, Owner, Resolver, RevisionHistory, resource_map};
+use crd_safety::{Enforcement, Verdict};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use permissions::{EvaluateError, PermissionError, add_deletions, describe, requirements};
+use serde_json::{Value, json};
+
+/// What one preflight run checks.
+pub struct Preflight<'a> {
+    /// The rendered objects of the revision to apply.
+    pub objects: &'a [Value],
+    /// `spec.install.preflight.crdUpgradeSafety.enforcement`.
+    pub enforcement: Enforcement,
+    /// The installer ServiceAccount (namespace, name).
+    pub account: (&'a str, &'a str),
+    pub owner: &'a Owner,
+    /// The revision record: what an upgrade prunes must be deletable too.
+    pub history: Option<&'a RevisionHistory>,
+}
+
+/// A passed preflight: what it reports without blocking.
+#[derive(Debug, Default, PartialEq)]
+pub struct Passed {
+    /// CRD upgrade-safety findings with `enforcement: None`, one message per CRD (for
+    /// a Warning Event).
+    pub warnings: Vec<String>,
+}
+
+/// Why a preflight blocked the revision. Every variant is retryable; the text is the
+/// condition message.
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    #[error("getting existing resource for CRD {crd:?}: {source}")]
+    LiveCrd {
+        crd: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("rendered CRD {crd:?}: {message}")]
+    RenderedCrd { crd: String, message: String },
+    /// One `validating upgrade for CRD …` message per unsafe CRD, joined by newlines.
+    #[error("{}", .0.join("\n"))]
+    UnsafeCrds(Vec<String>),
+    /// Discovery of the objects' resources failed.
+    #[error(transparent)]
+    Discovery(#[from] crate::apply::ApplyError),
+    #[error("rendered objects: {0}")]
+    Objects(#[from] PermissionError),
+    /// Missing permissions (the one-message list) or a failed SubjectAccessReview.
+    #[error(transparent)]
+    Permissions(#[from] EvaluateError),
+}
+
+/// Both preflights: CRD upgrade safety first (the `controller` client reads the live
+/// CRDs), then the permission check (`controller` sends the SubjectAccessReviews,
+/// `installer` is used for discovery).
+pub async fn run(
+    controller: &kube::Client,
+    installer: &kube::Client,
+    preflight: &Preflight<'_>,
+) -> Result<Passed, PreflightError> {
+    let warnings = crd_upgrade_safety(controller, preflight.objects, preflight.enforcement).await?;
+    let (namespace, name) = preflight.account;
+    check_permissions(
+        controller,
+        installer,
+        namespace,
+        name,
+        preflight.owner,
+        preflight.objects,
+        preflight.history,
+    )
+    .await?;
+    Ok(Passed { warnings })
+}
+
+/// CRD upgrade safety of every CRD among `objects` against its live version (a CRD not
+/// yet on the cluster passes). Returns the warnings of `enforcement: None`.
+pub async fn crd_upgrade_safety(
+    client: &kube::Client,
+    objects: &[Value],
+    enforcement: Enforcement,
+) -> Result<Vec<String>, PreflightError> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let (mut warnings, mut blocked) = (Vec::new(), Vec::new());
+    for obj in objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+    {
+        let crd = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let live = match crds.get_opt(&crd).await {
+            Ok(Some(live)) => live,
+            Ok(None) => continue,
+            Err(source) => return Err(PreflightError::LiveCrd { crd, source }),
+        };
+        let new: CustomResourceDefinition =
+            serde_json::from_value(obj.clone()).map_err(|e| PreflightError::RenderedCrd {
+                crd: crd.clone(),
+                message: e.to_string(),
+            })?;
+        match crd_safety::verdict(enforcement, &crd, &crd_safety::check(&live, &new)) {
+            Verdict::Safe => {}
+            Verdict::Blocked(message) => blocked.push(message),
+            Verdict::Warn(message) => {
+                tracing::warn!(%crd, findings = %message, "CRD upgrade safety disabled; proceeding despite unsafe changes");
+                warnings.push(message);
+            }
+        }
+    }
+    if blocked.is_empty() {
+        Ok(warnings)
+    } else {
+        Err(PreflightError::UnsafeCrds(blocked))
+    }
+}
+
+/// The permission preflight for installing `objects` as the ServiceAccount
+/// `account_namespace/account_name`, including `get`/`delete` on what the upgrade prunes
+/// (from `history`). `controller` sends the SubjectAccessReviews; `installer` is used for
+/// discovery only.
+pub async fn check_permissions(
+    controller: &kube::Client,
+    installer: &kube::Client,
+    account_namespace: &str,
+    account_name: &str,
+    owner: &Owner,
+    objects: &[Value],
+    history: Option<&RevisionHistory>,
+) -> Result<(), PreflightError> {
+    let resolver = Resolver::new(installer.clone());
+    let dropped: Vec<Value> = history
+        .map(|h| h.dropped_by(objects))
+        .unwrap_or_default()
+        .iter()
+        .map(ref_object)
+        .collect();
+    let mut all = objects.to_vec();
+    all.extend(dropped.iter().cloned());
+    let map = resource_map(&resolver, &all).await?;
+    let infos = describe(objects, &map)?;
+    let mut req = requirements(objects, &infos, &owner.name);
+    add_deletions(&mut req, &describe(&dropped, &map)?);
+    permissions::preflight(controller, account_namespace, account_name, &req).await?;
+    Ok(())
+}
+
+/// A stand-in object for a recorded reference (what permission checks need of it).
+fn ref_object(r: &ObjectRef) -> Value {
+    let mut meta = json!({"name": r.name});
+    if !r.namespace.is_empty() {
+        meta["namespace"] = json!(r.namespace);
+    }
+    json!({"apiVersion": r.api_version(), "kind": r.kind, "metadata": meta})
+}

@@ -11,6 +11,7 @@
 
 pub mod cli;
 pub mod deprecation;
+mod identity;
 pub mod selector;
 
 #[cfg(test)]

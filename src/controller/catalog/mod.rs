@@ -10,7 +10,8 @@
 pub mod follower;
 pub mod status;
 
-use crate::api::{self, AvailabilityMode, ClusterCatalog, ClusterCatalogStatus};
+use crate::api::{self, AvailabilityMode, ClusterCatalog};
+use crate::controller::common::{self, Failures};
 use crate::fbc::{self, FbcError};
 use crate::image::{DockerConfig, Extract, ImageError, ImagePuller, PulledImage};
 use crate::server::metrics::{Controller as MetricsController, Metrics};
@@ -26,7 +27,6 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tracing::Instrument;
 
 /// Settings of the ClusterCatalog reconciler.
 #[derive(Clone, Debug)]
@@ -67,7 +67,7 @@ pub struct CatalogContext {
     pub puller: Arc<ImagePuller>,
     pub settings: CatalogSettings,
     records: Mutex<HashMap<String, Record>>,
-    failures: Mutex<HashMap<String, u32>>,
+    failures: Failures,
     /// Where reconciles report durations, errors and status (metrics hook).
     pub metrics: Arc<Metrics>,
 }
@@ -85,7 +85,7 @@ impl CatalogContext {
             puller,
             settings,
             records: Mutex::default(),
-            failures: Mutex::default(),
+            failures: Failures::default(),
             metrics: Arc::new(Metrics::new()),
         }
     }
@@ -106,19 +106,6 @@ impl CatalogContext {
                 Some(r) => records.insert(name.to_string(), r),
                 None => records.remove(name),
             };
-        }
-    }
-
-    fn next_failure(&self, name: &str) -> u32 {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        let n = failures.entry(name.to_string()).or_default();
-        *n = n.saturating_add(1);
-        *n
-    }
-
-    fn clear_failures(&self, name: &str) {
-        if let Ok(mut failures) = self.failures.lock() {
-            failures.remove(name);
         }
     }
 }
@@ -142,11 +129,10 @@ fn error_policy(
     error: &CatalogError,
     ctx: Arc<CatalogContext>,
 ) -> Action {
-    let n = ctx.next_failure(&catalog.name_any());
     ctx.metrics
         .error(MetricsController::clustercatalog, "ApiError");
     tracing::warn!(catalog = %catalog.name_any(), error = %error, "reconcile failed");
-    Action::requeue(crate::controller::backoff(n))
+    Action::requeue(ctx.failures.next_backoff(&catalog.name_any()))
 }
 
 /// The poll interval that applies: none for digest references (their content cannot
@@ -174,11 +160,16 @@ async fn reconcile(
     catalog: Arc<ClusterCatalog>,
     ctx: Arc<CatalogContext>,
 ) -> Result<Action, CatalogError> {
-    let span = tracing::info_span!("reconcile", catalog = %catalog.name_any());
-    let (started, metrics) = (Instant::now(), ctx.metrics.clone());
-    let result = reconcile_catalog(catalog, ctx).instrument(span).await;
-    metrics.reconciled(MetricsController::clustercatalog, started.elapsed());
-    result
+    let metrics = ctx.metrics.clone();
+    let controller = MetricsController::clustercatalog;
+    let object = catalog.clone();
+    common::instrumented(
+        controller,
+        &metrics,
+        object.as_ref(),
+        reconcile_catalog(catalog, ctx),
+    )
+    .await
 }
 
 async fn reconcile_catalog(
@@ -191,7 +182,7 @@ async fn reconcile_catalog(
     if catalog.meta().deletion_timestamp.is_some() {
         remove_content(&ctx, &name);
         write_status(&ctx.metrics, &api, &catalog, &Outcome::Deleted).await?;
-        remove_finalizer(&api, &catalog).await?;
+        common::remove_finalizer(&api, &catalog, api::FINALIZER_CATALOG).await?;
         return Ok(Action::await_change());
     }
 
@@ -205,21 +196,12 @@ async fn reconcile_catalog(
     if catalog.spec.availability_mode == AvailabilityMode::Unavailable {
         remove_content(&ctx, &name);
         // Nothing is left to clean up: the finalizer goes before the status says so.
-        remove_finalizer(&api, &catalog).await?;
+        common::remove_finalizer(&api, &catalog, api::FINALIZER_CATALOG).await?;
         write_status(&ctx.metrics, &api, &catalog, &Outcome::Unavailable).await?;
         return Ok(Action::await_change());
     }
 
-    if !catalog
-        .finalizers()
-        .iter()
-        .any(|f| f == api::FINALIZER_CATALOG)
-    {
-        let mut finalizers = catalog.finalizers().to_vec();
-        finalizers.push(api::FINALIZER_CATALOG.to_string());
-        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": catalog.resource_version()}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+    if common::add_finalizer(&api, &catalog, api::FINALIZER_CATALOG).await? {
         return Ok(Action::requeue(Duration::ZERO));
     }
 
@@ -282,7 +264,7 @@ async fn reconcile_catalog(
                         ..r.clone()
                     }),
                 );
-                ctx.clear_failures(&name);
+                ctx.failures.succeeded(&name);
                 return Ok(requeue(&ctx));
             }
             Ok(_) => {
@@ -331,7 +313,7 @@ async fn reconcile_catalog(
             last_poll: Some(Instant::now()),
         }),
     );
-    ctx.clear_failures(&name);
+    ctx.failures.succeeded(&name);
     Ok(requeue(&ctx))
 }
 
@@ -487,9 +469,7 @@ async fn fail(
     if terminal {
         return Ok(Action::await_change());
     }
-    Ok(Action::requeue(crate::controller::backoff(
-        ctx.next_failure(&name),
-    )))
+    Ok(Action::requeue(ctx.failures.next_backoff(&name)))
 }
 
 fn failure_message(failure: &Failure) -> String {
@@ -518,60 +498,8 @@ async fn write_status(
         Outcome::Deleted => metrics.forget_catalog(&catalog.name_any()),
         _ => metrics.catalog_status(&catalog.name_any(), &next),
     }
-    if next == current {
-        return Ok(());
-    }
-    put_status(api, catalog, &next).await
-}
-
-async fn put_status(
-    api: &Api<ClusterCatalog>,
-    catalog: &ClusterCatalog,
-    status: &ClusterCatalogStatus,
-) -> Result<(), CatalogError> {
-    let patch = json!({
-        "apiVersion": "olm.operatorframework.io/v1",
-        "kind": "ClusterCatalog",
-        "status": status,
-    });
-    api.patch_status(
-        &catalog.name_any(),
-        &PatchParams::apply(crate::apply::FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
+    common::write_status(api, catalog, &current, &next).await?;
     Ok(())
-}
-
-async fn remove_finalizer(
-    api: &Api<ClusterCatalog>,
-    catalog: &ClusterCatalog,
-) -> Result<(), CatalogError> {
-    if !catalog
-        .finalizers()
-        .iter()
-        .any(|f| f == api::FINALIZER_CATALOG)
-    {
-        return Ok(());
-    }
-    let finalizers: Vec<&String> = catalog
-        .finalizers()
-        .iter()
-        .filter(|f| *f != api::FINALIZER_CATALOG)
-        .collect();
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": catalog.resource_version()}});
-    match api
-        .patch(
-            &catalog.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// The pull secrets of the catalog controller (see [`crate::controller::pull_secrets`]).
@@ -589,15 +517,6 @@ pub async fn pull_secrets(ctx: &CatalogContext) -> DockerConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_grows_and_caps() {
-        use crate::controller::backoff;
-        assert_eq!(backoff(1), Duration::from_secs(1));
-        assert_eq!(backoff(2), Duration::from_secs(2));
-        assert_eq!(backoff(5), Duration::from_secs(16));
-        assert_eq!(backoff(50), Duration::from_secs(30));
-    }
 
     #[test]
     fn digest_refs_never_poll() {

@@ -4,23 +4,12 @@
 //! [`crate::api::conditions::set_condition`]; transition times only move on flips.
 
 use crate::api::conditions::{self, *};
-use crate::api::{BundleMetadata, ClusterExtensionInstallStatus, ClusterExtensionStatus};
+use crate::api::{BundleIdentity, ClusterExtensionInstallStatus, ClusterExtensionStatus};
 use crate::resolve::deprecation::{ConditionStatus, DeprecationCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 pub const MSG_DESIRED_STATE: &str = "Desired state reached";
 pub const MSG_NO_BUNDLE: &str = "No bundle installed";
-
-/// The bundle that is installed after this reconcile.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InstalledBundle {
-    pub name: String,
-    /// As shown in status (`1.0.0+2` for legacy releases).
-    pub version: String,
-    pub release: Option<String>,
-    /// Digest-pinned bundle image.
-    pub image: String,
-}
 
 /// How the reconcile ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,11 +32,20 @@ pub enum Outcome {
     DeadlineExceeded { minutes: i32, last: String },
 }
 
+impl Outcome {
+    /// Whether retrying cannot help (Progressing=False with `Blocked` or
+    /// `InvalidConfiguration`): nothing is retried until something changes.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, Outcome::Blocked { .. })
+    }
+}
+
 /// Everything the status is computed from.
 #[derive(Clone, Debug)]
 pub struct Observation {
     pub generation: Option<i64>,
-    pub installed: Option<InstalledBundle>,
+    /// The bundle installed after this reconcile (its image digest-pinned).
+    pub installed: Option<BundleIdentity>,
     pub outcome: Outcome,
     /// The deprecation conditions; `None` when the reconcile did not reach resolution.
     pub deprecation: Option<[DeprecationCondition; 4]>,
@@ -145,11 +143,7 @@ pub fn next_status(
         .installed
         .as_ref()
         .map(|b| ClusterExtensionInstallStatus {
-            bundle: BundleMetadata {
-                name: b.name.clone(),
-                version: b.version.clone(),
-                release: b.release.clone().filter(|r| !r.is_empty()),
-            },
+            bundle: b.metadata(),
         });
     status.observed_generation = generation;
     status
@@ -177,8 +171,9 @@ mod tests {
         Time(jiff::Timestamp::from_second(s).expect("time"))
     }
 
-    fn bundle() -> InstalledBundle {
-        InstalledBundle {
+    fn bundle() -> BundleIdentity {
+        BundleIdentity {
+            package: "argocd-operator".into(),
             name: "argocd-operator.v0.6.0".into(),
             version: "0.6.0".into(),
             release: None,

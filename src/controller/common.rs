@@ -1,0 +1,220 @@
+//! What both reconcilers (ClusterCatalog, ClusterExtension) share: adding and removing
+//! their finalizer, writing their status (server-side apply with the project's field
+//! manager, only when it changed), failure bookkeeping (consecutive failures → backoff;
+//! when the failures began, for `progressDeadlineMinutes`) and the instrumented
+//! reconcile (a tracing span naming the object, the duration metric).
+//!
+//! Nothing here decides anything about catalogs or extensions.
+
+use crate::server::metrics::{Controller as MetricsController, Metrics};
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tracing::Instrument;
+
+/// Adds `finalizer` to `obj` (a merge patch guarded by the resource version). Returns
+/// whether a patch was sent: the reconcile then stops and runs again on the update.
+pub async fn add_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<bool, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    if obj.finalizers().iter().any(|f| f == finalizer) {
+        return Ok(false);
+    }
+    let mut finalizers = obj.finalizers().to_vec();
+    finalizers.push(finalizer.to_string());
+    patch_finalizers(api, obj, &finalizers).await?;
+    Ok(true)
+}
+
+/// Removes `finalizer` from `obj`; an object that is already gone is fine.
+pub async fn remove_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    if !obj.finalizers().iter().any(|f| f == finalizer) {
+        return Ok(());
+    }
+    let finalizers: Vec<String> = obj
+        .finalizers()
+        .iter()
+        .filter(|f| *f != finalizer)
+        .cloned()
+        .collect();
+    match patch_finalizers(api, obj, &finalizers).await {
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        other => other,
+    }
+}
+
+async fn patch_finalizers<K>(
+    api: &Api<K>,
+    obj: &K,
+    finalizers: &[String],
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let patch =
+        json!({"metadata": {"finalizers": finalizers, "resourceVersion": obj.resource_version()}});
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Writes `next` as the status of `obj` when it differs from `current` (server-side
+/// apply of the status subresource with the project's field manager). Returns whether
+/// it wrote.
+pub async fn write_status<K, S>(
+    api: &Api<K>,
+    obj: &K,
+    current: &S,
+    next: &S,
+) -> Result<bool, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize + PartialEq,
+{
+    if next == current {
+        return Ok(false);
+    }
+    let patch = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": next,
+    });
+    api.patch_status(
+        &obj.name_any(),
+        &PatchParams::apply(crate::apply::FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(true)
+}
+
+/// Per object: consecutive failures (for the backoff) and since when, at which
+/// generation, it has been failing (for `progressDeadlineMinutes`).
+#[derive(Default)]
+pub struct Failures {
+    counts: Mutex<HashMap<String, u32>>,
+    since: Mutex<HashMap<String, (Option<i64>, Instant)>>,
+}
+
+impl Failures {
+    /// Counts one more failure of `name` and returns the delay before its retry.
+    pub fn next_backoff(&self, name: &str) -> Duration {
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let n = counts.entry(name.to_string()).or_default();
+        *n = n.saturating_add(1);
+        backoff(*n)
+    }
+
+    /// The objects whose last reconcile failed.
+    pub fn failing(&self) -> Vec<String> {
+        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        counts.keys().cloned().collect()
+    }
+
+    /// Forgets the failures of `name` (it succeeded, or it is gone).
+    pub fn succeeded(&self, name: &str) {
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        self.since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+    }
+
+    /// How long `name` has been failing at `generation` (a new generation starts over).
+    pub fn failing_for(&self, name: &str, generation: Option<i64>) -> Duration {
+        let mut since = self.since.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = since
+            .entry(name.to_string())
+            .or_insert((generation, Instant::now()));
+        if entry.0 != generation {
+            *entry = (generation, Instant::now());
+        }
+        entry.1.elapsed()
+    }
+}
+
+/// Requeue delay after `failures` consecutive failures of one object: 1 s, 2 s, 4 s …
+/// capped at 30 s (both reconcilers).
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.saturating_sub(1).min(8)).min(Duration::from_secs(30))
+}
+
+/// Runs one reconcile of `obj` inside a `reconcile` span carrying `field=<name>` and
+/// records its duration for `controller`.
+pub async fn instrumented<K, F>(
+    controller: MetricsController,
+    metrics: &Metrics,
+    obj: &K,
+    reconcile: F,
+) -> F::Output
+where
+    K: Resource,
+    F: Future,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let span = match controller {
+        MetricsController::clusterextension => {
+            tracing::info_span!("reconcile", extension = %name)
+        }
+        MetricsController::clustercatalog => tracing::info_span!("reconcile", catalog = %name),
+    };
+    let started = Instant::now();
+    let result = reconcile.instrument(span).await;
+    metrics.reconciled(controller, started.elapsed());
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(5), Duration::from_secs(16));
+        assert_eq!(backoff(6), Duration::from_secs(30));
+        assert_eq!(backoff(u32::MAX), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn failures_count_per_object_and_reset() {
+        let f = Failures::default();
+        assert_eq!(f.next_backoff("a"), Duration::from_secs(1));
+        assert_eq!(f.next_backoff("a"), Duration::from_secs(2));
+        assert_eq!(f.next_backoff("b"), Duration::from_secs(1));
+        let mut failing = f.failing();
+        failing.sort();
+        assert_eq!(failing, ["a", "b"]);
+        f.succeeded("a");
+        assert_eq!(f.failing(), ["b"]);
+        assert_eq!(f.next_backoff("a"), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn failing_for_starts_over_with_a_new_generation() {
+        let f = Failures::default();
+        let first = f.failing_for("a", Some(1));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(f.failing_for("a", Some(1)) >= first + Duration::from_millis(20));
+        assert!(f.failing_for("a", Some(2)) < Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,198 @@
+//! [`KubeExecutor`]: the reconcile's I/O against the cluster — the finalizer, the
+//! namespace and installer-account lookups, the revision record, resolution over the
+//! served catalogs, the install steps ([`super::install`]), the uninstall
+//! ([`super::finalize`]), status, Events and the failure bookkeeping. Decides nothing.
+
+use super::flow::Executor;
+use super::plan::{InstallFailure, Installed, Note};
+use super::status::{self, Observation};
+use super::{ExtensionContext, ExtensionError, finalize, install};
+use crate::api::{self, BundleIdentity, ClusterCatalog, ClusterExtension, ClusterExtensionStatus};
+use crate::apply::{Owner, RevisionHistory};
+use crate::controller::common;
+use crate::resolve::{self, Resolution, ResolveError, ResolveRequest};
+use crate::server::metrics::{Controller as MetricsController, Phase};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
+use std::time::{Duration, Instant};
+
+/// The executor of one reconcile of `ext`.
+pub(crate) struct KubeExecutor<'a> {
+    pub ctx: &'a ExtensionContext,
+    pub ext: &'a ClusterExtension,
+    pub api: Api<ClusterExtension>,
+    pub owner: Owner,
+}
+
+impl<'a> KubeExecutor<'a> {
+    pub fn new(ctx: &'a ExtensionContext, ext: &'a ClusterExtension) -> Self {
+        KubeExecutor {
+            ctx,
+            ext,
+            api: Api::all(ctx.client.clone()),
+            owner: Owner::new(ext.name_any(), ext.uid().unwrap_or_default()),
+        }
+    }
+}
+
+impl Executor for KubeExecutor<'_> {
+    async fn add_finalizer(&self) -> Result<(), kube::Error> {
+        common::add_finalizer(&self.api, self.ext, api::FINALIZER_EXTENSION).await?;
+        Ok(())
+    }
+
+    async fn validate(&self) -> Vec<String> {
+        let client = &self.ctx.client;
+        let namespace = &self.ext.spec.namespace;
+        let account = &self.ext.spec.service_account.name;
+        let mut errors = Vec::new();
+        match Api::<Namespace>::all(client.clone())
+            .get_opt(namespace)
+            .await
+        {
+            Ok(Some(_)) => {}
+            Ok(None) => errors.push(format!("namespace {namespace:?} not found")),
+            Err(e) => errors.push(format!("getting namespace {namespace:?}: {e}")),
+        }
+        if !errors.is_empty() {
+            return errors;
+        }
+        match Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+            .get_opt(account)
+            .await
+        {
+            Ok(Some(_)) => {}
+            Ok(None) => errors.push(format!(
+                "service account {account:?} not found in namespace {namespace:?}: unable to authenticate with the Kubernetes cluster."
+            )),
+            Err(e) => errors.push(format!(
+                "getting service account {account:?} in namespace {namespace:?}: {e}"
+            )),
+        }
+        errors
+    }
+
+    async fn load_record(&self) -> Result<Option<RevisionHistory>, String> {
+        self.ctx
+            .store
+            .load(&self.owner)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn resolve(
+        &self,
+        request: &ResolveRequest,
+    ) -> Result<Result<Resolution, ResolveError>, kube::Error> {
+        let started = Instant::now();
+        let catalogs = Api::<ClusterCatalog>::all(self.ctx.client.clone())
+            .list(&ListParams::default())
+            .await?;
+        let contents = self
+            .ctx
+            .content
+            .catalog_contents(&catalogs.items, &request.package, request.selector.as_ref())
+            .await;
+        let inputs: Vec<_> = contents.iter().map(|c| c.input()).collect();
+        let resolved = resolve::resolve(request, &inputs);
+        self.ctx.metrics.phase(Phase::resolve, started.elapsed());
+        if let Ok(r) = &resolved {
+            let name = self.ext.name_any();
+            self.ctx
+                .metrics
+                .resolved_from(&name, &r.bundle.name, &r.bundle.catalog);
+        }
+        Ok(resolved)
+    }
+
+    async fn install(
+        &self,
+        target: &BundleIdentity,
+        history: Option<&RevisionHistory>,
+    ) -> Result<Installed, InstallFailure> {
+        let (installed, managed) =
+            install::install(self.ctx, self.ext, &self.owner, target, history).await?;
+        let spec = &self.ext.spec;
+        self.ctx.drift.ensure(
+            &self.ext.name_any(),
+            (&spec.namespace, &spec.service_account.name),
+            &self.ctx.installers,
+            &managed,
+        );
+        Ok(installed)
+    }
+
+    async fn uninstall(&self) -> Result<Action, ExtensionError> {
+        finalize::finalize(self).await
+    }
+
+    async fn write_status(&self, observation: &Observation) -> Result<(), kube::Error> {
+        let current = self.ext.status.clone().unwrap_or_default();
+        let next: ClusterExtensionStatus =
+            status::next_status(&current, observation, &Time(jiff::Timestamp::now()));
+        let package = self.ext.spec.source.catalog.as_ref();
+        self.ctx.metrics.extension_status(
+            &self.ext.name_any(),
+            package.map(|c| c.package_name.as_str()).unwrap_or_default(),
+            &next,
+        );
+        common::write_status(&self.api, self.ext, &current, &next).await?;
+        Ok(())
+    }
+
+    async fn emit(&self, note: &Note) {
+        emit(self.ctx, self.ext, note).await;
+    }
+
+    fn count_error(&self, reason: &str) {
+        self.ctx
+            .metrics
+            .error(MetricsController::clusterextension, reason);
+    }
+
+    fn failing_for(&self) -> Duration {
+        self.ctx
+            .failures
+            .failing_for(&self.ext.name_any(), self.ext.metadata.generation)
+    }
+
+    fn next_backoff(&self) -> Duration {
+        self.ctx.failures.next_backoff(&self.ext.name_any())
+    }
+
+    fn succeeded(&self) {
+        self.ctx.failures.succeeded(&self.ext.name_any());
+    }
+
+    fn minute(&self) -> Duration {
+        self.ctx.settings.minute
+    }
+}
+
+/// Publishes `note` as an Event on `ext` (message cleaned and cut to 1 KiB); a failure
+/// to publish is logged, never fails the reconcile.
+pub(crate) async fn emit(ctx: &ExtensionContext, ext: &ClusterExtension, note: &Note) {
+    let event = Event {
+        type_: if note.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: note.reason.to_string(),
+        note: Some(
+            crate::api::conditions::sanitize_message(&note.message)
+                .chars()
+                .take(1024)
+                .collect(),
+        ),
+        action: note.action.to_string(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &ext.object_ref(&())).await {
+        tracing::debug!(error = %e, "publishing event");
+    }
+}

@@ -1,0 +1,560 @@
+//! Every branch of the reconcile flow against a fake executor: first install, upgrade,
+//! re-apply of the installed revision (with and without drift), blocked upgrade,
+//! invalid configuration, unparsable image, uninstall, missing installer account,
+//! unreadable record, resolution failure, catalog gone, missing catalog source and
+//! `progressDeadlineMinutes`.
+
+use super::super::status::Outcome;
+use super::*;
+use crate::api::conditions::{REASON_BLOCKED, REASON_INVALID_CONFIGURATION};
+use crate::apply::Owner;
+use crate::fbc::model::{Deprecation, DeprecationEntry, PackageScopedReference};
+use crate::resolve::deprecation::ConditionStatus;
+use crate::resolve::{CatalogStats, NoUniqueBundle, ResolvedBundle};
+use crate::version::BundleVersion;
+use serde_json::json;
+use std::cell::RefCell;
+
+/// What the fake executor answers, and what it was asked.
+#[derive(Default)]
+struct Fake {
+    validation: Vec<String>,
+    record: Option<Result<Option<RevisionHistory>, String>>,
+    resolution: Option<Result<Resolution, ResolveError>>,
+    install: Option<Result<Installed, InstallFailure>>,
+    failing_for: Duration,
+    calls: RefCell<Vec<String>>,
+    installed_target: RefCell<Option<BundleIdentity>>,
+    status: RefCell<Option<Observation>>,
+    events: RefCell<Vec<Note>>,
+    errors: RefCell<Vec<String>>,
+}
+
+impl Fake {
+    fn call(&self, what: &str) {
+        self.calls.borrow_mut().push(what.to_string());
+    }
+
+    fn calls(&self) -> Vec<String> {
+        self.calls.borrow().clone()
+    }
+
+    fn outcome(&self) -> Outcome {
+        self.status
+            .borrow()
+            .as_ref()
+            .expect("status")
+            .outcome
+            .clone()
+    }
+
+    fn events(&self) -> Vec<(bool, &'static str, String)> {
+        let events = self.events.borrow();
+        events
+            .iter()
+            .map(|n| (n.warning, n.reason, n.message.clone()))
+            .collect()
+    }
+}
+
+impl Executor for Fake {
+    async fn add_finalizer(&self) -> Result<(), kube::Error> {
+        self.call("add_finalizer");
+        Ok(())
+    }
+    async fn validate(&self) -> Vec<String> {
+        self.call("validate");
+        self.validation.clone()
+    }
+    async fn load_record(&self) -> Result<Option<RevisionHistory>, String> {
+        self.call("load_record");
+        self.record.clone().unwrap_or(Ok(None))
+    }
+    async fn resolve(
+        &self,
+        request: &ResolveRequest,
+    ) -> Result<Result<Resolution, ResolveError>, kube::Error> {
+        self.call(&format!(
+            "resolve from {:?}",
+            request.installed.as_ref().map(|i| i.version.as_str())
+        ));
+        Ok(self.resolution.clone().expect("resolution"))
+    }
+    async fn install(
+        &self,
+        target: &BundleIdentity,
+        _history: Option<&RevisionHistory>,
+    ) -> Result<Installed, InstallFailure> {
+        self.call(&format!("install {}", target.version));
+        *self.installed_target.borrow_mut() = Some(target.clone());
+        self.install.clone().expect("install result")
+    }
+    async fn uninstall(&self) -> Result<Action, ExtensionError> {
+        self.call("uninstall");
+        Ok(Action::await_change())
+    }
+    async fn write_status(&self, observation: &Observation) -> Result<(), kube::Error> {
+        self.call("write_status");
+        *self.status.borrow_mut() = Some(observation.clone());
+        Ok(())
+    }
+    async fn emit(&self, note: &Note) {
+        self.events.borrow_mut().push(note.clone());
+    }
+    fn count_error(&self, reason: &str) {
+        self.errors.borrow_mut().push(reason.to_string());
+    }
+    fn failing_for(&self) -> Duration {
+        self.failing_for
+    }
+    fn next_backoff(&self) -> Duration {
+        Duration::from_secs(4)
+    }
+    fn succeeded(&self) {
+        self.call("succeeded");
+    }
+    fn minute(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+}
+
+fn extension(spec: serde_json::Value) -> ClusterExtension {
+    let mut base = json!({"namespace": "ns", "serviceAccount": {"name": "sa"},
+        "source": {"sourceType": "Catalog", "catalog": {"packageName": "p"}}});
+    if let (Some(base), Some(extra)) = (base.as_object_mut(), spec.as_object()) {
+        base.extend(extra.clone());
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
+        "metadata": {"name": "e", "uid": "u1", "generation": 3,
+                     "finalizers": [api::FINALIZER_EXTENSION]},
+        "spec": base,
+    }))
+    .expect("extension")
+}
+
+fn ext() -> ClusterExtension {
+    extension(json!({}))
+}
+
+fn identity(version: &str) -> BundleIdentity {
+    BundleIdentity {
+        package: "p".into(),
+        name: format!("p.v{version}"),
+        version: version.into(),
+        release: None,
+        image: format!("registry/p:{version}"),
+    }
+}
+
+fn resolved(version: &str, deprecated_bundle: Option<&str>) -> Result<Resolution, ResolveError> {
+    let deprecation = deprecated_bundle.map(|name| Deprecation {
+        schema: "olm.deprecations".into(),
+        package: "p".into(),
+        entries: vec![DeprecationEntry {
+            reference: PackageScopedReference {
+                schema: "olm.bundle".into(),
+                name: name.into(),
+            },
+            message: format!("{name} is deprecated"),
+        }],
+    });
+    Ok(Resolution {
+        bundle: ResolvedBundle {
+            name: format!("p.v{version}"),
+            package: "p".into(),
+            version: BundleVersion::new(version, None).expect("version"),
+            image: format!("registry/p:{version}"),
+            catalog: "c".into(),
+            priority: 0,
+            deprecated: false,
+        },
+        deprecation,
+        stats: Vec::new(),
+    })
+}
+
+fn not_found(package_found: bool) -> Result<Resolution, ResolveError> {
+    Err(ResolveError::NoUniqueBundle(Box::new(NoUniqueBundle {
+        package: "p".into(),
+        version_range: None,
+        channels: Vec::new(),
+        installed_version: None,
+        catalogs: Vec::new(),
+        stats: vec![CatalogStats {
+            catalog_name: "c".into(),
+            package_found,
+            total_bundles: 0,
+            matched_bundles: 0,
+        }],
+    })))
+}
+
+/// A record whose installed revision is `version`.
+fn record(version: &str) -> Option<Result<Option<RevisionHistory>, String>> {
+    let mut history = RevisionHistory::new(&Owner::new("e".to_string(), "u1".to_string()));
+    let installed = identity(version).pulled(&format!("registry/p@sha256:{version}"));
+    let revision = history.begin(installed, &[json!({"kind": "ConfigMap"})]);
+    history.complete(revision);
+    Some(Ok(Some(history)))
+}
+
+fn pulled(version: &str) -> Installed {
+    Installed {
+        image: format!("registry/p@sha256:{version}"),
+        applied_changes: 0,
+        warnings: Vec::new(),
+    }
+}
+
+fn run(ext: &ClusterExtension, fake: &Fake) -> Action {
+    futures::executor::block_on(reconcile(ext, fake)).expect("reconcile")
+}
+
+#[test]
+fn first_install() {
+    let fake = Fake {
+        resolution: Some(resolved("1.0.0", None)),
+        install: Some(Ok(pulled("1.0.0"))),
+        ..Fake::default()
+    };
+    assert_eq!(run(&ext(), &fake), Action::await_change());
+    assert_eq!(
+        fake.calls(),
+        [
+            "validate",
+            "load_record",
+            "resolve from None",
+            "install 1.0.0",
+            "write_status",
+            "succeeded"
+        ]
+    );
+    assert_eq!(fake.outcome(), Outcome::Succeeded);
+    let status = fake.status.borrow().clone().expect("status");
+    let installed = status.installed.expect("installed");
+    assert_eq!(installed.image, "registry/p@sha256:1.0.0", "digest-pinned");
+    assert_eq!(status.generation, Some(3));
+    assert_eq!(
+        fake.events(),
+        [(
+            false,
+            "Installed",
+            "installed bundle p.v1.0.0 version 1.0.0".to_string()
+        )]
+    );
+    assert!(fake.errors.borrow().is_empty());
+}
+
+#[test]
+fn upgrade_reports_the_deprecation_of_the_new_bundle() {
+    let fake = Fake {
+        record: record("1.0.0"),
+        resolution: Some(resolved("1.1.0", Some("p.v1.1.0"))),
+        install: Some(Ok(pulled("1.1.0"))),
+        ..Fake::default()
+    };
+    run(&ext(), &fake);
+    assert_eq!(fake.calls()[2], "resolve from Some(\"1.0.0\")");
+    assert_eq!(fake.calls()[3], "install 1.1.0");
+    assert_eq!(
+        fake.events(),
+        [(
+            false,
+            "Upgraded",
+            "upgraded from 1.0.0 to 1.1.0 (p.v1.1.0)".to_string()
+        )]
+    );
+    let status = fake.status.borrow().clone().expect("status");
+    let deprecation = status.deprecation.expect("deprecation");
+    let bundle = deprecation
+        .iter()
+        .find(|c| c.type_ == "BundleDeprecated")
+        .expect("BundleDeprecated");
+    assert_eq!(
+        bundle.status,
+        ConditionStatus::True,
+        "the installed 1.1.0 is deprecated"
+    );
+}
+
+#[test]
+fn reapply_of_the_installed_revision_reports_drift_only_when_something_changed() {
+    for (changes, events) in [(0, 0), (2, 1)] {
+        let fake = Fake {
+            record: record("1.0.0"),
+            resolution: Some(resolved("1.0.0", None)),
+            install: Some(Ok(Installed {
+                applied_changes: changes,
+                ..pulled("1.0.0")
+            })),
+            ..Fake::default()
+        };
+        assert_eq!(run(&ext(), &fake), Action::await_change());
+        assert_eq!(fake.events().len(), events);
+        if changes > 0 {
+            assert_eq!(
+                fake.events()[0],
+                (
+                    false,
+                    "DriftCorrected",
+                    "restored 2 object(s) that differed from the installed revision".to_string()
+                )
+            );
+        }
+        assert_eq!(fake.outcome(), Outcome::Succeeded);
+    }
+}
+
+#[test]
+fn crd_safety_warnings_become_warning_events() {
+    let fake = Fake {
+        resolution: Some(resolved("1.0.0", None)),
+        install: Some(Ok(Installed {
+            warnings: vec!["validating upgrade for CRD \"w\": …".into()],
+            ..pulled("1.0.0")
+        })),
+        ..Fake::default()
+    };
+    run(&ext(), &fake);
+    assert_eq!(fake.events().len(), 2);
+    assert_eq!(fake.events()[1].1, "CRDUpgradeSafety");
+    assert!(fake.events()[1].0);
+}
+
+#[test]
+fn blocked_upgrade_keeps_the_installed_bundle_and_retries() {
+    let fake = Fake {
+        record: record("1.0.0"),
+        resolution: Some(resolved("1.1.0", None)),
+        install: Some(Err(InstallFailure::Retry(
+            "pre-authorization failed: …".into(),
+        ))),
+        ..Fake::default()
+    };
+    assert_eq!(run(&ext(), &fake), Action::requeue(Duration::from_secs(4)));
+    let message = "error for resolved bundle \"p.v1.1.0\" with version \"1.1.0\": pre-authorization failed: …";
+    assert_eq!(fake.outcome(), Outcome::Retrying(message.into()));
+    let status = fake.status.borrow().clone().expect("status");
+    assert_eq!(status.installed.expect("still installed").version, "1.0.0");
+    assert_eq!(
+        fake.events(),
+        [(true, "InstallFailed", message.to_string())]
+    );
+    assert_eq!(*fake.errors.borrow(), ["InstallFailed"]);
+    assert!(!fake.calls().contains(&"succeeded".to_string()));
+}
+
+#[test]
+fn invalid_configuration_and_bad_image_are_terminal() {
+    let invalid = Fake {
+        resolution: Some(resolved("1.0.0", None)),
+        install: Some(Err(InstallFailure::InvalidConfiguration(
+            "invalid ClusterExtension configuration: x".into(),
+        ))),
+        ..Fake::default()
+    };
+    assert_eq!(run(&ext(), &invalid), Action::await_change());
+    assert_eq!(
+        invalid.outcome(),
+        Outcome::Blocked {
+            reason: REASON_INVALID_CONFIGURATION,
+            message: "invalid ClusterExtension configuration: x".into()
+        }
+    );
+    let bad_image = Fake {
+        resolution: Some(resolved("1.0.0", None)),
+        install: Some(Err(InstallFailure::Blocked("invalid reference".into()))),
+        ..Fake::default()
+    };
+    assert_eq!(run(&ext(), &bad_image), Action::await_change());
+    assert_eq!(
+        bad_image.outcome(),
+        Outcome::Blocked {
+            reason: REASON_BLOCKED,
+            message:
+                "error for resolved bundle \"p.v1.0.0\" with version \"1.0.0\": invalid reference"
+                    .into()
+        }
+    );
+    assert_eq!(*bad_image.errors.borrow(), [REASON_BLOCKED]);
+}
+
+#[test]
+fn deleting_uninstalls_and_nothing_else() {
+    let mut e = ext();
+    e.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::now(),
+    ));
+    let fake = Fake::default();
+    run(&e, &fake);
+    assert_eq!(fake.calls(), ["uninstall"]);
+}
+
+#[test]
+fn a_new_extension_gets_its_finalizer_first() {
+    let mut e = ext();
+    e.metadata.finalizers = None;
+    let fake = Fake::default();
+    assert_eq!(run(&e, &fake), Action::requeue(Duration::ZERO));
+    assert_eq!(fake.calls(), ["add_finalizer"]);
+}
+
+#[test]
+fn missing_installer_account_stops_before_the_record() {
+    let fake = Fake {
+        validation: vec!["service account \"sa\" not found in namespace \"ns\": unable to authenticate with the Kubernetes cluster.".into()],
+        ..Fake::default()
+    };
+    assert_eq!(run(&ext(), &fake), Action::requeue(Duration::from_secs(4)));
+    assert_eq!(fake.calls(), ["validate", "write_status"]);
+    let Outcome::ValidationFailed(message) = fake.outcome() else {
+        panic!("{:?}", fake.outcome())
+    };
+    assert!(message.starts_with(
+        "operation cannot proceed due to the following validation error(s): service account \"sa\""
+    ));
+    assert_eq!(*fake.errors.borrow(), ["ValidationFailed"]);
+}
+
+#[test]
+fn unreadable_record_retries() {
+    let fake = Fake {
+        record: Some(Err("connection refused".into())),
+        ..Fake::default()
+    };
+    run(&ext(), &fake);
+    assert_eq!(
+        fake.outcome(),
+        Outcome::Retrying("retrying to get installed bundle: connection refused".into())
+    );
+    assert_eq!(*fake.errors.borrow(), ["RevisionRecordUnavailable"]);
+}
+
+#[test]
+fn resolution_failure_retries_with_an_event() {
+    let fake = Fake {
+        resolution: Some(not_found(true)),
+        ..Fake::default()
+    };
+    assert_eq!(run(&ext(), &fake), Action::requeue(Duration::from_secs(4)));
+    assert_eq!(
+        fake.outcome(),
+        Outcome::Retrying("no bundles found for package \"p\"".into())
+    );
+    assert_eq!(fake.events()[0].1, "ResolutionFailed");
+    assert!(!fake.calls().iter().any(|c| c.starts_with("install")));
+    let status = fake.status.borrow().clone().expect("status");
+    assert!(
+        status.deprecation.is_some(),
+        "deprecation conditions, unknown"
+    );
+}
+
+#[test]
+fn catalog_gone_maintains_the_installed_bundle() {
+    let fake = Fake {
+        record: record("1.0.0"),
+        resolution: Some(not_found(false)),
+        install: Some(Ok(pulled("1.0.0"))),
+        ..Fake::default()
+    };
+    assert_eq!(run(&ext(), &fake), Action::await_change());
+    let target = fake.installed_target.borrow().clone().expect("target");
+    assert_eq!(
+        target.image, "registry/p@sha256:1.0.0",
+        "the recorded image"
+    );
+    let Outcome::Maintained(why) = fake.outcome() else {
+        panic!("{:?}", fake.outcome())
+    };
+    assert!(why.starts_with("no ClusterCatalog provides package \"p\" any more"));
+
+    // …but not when the spec asks for another version, nor when nothing is installed.
+    let pinned = extension(json!({"source": {"sourceType": "Catalog",
+        "catalog": {"packageName": "p", "version": "2.0.0"}}}));
+    let fake = Fake {
+        record: record("1.0.0"),
+        resolution: Some(not_found(false)),
+        ..Fake::default()
+    };
+    run(&pinned, &fake);
+    assert!(matches!(fake.outcome(), Outcome::Retrying(_)));
+    let fake = Fake {
+        resolution: Some(not_found(false)),
+        ..Fake::default()
+    };
+    run(&ext(), &fake);
+    assert!(matches!(fake.outcome(), Outcome::Retrying(_)));
+}
+
+#[test]
+fn missing_catalog_source_is_blocked_without_resolving() {
+    let mut e = ext();
+    e.spec.source.catalog = None;
+    let fake = Fake::default();
+    assert_eq!(run(&e, &fake), Action::await_change());
+    assert!(!fake.calls().iter().any(|c| c.starts_with("resolve")));
+    assert!(fake.outcome().is_terminal());
+}
+
+#[test]
+fn progress_deadline_turns_retrying_into_deadline_exceeded() {
+    let e = extension(json!({"progressDeadlineMinutes": 10}));
+    let failing = |failing_for: u64| Fake {
+        resolution: Some(resolved("1.0.0", None)),
+        install: Some(Err(InstallFailure::Retry("pull failed".into()))),
+        failing_for: Duration::from_secs(failing_for),
+        ..Fake::default()
+    };
+    // Before the deadline: the retry comes no later than the deadline.
+    let early = failing(599);
+    assert_eq!(
+        run(&e, &early),
+        Action::requeue(Duration::from_secs(1) + Duration::from_millis(100))
+    );
+    assert!(matches!(early.outcome(), Outcome::Retrying(_)));
+    let late = failing(600);
+    run(&e, &late);
+    let Outcome::DeadlineExceeded { minutes, last } = late.outcome() else {
+        panic!("{:?}", late.outcome())
+    };
+    assert_eq!(minutes, 10);
+    assert!(last.ends_with("pull failed"));
+    // Terminal outcomes are never turned into a deadline.
+    assert_eq!(
+        plan::deadline(
+            Outcome::Blocked {
+                reason: REASON_BLOCKED,
+                message: "x".into()
+            },
+            Duration::from_secs(10_000),
+            Some(10),
+            Duration::from_secs(60)
+        ),
+        (
+            Outcome::Blocked {
+                reason: REASON_BLOCKED,
+                message: "x".into()
+            },
+            None
+        )
+    );
+}
+
+#[test]
+fn resolution_runs_once_per_reconcile() {
+    let fake = Fake {
+        record: record("1.0.0"),
+        resolution: Some(resolved("1.1.0", None)),
+        install: Some(Ok(pulled("1.1.0"))),
+        ..Fake::default()
+    };
+    run(&ext(), &fake);
+    let resolves = fake
+        .calls()
+        .iter()
+        .filter(|c| c.starts_with("resolve"))
+        .count();
+    assert_eq!(resolves, 1);
+}

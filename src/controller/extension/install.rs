@@ -1,0 +1,198 @@
+//! The install steps of one reconcile (docs/api-and-status.md §3 steps 5–8): pull the
+//! bundle image, render it (with cert-manager only when the cluster serves it), run
+//! the preflights ([`crate::preflight::run`]) unless this is the installed revision
+//! again, and apply it as the installer account. Each step maps its errors to an
+//! [`InstallFailure`]; the decisions are in [`crate::bundle`], [`crate::preflight`] and
+//! [`super::certs`].
+
+use super::plan::{InstallFailure, Installed};
+use super::{ExtensionContext, certs, prune};
+use crate::api::{BundleIdentity, ClusterExtension, CrdUpgradeSafetyEnforcement};
+use crate::apply::{self, ApplyError, InstallError, ObjectRef, Owner, RevisionHistory};
+use crate::bundle::{self, Bundle, CertProvider, RenderOptions};
+use crate::image::ImageError;
+use crate::preflight::{self, Preflight, crd_safety::Enforcement};
+use crate::server::metrics::Phase;
+use serde_json::Value;
+use std::time::Instant;
+
+/// Installs `target` for `ext`: what the install did, and the objects of the installed
+/// revision (for the drift watches).
+pub(crate) async fn install(
+    ctx: &ExtensionContext,
+    ext: &ClusterExtension,
+    owner: &Owner,
+    target: &BundleIdentity,
+    history: Option<&RevisionHistory>,
+) -> Result<(Installed, Vec<ObjectRef>), InstallFailure> {
+    let (loaded, image) = pull(ctx, target).await?;
+    let rendered = render(ctx, ext, loaded).await?;
+    let bundle = target.pulled(&image);
+    let namespace = &ext.spec.namespace;
+    let account = &ext.spec.service_account.name;
+    let installer = ctx
+        .installers
+        .get(namespace, account)
+        .map_err(|e| InstallFailure::Retry(e.to_string()))?;
+
+    // The installed revision again (a reconcile after drift, a catalog change that
+    // resolves to the same bundle): its CRDs and permissions were checked when it was
+    // installed, so only the apply runs.
+    let mut warnings = Vec::new();
+    if !history.is_some_and(|h| h.is_current(&bundle, &rendered)) {
+        let started = Instant::now();
+        let passed = preflight::run(
+            &ctx.client,
+            &installer,
+            &Preflight {
+                objects: &rendered,
+                enforcement: enforcement(ext),
+                account: (namespace, account),
+                owner,
+                history,
+            },
+        )
+        .await
+        .map_err(|e| InstallFailure::Retry(e.to_string()))?;
+        ctx.metrics.phase(Phase::preflight, started.elapsed());
+        warnings = passed.warnings;
+    }
+
+    let started = Instant::now();
+    let outcome = apply::install_revision(
+        &installer,
+        &ctx.store,
+        owner,
+        bundle,
+        &rendered,
+        &apply::ApplyOptions::default(),
+    )
+    .await
+    .map_err(|e| match e {
+        InstallError::Apply(ApplyError::Conflict { message, .. }) => InstallFailure::Retry(message),
+        other => InstallFailure::Retry(other.to_string()),
+    })?;
+    ctx.metrics.phase(Phase::apply, started.elapsed());
+    let managed = outcome
+        .history
+        .installed()
+        .map(|r| r.objects.clone())
+        .unwrap_or_default();
+    let installed = Installed {
+        image,
+        applied_changes: outcome.report.changed.len(),
+        warnings,
+    };
+    Ok((installed, managed))
+}
+
+/// Pulls and loads the bundle image: the bundle and its digest-pinned reference.
+async fn pull(
+    ctx: &ExtensionContext,
+    target: &BundleIdentity,
+) -> Result<(Bundle, String), InstallFailure> {
+    let started = Instant::now();
+    let settings = &ctx.settings;
+    let secrets = crate::controller::pull_secrets(
+        &ctx.client,
+        &settings.namespace,
+        settings.service_account.as_deref(),
+        settings.global_pull_secret.as_deref(),
+    )
+    .await;
+    let (loaded, pulled) = bundle::load_image(
+        &ctx.puller,
+        &target.image,
+        &secrets,
+        &bundle::LoadOptions::default(),
+    )
+    .await
+    .map_err(|e| match e {
+        bundle::BundleImageError::Pull(ImageError::InvalidReference { .. }) => {
+            InstallFailure::Blocked(e.to_string())
+        }
+        other => InstallFailure::Retry(other.to_string()),
+    })?;
+    ctx.metrics.phase(Phase::pull, started.elapsed());
+    Ok((loaded, pulled.reference))
+}
+
+/// Renders the bundle for the extension's namespace and configuration (CPU work, off
+/// the async workers), then drops fields its CRDs do not declare from its custom
+/// resources (server-side apply would reject them; the API server drops them on create).
+async fn render(
+    ctx: &ExtensionContext,
+    ext: &ClusterExtension,
+    loaded: Bundle,
+) -> Result<Vec<Value>, InstallFailure> {
+    let started = Instant::now();
+    let config = ext
+        .spec
+        .config
+        .as_ref()
+        .and_then(|c| c.inline.clone())
+        .map(Value::Object);
+    let options = RenderOptions {
+        cert_provider: cert_provider(ctx, &loaded).await?,
+    };
+    let namespace = ext.spec.namespace.clone();
+    let mut rendered = tokio::task::spawn_blocking(move || {
+        bundle::render_owned(loaded, &namespace, config.as_ref(), &options).map_err(|e| match e {
+            bundle::RenderError::Config(c) => InstallFailure::InvalidConfiguration(format!(
+                "invalid ClusterExtension configuration: {c}"
+            )),
+            other => InstallFailure::Retry(other.to_string()),
+        })
+    })
+    .await
+    .map_err(|e| InstallFailure::Retry(format!("render task failed: {e}")))??;
+    ctx.metrics.phase(Phase::render, started.elapsed());
+    let pruned = prune::prune_custom_resources(&mut rendered);
+    if !pruned.is_empty() {
+        tracing::warn!(fields = %pruned.join(", "), "dropping fields that the bundle's CRDs do not declare");
+    }
+    Ok(rendered)
+}
+
+/// The certificate provider to render with. Without cert-manager, a bundle with
+/// webhooks is unsupported: say so before anything is written rather than fail on
+/// kinds the cluster does not serve.
+async fn cert_provider(
+    ctx: &ExtensionContext,
+    loaded: &Bundle,
+) -> Result<CertProvider, InstallFailure> {
+    let configured = ctx.settings.cert_provider;
+    if configured != CertProvider::CertManager || !certs::has_webhooks(&loaded.csv) {
+        return Ok(configured);
+    }
+    let served = match ctx
+        .client
+        .list_api_group_resources(certs::CERT_MANAGER_API)
+        .await
+    {
+        Ok(list) => Some(list),
+        Err(kube::Error::Api(e)) if e.code == 404 => None,
+        Err(e) => {
+            return Err(InstallFailure::Retry(format!(
+                "discovering {}: {e}",
+                certs::CERT_MANAGER_API
+            )));
+        }
+    };
+    Ok(certs::effective(configured, served.as_ref()))
+}
+
+/// `spec.install.preflight.crdUpgradeSafety.enforcement` (Strict when absent).
+fn enforcement(ext: &ClusterExtension) -> Enforcement {
+    let configured = ext
+        .spec
+        .install
+        .as_ref()
+        .and_then(|i| i.preflight.as_ref())
+        .and_then(|p| p.crd_upgrade_safety.as_ref())
+        .map(|c| c.enforcement);
+    match configured {
+        Some(CrdUpgradeSafetyEnforcement::None) => Enforcement::None,
+        _ => Enforcement::Strict,
+    }
+}

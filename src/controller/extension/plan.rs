@@ -1,0 +1,440 @@
+//! The ClusterExtension reconcile as pure decisions (docs/api-and-status.md §3).
+//!
+//! [`decide`] looks at what one reconcile knows so far ([`Facts`]: the spec, whether the
+//! object is being deleted, the validation result, the revision record, the resolution)
+//! and names the next step: a fact to look up, the bundle to install, or the status to
+//! report. [`after_install`] turns the result of an install into the report;
+//! [`classify`] maps an install failure to its condition; [`deadline`] applies
+//! `progressDeadlineMinutes`. The I/O for each step is done by the
+//! [`super::flow::Executor`]; nothing here waits on anything.
+
+use super::status::{Observation, Outcome, for_resolved_bundle, validation_failed};
+use crate::api::conditions::{REASON_BLOCKED, REASON_INVALID_CONFIGURATION};
+use crate::api::{BundleIdentity, ClusterExtensionSpec, UpgradeConstraintPolicy};
+use crate::apply::RevisionHistory;
+use crate::resolve::deprecation::{CatalogData, DeprecationCondition, deprecation_conditions};
+use crate::resolve::{Resolution, ResolveError, ResolveRequest, UpgradePolicy};
+use std::time::Duration;
+
+/// What one reconcile knows so far; `None`: not looked up yet.
+#[derive(Debug, Default)]
+pub struct Facts {
+    pub generation: Option<i64>,
+    pub deleting: bool,
+    pub has_finalizer: bool,
+    /// What the API server cannot check (the namespace and installer account exist);
+    /// empty when everything is there.
+    pub validation: Option<Vec<String>>,
+    /// The revision record, or why it could not be read.
+    pub record: Option<Result<Option<RevisionHistory>, String>>,
+    pub resolution: Option<Result<Resolution, ResolveError>>,
+}
+
+impl Facts {
+    /// The revision record, when it was read.
+    pub fn history(&self) -> Option<&RevisionHistory> {
+        self.record
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .and_then(Option::as_ref)
+    }
+
+    /// The installed bundle, from the revision record.
+    pub fn installed(&self) -> Option<&BundleIdentity> {
+        self.history()
+            .and_then(|h| h.installed())
+            .map(|r| &r.bundle)
+    }
+}
+
+/// The next step of a reconcile.
+#[derive(Debug)]
+pub enum Plan {
+    /// Add the finalizer and stop (the update triggers the next reconcile).
+    AddFinalizer,
+    /// The object is being deleted: uninstall.
+    Uninstall,
+    /// Look up the namespace and installer account.
+    Validate,
+    /// Read the revision record.
+    LoadRecord,
+    /// Resolve the package.
+    Resolve(ResolveRequest),
+    /// Pull, render, preflight and apply this bundle.
+    Install(Install),
+    /// Nothing more to do: report.
+    Report(Box<Report>),
+}
+
+/// The bundle a reconcile installs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Install {
+    pub target: BundleIdentity,
+    /// Set when no catalog provides the package any more and the installed bundle is
+    /// maintained; says so.
+    pub maintained: Option<String>,
+}
+
+/// How a reconcile ends.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub observation: Observation,
+    /// Events to publish, in order.
+    pub events: Vec<Note>,
+    /// The error reason counted in the metrics, if the reconcile failed.
+    pub error: Option<&'static str>,
+    pub next: Next,
+}
+
+/// One Event on the ClusterExtension.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub action: &'static str,
+    pub message: String,
+}
+
+/// What happens after the status is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// The desired state is reached: forget earlier failures, wait for a change.
+    Done,
+    /// Wait for a change (the spec, a catalog, drift).
+    AwaitChange,
+    /// Retry with backoff.
+    Retry,
+    /// A failure after progress began: `Retrying` turns into `ProgressDeadlineExceeded`
+    /// once it lasted longer than `progressDeadlineMinutes`; retried with backoff
+    /// unless terminal (`Blocked`).
+    Failed,
+}
+
+/// How an install failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InstallFailure {
+    /// Transient (pull, preflight, apply): retried.
+    Retry(String),
+    /// `spec.config` does not fit the bundle: terminal until the spec changes.
+    InvalidConfiguration(String),
+    /// Retrying cannot fix it (e.g. an unparsable image reference).
+    Blocked(String),
+}
+
+/// What a successful install did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Installed {
+    /// The digest-pinned bundle image.
+    pub image: String,
+    /// Objects whose live state differed and were applied again.
+    pub applied_changes: usize,
+    /// CRD upgrade-safety findings that did not block (`enforcement: None`).
+    pub warnings: Vec<String>,
+}
+
+/// The next step, given what is known.
+pub fn decide(spec: &ClusterExtensionSpec, facts: &Facts) -> Plan {
+    if facts.deleting {
+        return Plan::Uninstall;
+    }
+    if !facts.has_finalizer {
+        return Plan::AddFinalizer;
+    }
+    let Some(errors) = &facts.validation else {
+        return Plan::Validate;
+    };
+    if !errors.is_empty() {
+        let outcome = Outcome::ValidationFailed(validation_failed(errors));
+        return Plan::Report(Box::new(report(
+            facts,
+            None,
+            outcome,
+            None,
+            "ValidationFailed",
+        )));
+    }
+    let Some(record) = &facts.record else {
+        return Plan::LoadRecord;
+    };
+    if let Err(e) = record {
+        let outcome = Outcome::Retrying(format!("retrying to get installed bundle: {e}"));
+        let failed = report(facts, None, outcome, None, "RevisionRecordUnavailable");
+        return Plan::Report(Box::new(failed));
+    }
+    let installed = facts.installed();
+    if spec.source.catalog.is_none() {
+        return Plan::Report(Box::new(Report {
+            observation: observe(facts, installed.cloned(), blocked_without_catalog(), None),
+            events: Vec::new(),
+            error: None,
+            next: Next::AwaitChange,
+        }));
+    }
+    let Some(resolution) = &facts.resolution else {
+        return Plan::Resolve(resolve_request(spec, installed));
+    };
+    match resolution {
+        Ok(resolution) => Plan::Install(Install {
+            target: resolution.bundle.identity(),
+            maintained: None,
+        }),
+        Err(e) => match maintained(spec, installed, e) {
+            Some(install) => Plan::Install(install),
+            None => {
+                let message = e.to_string();
+                let mut report = report(
+                    facts,
+                    installed.cloned(),
+                    Outcome::Retrying(message.clone()),
+                    Some(deprecation(spec, facts, installed)),
+                    "ResolutionFailed",
+                );
+                report
+                    .events
+                    .push(warning("ResolutionFailed", "Resolve", message));
+                report.next = Next::Failed;
+                Plan::Report(Box::new(report))
+            }
+        },
+    }
+}
+
+fn blocked_without_catalog() -> Outcome {
+    Outcome::Blocked {
+        reason: REASON_BLOCKED,
+        message: "catalog is required when sourceType is Catalog".into(),
+    }
+}
+
+/// What resolution is asked: the spec's package, channels, range and policy, from the
+/// installed bundle.
+pub fn resolve_request(
+    spec: &ClusterExtensionSpec,
+    installed: Option<&BundleIdentity>,
+) -> ResolveRequest {
+    let filter = spec.source.catalog.clone().unwrap_or_default();
+    ResolveRequest {
+        package: filter.package_name,
+        channels: filter.channels.unwrap_or_default(),
+        version_range: filter.version.filter(|v| !v.is_empty()),
+        selector: filter.selector,
+        policy: match filter.upgrade_constraint_policy {
+            UpgradeConstraintPolicy::CatalogProvided => UpgradePolicy::CatalogProvided,
+            UpgradeConstraintPolicy::SelfCertified => UpgradePolicy::SelfCertified,
+        },
+        installed: installed.map(Into::into),
+    }
+}
+
+/// When no catalog provides the package any more (it was deleted), the installed
+/// bundle stays the target — unless the spec asks for another version.
+fn maintained(
+    spec: &ClusterExtensionSpec,
+    installed: Option<&BundleIdentity>,
+    error: &ResolveError,
+) -> Option<Install> {
+    let installed = installed?;
+    let version = spec
+        .source
+        .catalog
+        .as_ref()
+        .and_then(|c| c.version.as_deref());
+    let keep = error.no_catalog_had_package()
+        && version.is_none_or(|v| v.is_empty() || installed.version == v);
+    keep.then(|| Install {
+        target: installed.clone(),
+        maintained: Some(format!(
+            "no ClusterCatalog provides package {:?} any more: maintaining the installed bundle {:?} (version {})",
+            installed.package, installed.name, installed.version
+        )),
+    })
+}
+
+/// The report after [`Plan::Install`] ran.
+pub fn after_install(
+    spec: &ClusterExtensionSpec,
+    facts: &Facts,
+    install: Install,
+    result: Result<Installed, InstallFailure>,
+) -> Report {
+    let previous = facts.installed();
+    let done = match result {
+        Ok(done) => done,
+        Err(failure) => {
+            let (outcome, error) = classify(failure, &install.target);
+            let message = match &outcome {
+                Outcome::Retrying(m) | Outcome::Blocked { message: m, .. } => m.clone(),
+                _ => String::new(),
+            };
+            let conditions = deprecation(spec, facts, previous);
+            let mut report = report(facts, previous.cloned(), outcome, Some(conditions), error);
+            report
+                .events
+                .push(warning("InstallFailed", "Install", message));
+            report.next = Next::Failed;
+            return report;
+        }
+    };
+    let bundle = install.target.pulled(&done.image);
+    let mut events = Vec::new();
+    match previous {
+        Some(old) if *old == bundle => {
+            if done.applied_changes > 0 {
+                events.push(normal(
+                    "DriftCorrected",
+                    "Apply",
+                    format!(
+                        "restored {} object(s) that differed from the installed revision",
+                        done.applied_changes
+                    ),
+                ));
+            }
+        }
+        Some(old) => events.push(normal(
+            "Upgraded",
+            "Install",
+            format!(
+                "upgraded from {} to {} ({})",
+                old.version, bundle.version, bundle.name
+            ),
+        )),
+        None => events.push(normal(
+            "Installed",
+            "Install",
+            format!(
+                "installed bundle {} version {}",
+                bundle.name, bundle.version
+            ),
+        )),
+    }
+    for message in done.warnings {
+        events.push(warning("CRDUpgradeSafety", "Preflight", message));
+    }
+    // The deprecation conditions now describe the newly installed bundle.
+    let conditions = deprecation(spec, facts, Some(&bundle));
+    let outcome = install
+        .maintained
+        .map_or(Outcome::Succeeded, Outcome::Maintained);
+    Report {
+        observation: observe(facts, Some(bundle), outcome, Some(conditions)),
+        events,
+        error: None,
+        next: Next::Done,
+    }
+}
+
+/// An install failure as the condition reports it, and the reason counted in metrics.
+/// Errors after resolution name the resolved bundle (`error for resolved bundle …`).
+pub fn classify(failure: InstallFailure, target: &BundleIdentity) -> (Outcome, &'static str) {
+    let prefixed = |m| for_resolved_bundle(&target.name, &target.version, m);
+    match failure {
+        InstallFailure::Retry(m) => (Outcome::Retrying(prefixed(m)), "InstallFailed"),
+        InstallFailure::InvalidConfiguration(message) => (
+            Outcome::Blocked {
+                reason: REASON_INVALID_CONFIGURATION,
+                message,
+            },
+            REASON_INVALID_CONFIGURATION,
+        ),
+        InstallFailure::Blocked(m) => (
+            Outcome::Blocked {
+                reason: REASON_BLOCKED,
+                message: prefixed(m),
+            },
+            REASON_BLOCKED,
+        ),
+    }
+}
+
+/// `progressDeadlineMinutes` (one minute lasting `minute`): a `Retrying` outcome that
+/// has lasted `failing_for` becomes `ProgressDeadlineExceeded` once past the deadline;
+/// before that, also returns the time left (the next retry comes no later, so the
+/// deadline is reported when it passes, not up to a whole backoff later).
+pub fn deadline(
+    outcome: Outcome,
+    failing_for: Duration,
+    deadline_minutes: Option<i32>,
+    minute: Duration,
+) -> (Outcome, Option<Duration>) {
+    let (Some(minutes), Outcome::Retrying(last)) = (deadline_minutes, &outcome) else {
+        return (outcome, None);
+    };
+    let deadline = minute.saturating_mul(minutes.max(0) as u32);
+    if failing_for >= deadline {
+        let last = last.clone();
+        (Outcome::DeadlineExceeded { minutes, last }, None)
+    } else {
+        (
+            outcome,
+            Some(deadline - failing_for + Duration::from_millis(100)),
+        )
+    }
+}
+
+/// The deprecation conditions: from the winning catalog's data when resolution
+/// succeeded, for `installed`; unknown otherwise.
+fn deprecation(
+    spec: &ClusterExtensionSpec,
+    facts: &Facts,
+    installed: Option<&BundleIdentity>,
+) -> [DeprecationCondition; 4] {
+    let channels = spec
+        .source
+        .catalog
+        .as_ref()
+        .and_then(|c| c.channels.clone())
+        .unwrap_or_default();
+    let data = match &facts.resolution {
+        Some(Ok(resolution)) => CatalogData::Available(resolution.deprecation.as_ref()),
+        _ => CatalogData::Unavailable,
+    };
+    deprecation_conditions(data, &channels, installed.map(|b| b.name.as_str()))
+}
+
+fn observe(
+    facts: &Facts,
+    installed: Option<BundleIdentity>,
+    outcome: Outcome,
+    deprecation: Option<[DeprecationCondition; 4]>,
+) -> Observation {
+    Observation {
+        generation: facts.generation,
+        installed,
+        outcome,
+        deprecation,
+    }
+}
+
+/// A failed step before anything was installed: retried with backoff.
+fn report(
+    facts: &Facts,
+    installed: Option<BundleIdentity>,
+    outcome: Outcome,
+    deprecation: Option<[DeprecationCondition; 4]>,
+    error: &'static str,
+) -> Report {
+    Report {
+        observation: observe(facts, installed, outcome, deprecation),
+        events: Vec::new(),
+        error: Some(error),
+        next: Next::Retry,
+    }
+}
+
+fn normal(reason: &'static str, action: &'static str, message: String) -> Note {
+    Note {
+        warning: false,
+        reason,
+        action,
+        message,
+    }
+}
+
+fn warning(reason: &'static str, action: &'static str, message: String) -> Note {
+    Note {
+        warning: true,
+        reason,
+        action,
+        message,
+    }
+}
