@@ -130,37 +130,11 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         crate::apply::client::controller_client(&config, Some(CountApiRequests(metrics.clone())))
             .context("building Kubernetes client")?;
     let readiness = Readiness::default();
-    let health_listener = listen(&args.health_probe_bind_address)
-        .await
-        .with_context(|| {
-            format!(
-                "binding health probe address {}",
-                args.health_probe_bind_address
-            )
-        })?;
-    let catalog_listener = listen(&args.catalog_server_bind_address)
-        .await
-        .with_context(|| {
-            format!(
-                "binding catalog server address {}",
-                args.catalog_server_bind_address
-            )
-        })?;
-    let metrics_listener = listen(&args.metrics_bind_address)
-        .await
-        .with_context(|| format!("binding metrics address {}", args.metrics_bind_address))?;
-    tracing::info!(address = %args.health_probe_bind_address, "serving /healthz and /readyz");
-    tracing::info!(address = %args.metrics_bind_address, "serving /metrics");
-
+    let listeners = Listeners::bind(&args).await?;
     let storage_dir = args.cache_dir.join("catalogs");
     std::fs::create_dir_all(&storage_dir)
         .with_context(|| format!("creating {}", storage_dir.display()))?;
-    let mut puller_config = crate::image::PullerConfig::new(args.cache_dir.join("images"));
-    puller_config.insecure_registries = args.insecure_registries.clone();
-    if let Some(ca) = &args.ca_bundle {
-        puller_config = puller_config.with_ca_bundle_file(ca)?;
-    }
-    let puller = Arc::new(crate::image::ImagePuller::new(puller_config)?);
+    let puller = Arc::new(image_puller(&args)?);
     let tls = match (&args.catalog_server_tls_cert, &args.catalog_server_tls_key) {
         (Some(cert), Some(key)) => Some(crate::server::tls::server_config(cert, key)?),
         _ => None,
@@ -170,45 +144,11 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         catalog::CatalogContext::new(
             client.clone(),
             puller.clone(),
-            catalog::CatalogSettings {
-                storage_dir: storage_dir.clone(),
-                base_url: format!("{scheme}://{}", args.external_address),
-                poll_unit: Duration::from_secs(args.poll_unit_seconds.max(1)),
-                namespace: args.namespace.clone(),
-                service_account: Some(args.service_account.clone()),
-                global_pull_secret: args.global_pull_secret.clone(),
-                lenient: args.lenient_catalogs,
-                limits: crate::fbc::parse::Limits {
-                    max_total_bytes: args.max_catalog_bytes,
-                    ..Default::default()
-                },
-            },
+            catalog_settings(&args, &storage_dir, scheme),
         )
         .with_metrics(metrics.clone()),
     );
     tracing::info!(address = %args.catalog_server_bind_address, scheme, "serving catalog content");
-
-    let shutdown = shutdown_signal();
-    tokio::pin!(shutdown);
-    let health = health::serve(health_listener, readiness.clone(), client.clone());
-    let metrics_server = crate::server::metrics::serve(metrics_listener, metrics.clone());
-    let router = crate::server::catalog::router(storage_dir).layer(
-        axum::middleware::from_fn_with_state(metrics.clone(), crate::server::metrics::track_http),
-    );
-    type Serving = std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>>;
-    let catalogs: Serving = match tls {
-        Some(config) => Box::pin(crate::server::catalog::serve_tls(
-            catalog_listener,
-            config,
-            router,
-            std::future::pending(),
-        )),
-        None => Box::pin(crate::server::catalog::serve(
-            catalog_listener,
-            router,
-            std::future::pending(),
-        )),
-    };
     let content = crate::content::ContentClient::new(crate::content::ContentConfig::default())?;
     let extension_ctx = Arc::new(
         extension::ExtensionContext::new(
@@ -216,16 +156,16 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
             config,
             puller,
             content,
-            extension::ExtensionSettings {
-                namespace: args.namespace.clone(),
-                service_account: Some(args.service_account.clone()),
-                global_pull_secret: args.global_pull_secret.clone(),
-                cert_provider: crate::bundle::CertProvider::CertManager,
-                minute: Duration::from_secs(args.poll_unit_seconds.max(1)),
-            },
+            extension_settings(&args),
         )
         .with_metrics(metrics.clone()),
     );
+
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    let health = health::serve(listeners.health, readiness.clone(), client.clone());
+    let metrics_server = crate::server::metrics::serve(listeners.metrics, metrics.clone());
+    let catalogs = serve_catalogs(listeners.catalog, storage_dir, tls, metrics.clone());
 
     // Leader election: the reconcilers run only on the lease holder; the others follow
     // the catalogs it publishes.
@@ -235,28 +175,8 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         None
     };
     let lease_task = election.as_ref().map(|e| e.1.abort_handle());
-    let reconcilers = async move {
-        if let Some((mut leader, _task, identity)) = election {
-            tracing::info!(lease = LEASE_NAME, namespace = %args.namespace, %identity, "waiting to become the leader");
-            catalog::follower::run(catalog_ctx.clone(), acquired(&mut leader)).await?;
-            metrics.set_leader(true);
-            tracing::info!(lease = LEASE_NAME, %identity, "became the leader; starting the reconcilers");
-            tokio::select! {
-                () = run_reconcilers(catalog_ctx, extension_ctx) => Ok(()),
-                () = lost(&mut leader) => {
-                    metrics.set_leader(false);
-                    Err(anyhow::anyhow!(
-                        "lost the leader lease {}/{LEASE_NAME} (identity {identity}); exiting so that the restarted process rejoins the election",
-                        args.namespace
-                    ))
-                }
-            }
-        } else {
-            metrics.set_leader(true);
-            run_reconcilers(catalog_ctx, extension_ctx).await;
-            Ok(())
-        }
-    };
+    let namespace = args.namespace.clone();
+    let reconcilers = lead(election, namespace, metrics, catalog_ctx, extension_ctx);
     readiness.set_ready(true);
     let result = tokio::select! {
         result = health => result.context("health server failed"),
@@ -277,6 +197,130 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         }
     }
     result
+}
+
+/// The process's listeners, bound before anything else starts (a port in use is an
+/// error at start, not later).
+struct Listeners {
+    health: tokio::net::TcpListener,
+    catalog: tokio::net::TcpListener,
+    metrics: tokio::net::TcpListener,
+}
+
+impl Listeners {
+    async fn bind(args: &ControllerArgs) -> Result<Listeners> {
+        let bind = |what: &'static str, address: String| async move {
+            listen(&address)
+                .await
+                .with_context(|| format!("binding {what} address {address}"))
+        };
+        let health = bind("health probe", args.health_probe_bind_address.clone()).await?;
+        let catalog = bind("catalog server", args.catalog_server_bind_address.clone()).await?;
+        let metrics = bind("metrics", args.metrics_bind_address.clone()).await?;
+        tracing::info!(address = %args.health_probe_bind_address, "serving /healthz and /readyz");
+        tracing::info!(address = %args.metrics_bind_address, "serving /metrics");
+        Ok(Listeners {
+            health,
+            catalog,
+            metrics,
+        })
+    }
+}
+
+/// The image puller of both reconcilers: cache directory, insecure registries, CAs.
+fn image_puller(args: &ControllerArgs) -> Result<crate::image::ImagePuller> {
+    let mut config = crate::image::PullerConfig::new(args.cache_dir.join("images"));
+    config.insecure_registries = args.insecure_registries.clone();
+    if let Some(ca) = &args.ca_bundle {
+        config = config.with_ca_bundle_file(ca)?;
+    }
+    Ok(crate::image::ImagePuller::new(config)?)
+}
+
+fn catalog_settings(
+    args: &ControllerArgs,
+    storage_dir: &std::path::Path,
+    scheme: &str,
+) -> catalog::CatalogSettings {
+    catalog::CatalogSettings {
+        storage_dir: storage_dir.to_path_buf(),
+        base_url: format!("{scheme}://{}", args.external_address),
+        poll_unit: Duration::from_secs(args.poll_unit_seconds.max(1)),
+        namespace: args.namespace.clone(),
+        service_account: Some(args.service_account.clone()),
+        global_pull_secret: args.global_pull_secret.clone(),
+        lenient: args.lenient_catalogs,
+        limits: crate::fbc::parse::Limits {
+            max_total_bytes: args.max_catalog_bytes,
+            ..Default::default()
+        },
+    }
+}
+
+fn extension_settings(args: &ControllerArgs) -> extension::ExtensionSettings {
+    extension::ExtensionSettings {
+        namespace: args.namespace.clone(),
+        service_account: Some(args.service_account.clone()),
+        global_pull_secret: args.global_pull_secret.clone(),
+        cert_provider: crate::bundle::CertProvider::CertManager,
+        minute: Duration::from_secs(args.poll_unit_seconds.max(1)),
+    }
+}
+
+type Serving = std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>>;
+
+/// The catalog content API (HTTPS with `tls`), with the request metrics.
+fn serve_catalogs(
+    listener: tokio::net::TcpListener,
+    storage_dir: std::path::PathBuf,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    metrics: Arc<Metrics>,
+) -> Serving {
+    let router = crate::server::catalog::router(storage_dir).layer(
+        axum::middleware::from_fn_with_state(metrics, crate::server::metrics::track_http),
+    );
+    match tls {
+        Some(config) => Box::pin(crate::server::catalog::serve_tls(
+            listener,
+            config,
+            router,
+            std::future::pending(),
+        )),
+        None => Box::pin(crate::server::catalog::serve(
+            listener,
+            router,
+            std::future::pending(),
+        )),
+    }
+}
+
+/// The reconcilers: at once without an election; with one, following the leader's
+/// catalogs until this replica leads, then reconciling until it loses the lease.
+async fn lead(
+    election: Option<Election>,
+    namespace: String,
+    metrics: Arc<Metrics>,
+    catalog_ctx: Arc<catalog::CatalogContext>,
+    extension_ctx: Arc<extension::ExtensionContext>,
+) -> Result<()> {
+    let Some((mut leader, _task, identity)) = election else {
+        metrics.set_leader(true);
+        run_reconcilers(catalog_ctx, extension_ctx).await;
+        return Ok(());
+    };
+    tracing::info!(lease = LEASE_NAME, %namespace, %identity, "waiting to become the leader");
+    catalog::follower::run(catalog_ctx.clone(), acquired(&mut leader)).await?;
+    metrics.set_leader(true);
+    tracing::info!(lease = LEASE_NAME, %identity, "became the leader; starting the reconcilers");
+    tokio::select! {
+        () = run_reconcilers(catalog_ctx, extension_ctx) => Ok(()),
+        () = lost(&mut leader) => {
+            metrics.set_leader(false);
+            Err(anyhow::anyhow!(
+                "lost the leader lease {namespace}/{LEASE_NAME} (identity {identity}); exiting so that the restarted process rejoins the election"
+            ))
+        }
+    }
 }
 
 type Election = (

@@ -176,35 +176,10 @@ async fn reconcile_catalog(
     catalog: Arc<ClusterCatalog>,
     ctx: Arc<CatalogContext>,
 ) -> Result<Action, CatalogError> {
-    let name = catalog.name_any();
     let api: Api<ClusterCatalog> = Api::all(ctx.client.clone());
-
-    if catalog.meta().deletion_timestamp.is_some() {
-        remove_content(&ctx, &name);
-        write_status(&ctx.metrics, &api, &catalog, &Outcome::Deleted).await?;
-        common::remove_finalizer(&api, &catalog, api::FINALIZER_CATALOG).await?;
-        return Ok(Action::await_change());
+    if let Some(done) = lifecycle(&api, &catalog, &ctx).await? {
+        return Ok(done);
     }
-
-    // The label users select catalogs by is always present and right.
-    if catalog.labels().get(api::LABEL_METADATA_NAME) != Some(&name) {
-        let patch = json!({"metadata": {"labels": {api::LABEL_METADATA_NAME: name}}});
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-    }
-
-    if catalog.spec.availability_mode == AvailabilityMode::Unavailable {
-        remove_content(&ctx, &name);
-        // Nothing is left to clean up: the finalizer goes before the status says so.
-        common::remove_finalizer(&api, &catalog, api::FINALIZER_CATALOG).await?;
-        write_status(&ctx.metrics, &api, &catalog, &Outcome::Unavailable).await?;
-        return Ok(Action::await_change());
-    }
-
-    if common::add_finalizer(&api, &catalog, api::FINALIZER_CATALOG).await? {
-        return Ok(Action::requeue(Duration::ZERO));
-    }
-
     let Some(image) = catalog.spec.source.image.as_ref() else {
         let outcome = Outcome::Failed {
             message: "image is required when source type is Image".into(),
@@ -213,9 +188,9 @@ async fn reconcile_catalog(
         write_status(&ctx.metrics, &api, &catalog, &outcome).await?;
         return Ok(Action::await_change());
     };
+    let name = catalog.name_any();
     let spec_ref = image.ref_.clone();
     let poll = poll_minutes(&spec_ref, image.poll_interval_minutes);
-    let generation = catalog.meta().generation;
     let record = ctx.record(&name);
     let content_present = fbc::store::current_dir(&ctx.settings.storage_dir, &name).is_some();
     let status_resolved = catalog
@@ -223,18 +198,10 @@ async fn reconcile_catalog(
         .as_ref()
         .and_then(|s| s.resolved_source.as_ref())
         .map(|r| r.image.ref_.clone());
-    let requeue = |ctx: &CatalogContext| match poll {
-        Some(minutes) => Action::requeue(poll_delay(
-            minutes,
-            ctx.settings.poll_unit,
-            rand::random::<f64>() * 0.01,
-        )),
-        None => Action::await_change(),
-    };
 
-    // Decide whether anything must be pulled (reference §9.1 step 3).
+    // Decide whether anything must be pulled (docs/catalogs.md §9.1 step 3).
     let current = Current {
-        generation,
+        generation: catalog.meta().generation,
         spec_ref: &spec_ref,
         content_present,
         status_resolved: status_resolved.as_deref(),
@@ -257,15 +224,13 @@ async fn reconcile_catalog(
         let secrets = pull_secrets(&ctx).await;
         match ctx.puller.resolve(&spec_ref, &secrets).await {
             Ok(resolved) if resolved == r.resolved_ref => {
-                ctx.set_record(
-                    &name,
-                    Some(Record {
-                        last_poll: Some(Instant::now()),
-                        ..r.clone()
-                    }),
-                );
+                let polled = Record {
+                    last_poll: Some(Instant::now()),
+                    ..r.clone()
+                };
+                ctx.set_record(&name, Some(polled));
                 ctx.failures.succeeded(&name);
-                return Ok(requeue(&ctx));
+                return Ok(requeue(&ctx, poll));
             }
             Ok(_) => {
                 tracing::info!(catalog = %name, "the image tag moved to a new digest; unpacking it")
@@ -273,26 +238,77 @@ async fn reconcile_catalog(
             Err(e) => return fail(&api, &catalog, &ctx, &spec_ref, Failure::Image(e)).await,
         }
     }
+    let reusable = record.filter(|_| content_present);
+    unpack(&api, &catalog, &ctx, &current, reusable).await
+}
 
+/// Deletion, the metadata.name label, `availabilityMode: Unavailable` and the
+/// finalizer; `Some` when the reconcile ends here.
+async fn lifecycle(
+    api: &Api<ClusterCatalog>,
+    catalog: &ClusterCatalog,
+    ctx: &CatalogContext,
+) -> Result<Option<Action>, CatalogError> {
+    let name = catalog.name_any();
+    if catalog.meta().deletion_timestamp.is_some() {
+        remove_content(ctx, &name);
+        write_status(&ctx.metrics, api, catalog, &Outcome::Deleted).await?;
+        common::remove_finalizer(api, catalog, api::FINALIZER_CATALOG).await?;
+        return Ok(Some(Action::await_change()));
+    }
+    // The label users select catalogs by is always present and right.
+    if catalog.labels().get(api::LABEL_METADATA_NAME) != Some(&name) {
+        let patch = json!({"metadata": {"labels": {api::LABEL_METADATA_NAME: name}}});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    if catalog.spec.availability_mode == AvailabilityMode::Unavailable {
+        remove_content(ctx, &name);
+        // Nothing is left to clean up: the finalizer goes before the status says so.
+        common::remove_finalizer(api, catalog, api::FINALIZER_CATALOG).await?;
+        write_status(&ctx.metrics, api, catalog, &Outcome::Unavailable).await?;
+        return Ok(Some(Action::await_change()));
+    }
+    if common::add_finalizer(api, catalog, api::FINALIZER_CATALOG).await? {
+        return Ok(Some(Action::requeue(Duration::ZERO)));
+    }
+    Ok(None)
+}
+
+/// The next reconcile: at the poll interval (with jitter), or on a change only.
+fn requeue(ctx: &CatalogContext, poll: Option<i32>) -> Action {
+    match poll {
+        Some(minutes) => Action::requeue(poll_delay(
+            minutes,
+            ctx.settings.poll_unit,
+            rand::random::<f64>() * 0.01,
+        )),
+        None => Action::await_change(),
+    }
+}
+
+/// Pulls the image and stores its catalog (unless `reusable`, the record of the content
+/// still stored, names the same digest), then reports it as served.
+async fn unpack(
+    api: &Api<ClusterCatalog>,
+    catalog: &ClusterCatalog,
+    ctx: &CatalogContext,
+    current: &Current<'_>,
+    reusable: Option<Record>,
+) -> Result<Action, CatalogError> {
+    let name = catalog.name_any();
+    let spec_ref = current.spec_ref;
     let started = Instant::now();
-    let pulled = match pull_content(&ctx, &spec_ref).await {
+    let pulled = match pull_content(ctx, spec_ref).await {
         Ok(p) => p,
-        Err(e) => return fail(&api, &catalog, &ctx, &spec_ref, Failure::Image(e)).await,
+        Err(e) => return fail(api, catalog, ctx, spec_ref, Failure::Image(e)).await,
     };
-    let reused = record
-        .as_ref()
-        .is_some_and(|r| r.resolved_ref == pulled.reference)
-        && content_present;
-    let last_unpacked = if reused {
-        record
-            .as_ref()
-            .map(|r| r.last_unpacked.clone())
-            .unwrap_or_else(now)
-    } else {
-        match store_content(&ctx, &name, &pulled, started).await {
+    let last_unpacked = match reusable.filter(|r| r.resolved_ref == pulled.reference) {
+        Some(r) => r.last_unpacked,
+        None => match store_content(ctx, &name, &pulled, started).await {
             Ok(last_unpacked) => last_unpacked,
-            Err(e) => return fail(&api, &catalog, &ctx, &spec_ref, Failure::Store(e)).await,
-        }
+            Err(e) => return fail(api, catalog, ctx, spec_ref, Failure::Store(e)).await,
+        },
     };
     let outcome = Outcome::Serving {
         resolved_ref: pulled.reference.clone(),
@@ -302,19 +318,17 @@ async fn reconcile_catalog(
         ),
         last_unpacked: last_unpacked.clone(),
     };
-    write_status(&ctx.metrics, &api, &catalog, &outcome).await?;
-    ctx.set_record(
-        &name,
-        Some(Record {
-            generation,
-            spec_ref: spec_ref.clone(),
-            resolved_ref: pulled.reference.clone(),
-            last_unpacked,
-            last_poll: Some(Instant::now()),
-        }),
-    );
+    write_status(&ctx.metrics, api, catalog, &outcome).await?;
+    let record = Record {
+        generation: current.generation,
+        spec_ref: spec_ref.to_string(),
+        resolved_ref: pulled.reference.clone(),
+        last_unpacked,
+        last_poll: Some(Instant::now()),
+    };
+    ctx.set_record(&name, Some(record));
     ctx.failures.succeeded(&name);
-    Ok(requeue(&ctx))
+    Ok(requeue(ctx, current.poll))
 }
 
 /// What is known of a catalog at a reconcile, for [`next_step`].
@@ -515,95 +529,4 @@ pub async fn pull_secrets(ctx: &CatalogContext) -> DockerConfig {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn digest_refs_never_poll() {
-        assert_eq!(poll_minutes("quay.io/c@sha256:0123", Some(5)), None);
-        assert_eq!(poll_minutes("quay.io/c:latest", Some(5)), Some(5));
-        assert_eq!(poll_minutes("quay.io/c:latest", None), None);
-    }
-
-    fn record(last_poll: Option<Instant>) -> Record {
-        Record {
-            generation: Some(2),
-            spec_ref: "r.io/c:latest".into(),
-            resolved_ref: "r.io/c@sha256:1111".into(),
-            last_unpacked: now(),
-            last_poll,
-        }
-    }
-
-    fn current(poll: Option<i32>) -> Current<'static> {
-        Current {
-            generation: Some(2),
-            spec_ref: "r.io/c:latest",
-            content_present: true,
-            status_resolved: Some("r.io/c@sha256:1111"),
-            poll,
-        }
-    }
-
-    #[test]
-    fn stored_content_of_the_current_status_is_not_pulled_again() {
-        let unit = Duration::from_secs(60);
-        // A record the follower left (no poll yet): nothing to pull; a tag is polled now.
-        assert_eq!(
-            next_step(Some(&record(None)), &current(None), unit),
-            Next::Wait(None)
-        );
-        assert_eq!(
-            next_step(Some(&record(None)), &current(Some(5)), unit),
-            Next::Poll
-        );
-        let polled = record(Some(Instant::now()));
-        match next_step(Some(&polled), &current(Some(5)), unit) {
-            Next::Wait(Some(d)) => assert!(
-                d <= Duration::from_secs(300) && d > Duration::from_secs(290),
-                "{d:?}"
-            ),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn anything_out_of_date_is_pulled() {
-        let unit = Duration::from_secs(60);
-        let r = record(None);
-        assert_eq!(next_step(None, &current(None), unit), Next::Pull);
-        let changed = [
-            Current {
-                generation: Some(3),
-                ..current(None)
-            },
-            Current {
-                spec_ref: "r.io/c:v2",
-                ..current(None)
-            },
-            Current {
-                content_present: false,
-                ..current(None)
-            },
-            Current {
-                status_resolved: Some("r.io/c@sha256:2222"),
-                ..current(None)
-            },
-            Current {
-                status_resolved: None,
-                ..current(None)
-            },
-        ];
-        for c in changed {
-            assert_eq!(next_step(Some(&r), &c, unit), Next::Pull, "{c:?}");
-        }
-    }
-
-    #[test]
-    fn poll_jitter_is_at_most_one_percent() {
-        let unit = Duration::from_secs(60);
-        assert_eq!(poll_delay(10, unit, 0.0), Duration::from_secs(600));
-        assert_eq!(poll_delay(10, unit, 0.01), Duration::from_secs(606));
-        assert_eq!(poll_delay(10, unit, 0.5), Duration::from_secs(606));
-    }
-}
+mod tests;
