@@ -386,3 +386,39 @@ async fn non_successor_is_rejected_under_catalog_provided_and_allowed_when_self_
         .await
         .expect("delete");
 }
+
+#[tokio::test]
+async fn without_service_account_and_default_installer_the_condition_says_what_to_set() {
+    support::controller();
+    let admin = support::cluster().admin().await;
+    let ns = support::namespace(&admin, "nosa").await;
+    let name = support::unique("ext");
+    let mut ext = extension(&name, &ns, &support::unique("pkg"), json!({}));
+    ext.spec.service_account = None;
+    let api: Api<ClusterExtension> = Api::all(admin.clone());
+    api.create(&PostParams::default(), &ext)
+        .await
+        .expect("YAML without serviceAccount is accepted");
+    let e = wait_progressing_message(&api, &name, "spec.serviceAccount is not set").await;
+    let progressing = condition(&e, "Progressing").expect("Progressing");
+    assert_eq!(
+        (progressing.status.as_str(), progressing.reason.as_str()),
+        ("False", "Blocked")
+    );
+    assert!(
+        progressing
+            .message
+            .contains("--default-installer-service-account=<namespace>/<name>"),
+        "{}",
+        progressing.message
+    );
+    let installed = condition(&e, "Installed").expect("Installed");
+    assert_eq!(installed.status, "False");
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    support::eventually(60, "deleted", || async {
+        api.get_opt(&name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}

@@ -134,15 +134,16 @@ async fn namespace_rules() {
 }
 
 #[tokio::test]
-async fn service_account_is_required_and_validated() {
+async fn service_account_is_optional_as_upstream_and_validated_when_set() {
+    // Current upstream releases made spec.serviceAccount optional: their YAML applies.
     let mut spec = ext_spec(json!({"packageName": "p"}));
     spec.as_object_mut()
         .expect("object")
         .remove("serviceAccount");
-    assert_rejected(
-        create_ext(spec.clone()).await,
-        "spec.serviceAccount: Required value",
-    );
+    let created = create_ext(spec.clone())
+        .await
+        .expect("a ClusterExtension without serviceAccount is accepted");
+    assert!(created.data["spec"].get("serviceAccount").is_none());
     spec["serviceAccount"] = json!({"name": ""});
     assert_rejected(create_ext(spec.clone()).await, "spec.serviceAccount.name");
     spec["serviceAccount"] = json!({"name": "Bad_Name"});

@@ -72,7 +72,10 @@ async fn samples_are_accepted() {
     }
     let ext: Api<olmv1::api::ClusterExtension> = Api::all(client.clone());
     let sample = ext.get("argocd").await.expect("sample ClusterExtension");
-    assert_eq!(sample.spec.service_account.name, "argocd-installer");
+    assert_eq!(
+        sample.spec.service_account.map(|a| a.name).as_deref(),
+        Some("argocd-installer")
+    );
     assert_eq!(
         sample
             .spec

@@ -34,12 +34,15 @@ pub struct ClusterExtensionSpec {
     #[schemars(schema_with = "namespace_schema")]
     pub namespace: String,
 
-    /// serviceAccount is a reference to a ServiceAccount used to perform all
+    /// serviceAccount is an optional reference to a ServiceAccount used to perform all
     /// interactions with the cluster that are required to manage the extension.
     /// The ServiceAccount must be configured with the necessary permissions to perform
     /// these interactions. The ServiceAccount must exist in the namespace referenced
-    /// in the spec.
-    pub service_account: ServiceAccountReference,
+    /// in the spec. When it is not set, the controller's configuration decides: a
+    /// default installer ServiceAccount, the controller's own identity, or (the default)
+    /// a Progressing condition saying what to set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account: Option<ServiceAccountReference>,
 
     /// source is a required field which selects the installation source of content for
     /// this ClusterExtension. Selection is performed by setting the sourceType.

@@ -113,12 +113,18 @@ mod tests {
             .iter()
             .filter_map(Value::as_str)
             .collect();
-        for field in ["namespace", "serviceAccount", "source"] {
+        for field in ["namespace", "source"] {
             assert!(
                 required.contains(&field),
                 "{field} must be required: {required:?}"
             );
         }
+        // Optional since upstream 1.11; its name is still validated when set.
+        assert!(!required.contains(&"serviceAccount"), "{required:?}");
+        assert_eq!(
+            spec["properties"]["serviceAccount"]["required"],
+            serde_json::json!(["name"])
+        );
         let catalog = &spec["properties"]["source"]["properties"]["catalog"];
         assert_eq!(
             catalog["properties"]["upgradeConstraintPolicy"]["default"],

@@ -264,6 +264,7 @@ fn extension_settings(args: &ControllerArgs) -> extension::ExtensionSettings {
         global_pull_secret: args.global_pull_secret.clone(),
         cert_provider: crate::bundle::CertProvider::CertManager,
         minute: Duration::from_secs(args.poll_unit_seconds.max(1)),
+        default_installer: args.default_installer(),
     }
 }
 

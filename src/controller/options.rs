@@ -54,6 +54,19 @@ pub struct ControllerArgs {
     #[arg(long, default_value = "olmv1-controller")]
     pub service_account: String,
 
+    /// The installer of ClusterExtensions that set no `spec.serviceAccount`
+    /// (`<namespace>/<name>`); without it (and without --allow-controller-identity) such
+    /// extensions are refused with a condition saying what to set.
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = parse_installer)]
+    pub default_installer_service_account:
+        Option<crate::controller::extension::installer::InstallerAccount>,
+
+    /// Install ClusterExtensions that set no `spec.serviceAccount` as the controller's
+    /// own ServiceAccount (--namespace/--service-account), as upstream OLM v1 does; that
+    /// account then needs the rights to install anything (upstream binds cluster-admin).
+    #[arg(long, conflicts_with = "default_installer_service_account")]
+    pub allow_controller_identity: bool,
+
     /// Store catalogs that violate FBC invariants (as catalogd does) instead of
     /// rejecting them; the violations are logged.
     #[arg(long)]
@@ -85,4 +98,26 @@ pub struct ControllerArgs {
     /// This replica's identity in the lease; default: $POD_NAME, else host name and pid.
     #[arg(long, env = "POD_NAME")]
     pub leader_election_identity: Option<String>,
+}
+
+fn parse_installer(
+    value: &str,
+) -> Result<crate::controller::extension::installer::InstallerAccount, String> {
+    crate::controller::extension::installer::InstallerAccount::parse(value)
+}
+
+impl ControllerArgs {
+    /// The installer of extensions without `spec.serviceAccount`, from
+    /// --default-installer-service-account or --allow-controller-identity.
+    pub fn default_installer(
+        &self,
+    ) -> Option<crate::controller::extension::installer::InstallerAccount> {
+        if self.allow_controller_identity {
+            return Some(crate::controller::extension::installer::InstallerAccount {
+                namespace: self.namespace.clone(),
+                name: self.service_account.clone(),
+            });
+        }
+        self.default_installer_service_account.clone()
+    }
 }

@@ -243,6 +243,14 @@ pub struct RunningController {
 }
 
 pub fn controller() -> &'static RunningController {
+    controller_with(|_| {})
+}
+
+/// [`controller`], started with `configure` applied to its arguments (only the first
+/// call of a test binary starts it: one controller per control plane).
+pub fn controller_with(
+    configure: impl FnOnce(&mut olmv1::controller::ControllerArgs),
+) -> &'static RunningController {
     static CONTROLLER: OnceLock<RunningController> = OnceLock::new();
     CONTROLLER.get_or_init(|| {
         let cluster = cluster();
@@ -260,7 +268,7 @@ pub fn controller() -> &'static RunningController {
         let ca_file = cache_dir.join("registry-ca.pem");
         std::fs::write(&ca_file, auth.ca_pem().unwrap_or_default())
             .unwrap_or_else(|e| panic!("{e}"));
-        let args = olmv1::controller::ControllerArgs {
+        let mut args = olmv1::controller::ControllerArgs {
             kubeconfig: Some(cluster.controller_kubeconfig.clone()),
             health_probe_bind_address: format!("127.0.0.1:{health}"),
             catalog_server_bind_address: format!("127.0.0.1:{catalogs}"),
@@ -280,7 +288,10 @@ pub fn controller() -> &'static RunningController {
             leader_elect: false,
             lease_duration_seconds: 15,
             leader_election_identity: None,
+            default_installer_service_account: None,
+            allow_controller_identity: false,
         };
+        configure(&mut args);
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)

@@ -4,6 +4,7 @@
 //! ([`super::finalize`]), status, Events and the failure bookkeeping. Decides nothing.
 
 use super::flow::Executor;
+use super::installer::{self, InstallerAccount};
 use super::plan::{InstallFailure, Installed, Note};
 use super::status::{self, Observation};
 use super::{ExtensionContext, ExtensionError, finalize, install};
@@ -26,6 +27,8 @@ pub(crate) struct KubeExecutor<'a> {
     pub ext: &'a ClusterExtension,
     pub api: Api<ClusterExtension>,
     pub owner: Owner,
+    /// Who installs ([`installer::choose`]).
+    pub installer: Result<InstallerAccount, String>,
 }
 
 impl<'a> KubeExecutor<'a> {
@@ -35,11 +38,16 @@ impl<'a> KubeExecutor<'a> {
             ext,
             api: Api::all(ctx.client.clone()),
             owner: Owner::new(ext.name_any(), ext.uid().unwrap_or_default()),
+            installer: installer::choose(&ext.spec, ctx.settings.default_installer.as_ref()),
         }
     }
 }
 
 impl Executor for KubeExecutor<'_> {
+    fn installer(&self) -> Result<InstallerAccount, String> {
+        self.installer.clone()
+    }
+
     async fn add_finalizer(&self) -> Result<(), kube::Error> {
         common::add_finalizer(&self.api, self.ext, api::FINALIZER_EXTENSION).await?;
         Ok(())
@@ -48,7 +56,9 @@ impl Executor for KubeExecutor<'_> {
     async fn validate(&self) -> Vec<String> {
         let client = &self.ctx.client;
         let namespace = &self.ext.spec.namespace;
-        let account = &self.ext.spec.service_account.name;
+        let Ok(installer) = &self.installer else {
+            return Vec::new();
+        };
         let mut errors = Vec::new();
         match Api::<Namespace>::all(client.clone())
             .get_opt(namespace)
@@ -61,6 +71,7 @@ impl Executor for KubeExecutor<'_> {
         if !errors.is_empty() {
             return errors;
         }
+        let (account, namespace) = (&installer.name, &installer.namespace);
         match Api::<ServiceAccount>::namespaced(client.clone(), namespace)
             .get_opt(account)
             .await
@@ -114,12 +125,15 @@ impl Executor for KubeExecutor<'_> {
         target: &BundleIdentity,
         history: Option<&RevisionHistory>,
     ) -> Result<Installed, InstallFailure> {
+        let installer = self
+            .installer
+            .as_ref()
+            .map_err(|message| InstallFailure::Blocked(message.clone()))?;
         let (installed, managed) =
-            install::install(self.ctx, self.ext, &self.owner, target, history).await?;
-        let spec = &self.ext.spec;
+            install::install(self.ctx, self.ext, installer, &self.owner, target, history).await?;
         self.ctx.drift.ensure(
             &self.ext.name_any(),
-            (&spec.namespace, &spec.service_account.name),
+            (&installer.namespace, &installer.name),
             &self.ctx.installers,
             &managed,
         );

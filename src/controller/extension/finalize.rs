@@ -50,8 +50,6 @@ pub(crate) async fn finalize(exec: &KubeExecutor<'_>) -> Result<Action, Extensio
     {
         return Ok(Action::await_change());
     }
-    let namespace = &ext.spec.namespace;
-    let account = &ext.spec.service_account.name;
     let history = match ctx.store.load(&exec.owner).await {
         Ok(h) => h,
         Err(e) => {
@@ -63,6 +61,15 @@ pub(crate) async fn finalize(exec: &KubeExecutor<'_>) -> Result<Action, Extensio
         .as_ref()
         .map(|h| h.all_objects())
         .unwrap_or_default();
+    let Ok(account) = &exec.installer else {
+        // Nobody may act for the extension: its objects go with it (ownerReferences).
+        let message = format!(
+            "no installer ServiceAccount is set: {} object(s) are left to garbage collection through their ownerReferences to ClusterExtension {name:?}",
+            objects.len()
+        );
+        return remove(exec, &note(true, "InstallerAccountMissing", message)).await;
+    };
+    let (namespace, account) = (&account.namespace, &account.name);
     let installer = match ctx.installers.get(namespace, account) {
         Ok(c) => c,
         Err(e) => return Ok(uninstall_failed(exec, e.to_string()).await),
@@ -89,11 +96,18 @@ pub(crate) async fn finalize(exec: &KubeExecutor<'_>) -> Result<Action, Extensio
         }
         Err(e) => return Ok(uninstall_failed(exec, e.to_string()).await),
     };
-    emit(ctx, ext, &note).await;
+    ctx.installers.forget(namespace, account);
+    remove(exec, &note).await
+}
+
+/// The end of an uninstall: its Event, then the revision record and the finalizer go.
+async fn remove(exec: &KubeExecutor<'_>, note: &Note) -> Result<Action, ExtensionError> {
+    let (ctx, ext) = (exec.ctx, exec.ext);
+    let name = ext.name_any();
+    emit(ctx, ext, note).await;
     if let Err(e) = ctx.store.delete(&name).await {
         tracing::warn!(extension = %name, error = %e, "deleting the revision record");
     }
-    ctx.installers.forget(namespace, account);
     common::remove_finalizer(&exec.api, ext, api::FINALIZER_EXTENSION).await?;
     ctx.failures.succeeded(&name);
     ctx.metrics.forget_extension(&name);

@@ -4,6 +4,7 @@
 //! against a fake (below); the real one is [`super::executor::KubeExecutor`].
 
 use super::ExtensionError;
+use super::installer::InstallerAccount;
 use super::plan::{self, Facts, InstallFailure, Installed, Next, Note, Plan, Report};
 use super::status::Observation;
 use crate::api::{self, BundleIdentity, ClusterExtension};
@@ -15,6 +16,8 @@ use std::time::Duration;
 
 /// The I/O of one reconcile of one ClusterExtension.
 pub(crate) trait Executor {
+    /// Who installs the extension ([`super::installer::choose`]).
+    fn installer(&self) -> Result<InstallerAccount, String>;
     /// Adds the finalizer.
     async fn add_finalizer(&self) -> Result<(), kube::Error>;
     /// What the API server cannot check: the namespace and installer account exist.
@@ -55,15 +58,14 @@ pub(crate) async fn reconcile<E: Executor>(
     ext: &ClusterExtension,
     exec: &E,
 ) -> Result<Action, ExtensionError> {
-    let mut facts = Facts {
-        generation: ext.metadata.generation,
-        deleting: ext.metadata.deletion_timestamp.is_some(),
-        has_finalizer: ext
-            .finalizers()
+    let mut facts = Facts::new(
+        ext.metadata.generation,
+        ext.metadata.deletion_timestamp.is_some(),
+        ext.finalizers()
             .iter()
             .any(|f| f == api::FINALIZER_EXTENSION),
-        ..Facts::default()
-    };
+        exec.installer(),
+    );
     loop {
         match plan::decide(&ext.spec, &facts) {
             Plan::Uninstall => return exec.uninstall().await,

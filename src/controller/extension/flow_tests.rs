@@ -4,6 +4,7 @@
 //! unreadable record, resolution failure, catalog gone, missing catalog source and
 //! `progressDeadlineMinutes`.
 
+use super::super::installer::InstallerAccount;
 use super::super::status::Outcome;
 use super::*;
 use crate::api::conditions::{REASON_BLOCKED, REASON_INVALID_CONFIGURATION};
@@ -18,6 +19,8 @@ use std::cell::RefCell;
 /// What the fake executor answers, and what it was asked.
 #[derive(Default)]
 struct Fake {
+    /// `None`: the extension's own `spec.serviceAccount` (sa in ns).
+    installer: Option<Result<InstallerAccount, String>>,
     validation: Vec<String>,
     record: Option<Result<Option<RevisionHistory>, String>>,
     resolution: Option<Result<Resolution, ResolveError>>,
@@ -58,6 +61,14 @@ impl Fake {
 }
 
 impl Executor for Fake {
+    fn installer(&self) -> Result<InstallerAccount, String> {
+        self.installer.clone().unwrap_or_else(|| {
+            Ok(InstallerAccount {
+                namespace: "ns".into(),
+                name: "sa".into(),
+            })
+        })
+    }
     async fn add_finalizer(&self) -> Result<(), kube::Error> {
         self.call("add_finalizer");
         Ok(())
@@ -240,7 +251,7 @@ fn first_install() {
         [(
             false,
             "Installed",
-            "installed bundle p.v1.0.0 version 1.0.0".to_string()
+            "installed bundle p.v1.0.0 version 1.0.0 as system:serviceaccount:ns:sa".to_string()
         )]
     );
     assert!(fake.errors.borrow().is_empty());
@@ -262,7 +273,7 @@ fn upgrade_reports_the_deprecation_of_the_new_bundle() {
         [(
             false,
             "Upgraded",
-            "upgraded from 1.0.0 to 1.1.0 (p.v1.1.0)".to_string()
+            "upgraded from 1.0.0 to 1.1.0 (p.v1.1.0) as system:serviceaccount:ns:sa".to_string()
         )]
     );
     let status = fake.status.borrow().clone().expect("status");
@@ -557,4 +568,43 @@ fn resolution_runs_once_per_reconcile() {
         .filter(|c| c.starts_with("resolve"))
         .count();
     assert_eq!(resolves, 1);
+}
+
+#[test]
+fn without_an_installer_nothing_is_looked_up_and_the_condition_says_what_to_set() {
+    let fake = Fake {
+        installer: Some(Err("spec.serviceAccount is not set …".into())),
+        ..Fake::default()
+    };
+    assert_eq!(run(&ext(), &fake), Action::await_change());
+    assert_eq!(fake.calls(), ["write_status"]);
+    assert_eq!(
+        fake.outcome(),
+        Outcome::Blocked {
+            reason: REASON_BLOCKED,
+            message: "spec.serviceAccount is not set …".into()
+        }
+    );
+    assert_eq!(*fake.errors.borrow(), ["InstallerUnset"]);
+}
+
+#[test]
+fn the_default_installer_is_named_in_the_event() {
+    let fake = Fake {
+        installer: Some(Ok(InstallerAccount {
+            namespace: "olmv1-system".into(),
+            name: "installer".into(),
+        })),
+        resolution: Some(resolved("1.0.0", None)),
+        install: Some(Ok(pulled("1.0.0"))),
+        ..Fake::default()
+    };
+    run(&ext(), &fake);
+    assert!(
+        fake.events()[0]
+            .2
+            .ends_with(" as system:serviceaccount:olmv1-system:installer"),
+        "{:?}",
+        fake.events()
+    );
 }

@@ -5,6 +5,7 @@
 //! [`InstallFailure`]; the decisions are in [`crate::bundle`], [`crate::preflight`] and
 //! [`super::certs`].
 
+use super::installer::InstallerAccount;
 use super::plan::{InstallFailure, Installed};
 use super::{ExtensionContext, certs, prune};
 use crate::api::{BundleIdentity, ClusterExtension, CrdUpgradeSafetyEnforcement};
@@ -16,11 +17,12 @@ use crate::server::metrics::Phase;
 use serde_json::Value;
 use std::time::Instant;
 
-/// Installs `target` for `ext`: what the install did, and the objects of the installed
+/// Installs `target` for `ext` as `installer`: what the install did, and the objects of the installed
 /// revision (for the drift watches).
 pub(crate) async fn install(
     ctx: &ExtensionContext,
     ext: &ClusterExtension,
+    installer: &InstallerAccount,
     owner: &Owner,
     target: &BundleIdentity,
     history: Option<&RevisionHistory>,
@@ -28,8 +30,7 @@ pub(crate) async fn install(
     let (loaded, image) = pull(ctx, target).await?;
     let rendered = render(ctx, ext, loaded).await?;
     let bundle = target.pulled(&image);
-    let namespace = &ext.spec.namespace;
-    let account = &ext.spec.service_account.name;
+    let (namespace, account) = (&installer.namespace, &installer.name);
     let installer = ctx
         .installers
         .get(namespace, account)

@@ -17,6 +17,7 @@ mod executor;
 pub mod finalize;
 mod flow;
 mod install;
+pub mod installer;
 pub mod plan;
 pub mod prune;
 pub mod status;
@@ -55,6 +56,9 @@ pub struct ExtensionSettings {
     pub cert_provider: CertProvider,
     /// Length of one minute of `progressDeadlineMinutes` (shorter in tests).
     pub minute: Duration,
+    /// The installer of extensions that name no `spec.serviceAccount`; `None`: refuse
+    /// them.
+    pub default_installer: Option<installer::InstallerAccount>,
 }
 
 pub struct ExtensionContext {

@@ -8,6 +8,7 @@
 //! `progressDeadlineMinutes`. The I/O for each step is done by the
 //! [`super::flow::Executor`]; nothing here waits on anything.
 
+use super::installer::InstallerAccount;
 use super::status::{Observation, Outcome, for_resolved_bundle, validation_failed};
 use crate::api::conditions::{REASON_BLOCKED, REASON_INVALID_CONFIGURATION};
 use crate::api::{BundleIdentity, ClusterExtensionSpec, UpgradeConstraintPolicy};
@@ -17,11 +18,13 @@ use crate::resolve::{Resolution, ResolveError, ResolveRequest, UpgradePolicy};
 use std::time::Duration;
 
 /// What one reconcile knows so far; `None`: not looked up yet.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Facts {
     pub generation: Option<i64>,
     pub deleting: bool,
     pub has_finalizer: bool,
+    /// Who installs ([`super::installer::choose`]), or why nobody may.
+    pub installer: Result<InstallerAccount, String>,
     /// What the API server cannot check (the namespace and installer account exist);
     /// empty when everything is there.
     pub validation: Option<Vec<String>>,
@@ -31,6 +34,24 @@ pub struct Facts {
 }
 
 impl Facts {
+    /// What a reconcile of an object at `generation` knows before any lookup.
+    pub fn new(
+        generation: Option<i64>,
+        deleting: bool,
+        has_finalizer: bool,
+        installer: Result<InstallerAccount, String>,
+    ) -> Facts {
+        Facts {
+            generation,
+            deleting,
+            has_finalizer,
+            installer,
+            validation: None,
+            record: None,
+            resolution: None,
+        }
+    }
+
     /// The revision record, when it was read.
     pub fn history(&self) -> Option<&RevisionHistory> {
         self.record
@@ -139,6 +160,22 @@ pub fn decide(spec: &ClusterExtensionSpec, facts: &Facts) -> Plan {
     }
     if !facts.has_finalizer {
         return Plan::AddFinalizer;
+    }
+    if let Err(message) = &facts.installer {
+        return Plan::Report(Box::new(Report {
+            observation: observe(
+                facts,
+                facts.installed().cloned(),
+                Outcome::Blocked {
+                    reason: REASON_BLOCKED,
+                    message: message.clone(),
+                },
+                None,
+            ),
+            events: Vec::new(),
+            error: Some("InstallerUnset"),
+            next: Next::AwaitChange,
+        }));
     }
     let Some(errors) = &facts.validation else {
         return Plan::Validate;
@@ -276,6 +313,11 @@ pub fn after_install(
         }
     };
     let bundle = install.target.pulled(&done.image);
+    let by = facts
+        .installer
+        .as_ref()
+        .map(|a| format!(" as {a}"))
+        .unwrap_or_default();
     let mut events = Vec::new();
     match previous {
         Some(old) if *old == bundle => {
@@ -294,7 +336,7 @@ pub fn after_install(
             "Upgraded",
             "Install",
             format!(
-                "upgraded from {} to {} ({})",
+                "upgraded from {} to {} ({}){by}",
                 old.version, bundle.version, bundle.name
             ),
         )),
@@ -302,7 +344,7 @@ pub fn after_install(
             "Installed",
             "Install",
             format!(
-                "installed bundle {} version {}",
+                "installed bundle {} version {}{by}",
                 bundle.name, bundle.version
             ),
         )),
