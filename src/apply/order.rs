@@ -2,25 +2,7 @@
 
 use serde_json::Value;
 
-/// One apply phase; phases run in declaration order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PhaseKind {
-    Namespaces,
-    Policies,
-    ServiceAccounts,
-    Config,
-    Storage,
-    Crds,
-    Roles,
-    Bindings,
-    Services,
-    Workloads,
-    Autoscalers,
-    Monitoring,
-    /// Kinds this table does not know (custom resources of bundled CRDs and others).
-    Other,
-    Webhooks,
-}
+pub use crate::kinds::PhaseKind;
 
 /// A phase and the indices (into the input slice, input order kept) of its objects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,42 +11,9 @@ pub struct Phase {
     pub objects: Vec<usize>,
 }
 
-/// The phase of a (apiVersion group, kind).
+/// The phase of a (apiVersion group, kind) (see [`crate::kinds::KINDS`]).
 pub fn phase_of(group: &str, kind: &str) -> PhaseKind {
-    use PhaseKind::*;
-    match (group, kind) {
-        ("", "Namespace") => Namespaces,
-        ("networking.k8s.io", "NetworkPolicy")
-        | ("", "ResourceQuota" | "LimitRange")
-        | ("scheduling.k8s.io", "PriorityClass")
-        | ("policy", "PodDisruptionBudget" | "PodSecurityPolicy") => Policies,
-        ("", "ServiceAccount") => ServiceAccounts,
-        ("", "Secret" | "ConfigMap") => Config,
-        ("storage.k8s.io", "StorageClass") | ("", "PersistentVolume" | "PersistentVolumeClaim") => {
-            Storage
-        }
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => Crds,
-        ("rbac.authorization.k8s.io", "ClusterRole" | "Role") => Roles,
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding" | "RoleBinding") => Bindings,
-        ("", "Service") | ("cert-manager.io", "Certificate" | "Issuer" | "ClusterIssuer") => {
-            Services
-        }
-        ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet")
-        | ("batch", "Job" | "CronJob")
-        | ("", "Pod") => Workloads,
-        ("autoscaling", "HorizontalPodAutoscaler")
-        | ("autoscaling.k8s.io", "VerticalPodAutoscaler") => Autoscalers,
-        ("monitoring.coreos.com", _) => Monitoring,
-        (
-            "admissionregistration.k8s.io",
-            "ValidatingWebhookConfiguration"
-            | "MutatingWebhookConfiguration"
-            | "ValidatingAdmissionPolicy"
-            | "ValidatingAdmissionPolicyBinding",
-        )
-        | ("apiregistration.k8s.io", "APIService") => Webhooks,
-        _ => Other,
-    }
+    crate::kinds::phase_of(group, kind)
 }
 
 /// The group of an object's apiVersion (`""` for the core group).
