@@ -6,6 +6,7 @@ use super::super::csv::{DeploymentEntry, WebhookDescription, WebhookType};
 use super::super::names::name_for_base_and_suffix;
 use super::{CERT_MANAGER_INJECT, Ctx, cert_name, object, set_annotation, webhook_service_name};
 use serde_json::{Map, Value, json};
+use std::collections::BTreeSet;
 
 /// 7. One Validating/MutatingWebhookConfiguration per admission webhook.
 pub(super) fn configurations(ctx: &Ctx<'_>, out: &mut Vec<Value>) {
@@ -177,8 +178,10 @@ fn name_of(v: &Value) -> &str {
     v.get("name").and_then(Value::as_str).unwrap_or_default()
 }
 
-/// Adds the cert Secret volumes/mounts, replacing same-named volumes and same-named or
-/// same-path mounts.
+/// Adds the cert Secret volumes and mounts to a webhook deployment. As upstream: the
+/// volumes to replace are the two cert volumes by name plus every volume some container
+/// mounts on one of the two cert paths; those volumes leave the pod and their mounts leave
+/// every container, then the cert volumes and mounts are added.
 pub(super) fn add_cert_volumes(dep: &mut Value, secret: &str) {
     let volumes = vec![
         json!({"name": "apiservice-cert", "secret": {"secretName": secret, "items": [{"key": "tls.crt", "path": "apiserver.crt"}, {"key": "tls.key", "path": "apiserver.key"}]}}),
@@ -188,7 +191,6 @@ pub(super) fn add_cert_volumes(dep: &mut Value, secret: &str) {
         json!({"name": "apiservice-cert", "mountPath": APISERVICE_CERT_PATH}),
         json!({"name": "webhook-cert", "mountPath": WEBHOOK_CERT_PATH}),
     ];
-    let names = ["apiservice-cert", "webhook-cert"];
     let paths = [APISERVICE_CERT_PATH, WEBHOOK_CERT_PATH];
     let Some(pod) = dep
         .pointer_mut("/spec/template/spec")
@@ -196,12 +198,32 @@ pub(super) fn add_cert_volumes(dep: &mut Value, secret: &str) {
     else {
         return;
     };
+    let mut replaced: BTreeSet<String> = ["apiservice-cert", "webhook-cert"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    for m in pod
+        .get("containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("volumeMounts").and_then(Value::as_array))
+        .flatten()
+    {
+        let path = m
+            .get("mountPath")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if paths.contains(&path) {
+            replaced.insert(name_of(m).to_owned());
+        }
+    }
     let mut vols: Vec<Value> = pod
         .get("volumes")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    vols.retain(|v| !names.contains(&name_of(v)));
+    vols.retain(|v| !replaced.contains(name_of(v)));
     vols.extend(volumes);
     pod.insert("volumes".into(), Value::Array(vols));
     if let Some(containers) = pod.get_mut("containers").and_then(Value::as_array_mut) {
@@ -211,14 +233,7 @@ pub(super) fn add_cert_volumes(dep: &mut Value, secret: &str) {
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
-            ms.retain(|m| {
-                !names.contains(&name_of(m))
-                    && !paths.contains(
-                        &m.get("mountPath")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default(),
-                    )
-            });
+            ms.retain(|m| !replaced.contains(name_of(m)));
             ms.extend(mounts.iter().cloned());
             c.insert("volumeMounts".into(), Value::Array(ms));
         }
