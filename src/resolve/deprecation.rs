@@ -3,7 +3,9 @@
 //! as plain data from the winning catalog's `olm.deprecations`, the requested channels
 //! and the installed bundle. The controller maps these onto Kubernetes Conditions.
 
-use crate::fbc::model::{Deprecation, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
+use crate::fbc::model::{
+    Deprecation, DeprecationEntry, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE,
+};
 
 pub const TYPE_DEPRECATED: &str = "Deprecated";
 pub const TYPE_PACKAGE_DEPRECATED: &str = "PackageDeprecated";
@@ -68,6 +70,65 @@ fn cond(
     }
 }
 
+/// `BundleDeprecated` when nothing is installed.
+fn no_bundle() -> DeprecationCondition {
+    cond(
+        TYPE_BUNDLE_DEPRECATED,
+        ConditionStatus::Unknown,
+        REASON_ABSENT,
+        MESSAGE_NO_BUNDLE,
+    )
+}
+
+/// The four conditions when the catalog data is unavailable: all Unknown.
+fn unknown_conditions(installed: bool) -> [DeprecationCondition; 4] {
+    let unknown = |t| cond(t, ConditionStatus::Unknown, REASON_UNKNOWN, MESSAGE_UNKNOWN);
+    [
+        unknown(TYPE_DEPRECATED),
+        unknown(TYPE_PACKAGE_DEPRECATED),
+        unknown(TYPE_CHANNEL_DEPRECATED),
+        if installed {
+            unknown(TYPE_BUNDLE_DEPRECATED)
+        } else {
+            no_bundle()
+        },
+    ]
+}
+
+/// Whether an entry's reference matches `pred` (schema, name), and the non-empty
+/// messages of the entries that do.
+fn matching(entries: &[DeprecationEntry], pred: impl Fn(&str, &str) -> bool) -> (bool, Vec<&str>) {
+    let hits: Vec<_> = entries
+        .iter()
+        .filter(|e| pred(&e.reference.schema, &e.reference.name))
+        .collect();
+    let messages = hits
+        .iter()
+        .map(|e| e.message.as_str())
+        .filter(|m| !m.is_empty())
+        .collect();
+    (!hits.is_empty(), messages)
+}
+
+/// One of the package, channel and bundle conditions: True with the messages, else False.
+fn specific(type_: &'static str, hit: bool, msgs: &[&str], not_msg: &str) -> DeprecationCondition {
+    if hit {
+        cond(
+            type_,
+            ConditionStatus::True,
+            REASON_DEPRECATED,
+            msgs.join("\n"),
+        )
+    } else {
+        cond(
+            type_,
+            ConditionStatus::False,
+            REASON_NOT_DEPRECATED,
+            not_msg,
+        )
+    }
+}
+
 /// Computes the four conditions, in the order Deprecated, PackageDeprecated,
 /// ChannelDeprecated, BundleDeprecated. `installed_bundle` is the name of the bundle
 /// that is installed now (not the resolved one), `None` if nothing is installed.
@@ -76,61 +137,21 @@ pub fn deprecation_conditions(
     requested_channels: &[String],
     installed_bundle: Option<&str>,
 ) -> [DeprecationCondition; 4] {
-    use ConditionStatus::*;
-    let no_bundle = || {
-        cond(
-            TYPE_BUNDLE_DEPRECATED,
-            Unknown,
-            REASON_ABSENT,
-            MESSAGE_NO_BUNDLE,
-        )
-    };
     let deprecation = match data {
-        CatalogData::Unavailable => {
-            let unknown = |t| cond(t, Unknown, REASON_UNKNOWN, MESSAGE_UNKNOWN);
-            return [
-                unknown(TYPE_DEPRECATED),
-                unknown(TYPE_PACKAGE_DEPRECATED),
-                unknown(TYPE_CHANNEL_DEPRECATED),
-                if installed_bundle.is_some() {
-                    unknown(TYPE_BUNDLE_DEPRECATED)
-                } else {
-                    no_bundle()
-                },
-            ];
-        }
+        CatalogData::Unavailable => return unknown_conditions(installed_bundle.is_some()),
         CatalogData::Available(d) => d,
     };
     let entries = deprecation
         .map(|d| d.entries.as_slice())
         .unwrap_or_default();
-    let select = |pred: &dyn Fn(&str, &str) -> bool| -> (bool, Vec<&str>) {
-        let hits: Vec<_> = entries
-            .iter()
-            .filter(|e| pred(&e.reference.schema, &e.reference.name))
-            .collect();
-        let messages = hits
-            .iter()
-            .map(|e| e.message.as_str())
-            .filter(|m| !m.is_empty())
-            .collect();
-        (!hits.is_empty(), messages)
-    };
-    let (pkg_hit, pkg_msgs) = select(&|schema, _| schema == SCHEMA_PACKAGE);
-    let (ch_hit, ch_msgs) = select(&|schema, name| {
+    let (pkg_hit, pkg_msgs) = matching(entries, |schema, _| schema == SCHEMA_PACKAGE);
+    let (ch_hit, ch_msgs) = matching(entries, |schema, name| {
         schema == SCHEMA_CHANNEL
             && (requested_channels.is_empty() || requested_channels.iter().any(|c| c == name))
     });
     let (b_hit, b_msgs) = match installed_bundle {
-        Some(b) => select(&|schema, name| schema == SCHEMA_BUNDLE && name == b),
+        Some(b) => matching(entries, |schema, name| schema == SCHEMA_BUNDLE && name == b),
         None => (false, Vec::new()),
-    };
-    let sub = |t, hit: bool, msgs: &[&str], not_msg: &str| {
-        if hit {
-            cond(t, True, REASON_DEPRECATED, msgs.join("\n"))
-        } else {
-            cond(t, False, REASON_NOT_DEPRECATED, not_msg)
-        }
     };
     let all: Vec<&str> = pkg_msgs
         .iter()
@@ -141,29 +162,34 @@ pub fn deprecation_conditions(
     let rollup = if all.is_empty() {
         cond(
             TYPE_DEPRECATED,
-            False,
+            ConditionStatus::False,
             REASON_NOT_DEPRECATED,
             "not deprecated",
         )
     } else {
-        cond(TYPE_DEPRECATED, True, REASON_DEPRECATED, all.join("\n"))
+        cond(
+            TYPE_DEPRECATED,
+            ConditionStatus::True,
+            REASON_DEPRECATED,
+            all.join("\n"),
+        )
     };
     [
         rollup,
-        sub(
+        specific(
             TYPE_PACKAGE_DEPRECATED,
             pkg_hit,
             &pkg_msgs,
             "package not deprecated",
         ),
-        sub(
+        specific(
             TYPE_CHANNEL_DEPRECATED,
             ch_hit,
             &ch_msgs,
             "channel not deprecated",
         ),
         if installed_bundle.is_some() {
-            sub(
+            specific(
                 TYPE_BUNDLE_DEPRECATED,
                 b_hit,
                 &b_msgs,
