@@ -4,9 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use futures::StreamExt;
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
 use oci_client::errors::{DigestError, OciDistributionError};
 use oci_client::manifest::{OciDescriptor, OciManifest};
 use oci_client::secrets::RegistryAuth;
@@ -16,7 +18,9 @@ use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use super::error::{Classified, classify, error_chain};
-use super::{ImageError, ImagePuller, MANIFEST_MEDIA_TYPES, validate_digest};
+use super::{
+    Credentials, DockerConfig, ImageError, ImagePuller, MANIFEST_MEDIA_TYPES, validate_digest,
+};
 
 /// The registry side of one pull: the image as asked for (for messages), its registry
 /// host, and the client and credentials to reach it.
@@ -29,6 +33,53 @@ pub(super) struct Remote<'a> {
 }
 
 impl ImagePuller {
+    /// The client for `creds` (one per credential set, created on first use).
+    fn client(&self, creds: Option<&Credentials>) -> Result<Arc<Client>, ImageError> {
+        let key = creds.cloned();
+        let mut map = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = map.get(&key) {
+            return Ok(c.clone());
+        }
+        if map.len() > 64 {
+            map.clear();
+        }
+        let extra = self
+            .config
+            .ca_bundle_pem
+            .iter()
+            .map(|pem| Certificate {
+                encoding: CertificateEncoding::Pem,
+                data: pem.clone(),
+            })
+            .collect();
+        let cfg = ClientConfig {
+            protocol: ClientProtocol::HttpsExcept(self.config.insecure_registries.clone()),
+            extra_root_certificates: extra,
+            platform_resolver: None,
+            connect_timeout: Some(self.config.connect_timeout),
+            read_timeout: Some(self.config.read_timeout),
+            user_agent: concat!("olmv1/", env!("CARGO_PKG_VERSION")),
+            ..Default::default()
+        };
+        let client = Arc::new(Client::new(cfg));
+        map.insert(key, client.clone());
+        Ok(client)
+    }
+
+    /// The client and the credentials for `r`'s registry.
+    pub(super) fn client_and_auth(
+        &self,
+        r: &Reference,
+        secrets: &DockerConfig,
+    ) -> Result<(Arc<Client>, RegistryAuth), ImageError> {
+        let creds = secrets.credentials_for(r.registry());
+        let auth = match creds {
+            Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
+            None => RegistryAuth::Anonymous,
+        };
+        Ok((self.client(creds)?, auth))
+    }
+
     /// Runs `op` until it succeeds, fails for good, or the retry policy gives up.
     pub(super) async fn retry<T, F, Fut>(&self, image: &str, mut op: F) -> Result<T, ImageError>
     where

@@ -22,9 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
 use oci_client::manifest::{ImageIndexEntry, OciImageManifest, OciManifest};
-use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -235,38 +233,6 @@ impl ImagePuller {
         }
     }
 
-    fn client(&self, creds: Option<&Credentials>) -> Result<Arc<Client>, ImageError> {
-        let key = creds.cloned();
-        let mut map = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = map.get(&key) {
-            return Ok(c.clone());
-        }
-        if map.len() > 64 {
-            map.clear();
-        }
-        let extra = self
-            .config
-            .ca_bundle_pem
-            .iter()
-            .map(|pem| Certificate {
-                encoding: CertificateEncoding::Pem,
-                data: pem.clone(),
-            })
-            .collect();
-        let cfg = ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(self.config.insecure_registries.clone()),
-            extra_root_certificates: extra,
-            platform_resolver: None,
-            connect_timeout: Some(self.config.connect_timeout),
-            read_timeout: Some(self.config.read_timeout),
-            user_agent: concat!("olmv1/", env!("CARGO_PKG_VERSION")),
-            ..Default::default()
-        };
-        let client = Arc::new(Client::new(cfg));
-        map.insert(key, client.clone());
-        Ok(client)
-    }
-
     /// Resolve `reference` to its digest-pinned form (`<repo>@sha256:…`) with one
     /// manifest HEAD (or GET) request; digest references are returned as they are.
     pub async fn resolve(
@@ -280,19 +246,6 @@ impl ImagePuller {
             &r,
             &self.top_digest(reference, &r, &client, &auth).await?,
         ))
-    }
-
-    fn client_and_auth(
-        &self,
-        r: &Reference,
-        secrets: &DockerConfig,
-    ) -> Result<(Arc<Client>, RegistryAuth), ImageError> {
-        let creds = secrets.credentials_for(r.registry());
-        let auth = match creds {
-            Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
-            None => RegistryAuth::Anonymous,
-        };
-        Ok((self.client(creds)?, auth))
     }
 
     /// Pull `reference` (tag or digest) and unpack what `extract` asks for into the

@@ -18,6 +18,7 @@
 //!   (fail-closed), so hostile schemas cost bounded time and stack.
 
 mod keywords;
+mod values;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
@@ -25,9 +26,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use std::fmt::Write as _;
 
 use super::Rule;
-use keywords::{
-    check_bounds, check_formats_and_flags, check_type_and_values, check_unmodelled, complex,
-};
+use keywords::{check_bounds, check_formats_and_flags, check_type_and_values, check_unmodelled};
+use values::complex;
 
 /// Deepest schema nesting (properties, items, map values, `*Of` branches) that is compared.
 pub const MAX_DEPTH: usize = 64;
