@@ -2,19 +2,23 @@
 //! discovery, the takeover check, ordered server-side apply with the wait for CRDs to be
 //! Established, pruning and uninstall.
 
-use super::order::{PhaseKind, apply_order, phase_of, uninstall_order};
+use super::order::{PhaseKind, apply_order};
 use super::ownership::{Conflict, Owner, Ownership, classify, conflict_message, with_ownership};
 use super::record::ObjectRef;
 use futures::FutureExt;
 use futures::{StreamExt, TryStreamExt};
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
-};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::Scope;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+#[cfg(test)]
+use super::removal::phases_for_delete;
+pub use super::removal::{
+    UninstallOptions, UninstallReport, garbage_collection_fallback, prune, uninstall,
+};
 
 /// The field manager of every server-side apply.
 pub const FIELD_MANAGER: &str = "olmv1";
@@ -58,7 +62,10 @@ pub enum ApplyError {
     InstallerAccountMissing { namespace: String, name: String },
 }
 
-fn kube_err(action: &'static str, object: impl ToString) -> impl FnOnce(kube::Error) -> ApplyError {
+pub(super) fn kube_err(
+    action: &'static str,
+    object: impl ToString,
+) -> impl FnOnce(kube::Error) -> ApplyError {
     let object = object.to_string();
     move |source| ApplyError::Kube {
         action,
@@ -67,13 +74,13 @@ fn kube_err(action: &'static str, object: impl ToString) -> impl FnOnce(kube::Er
     }
 }
 
-fn is_not_found(e: &kube::Error) -> bool {
+pub(super) fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
 /// `get_opt` that also treats a bare 404 (the kind stopped being served, e.g. its CRD was
 /// just deleted) as absent.
-async fn get_absent_ok(
+pub(super) async fn get_absent_ok(
     api: &Api<DynamicObject>,
     name: &str,
 ) -> Result<Option<DynamicObject>, kube::Error> {
@@ -113,7 +120,7 @@ type GvkKey = (String, String, String);
 /// Resolves kinds to resources through discovery, caching what it found. Kinds that are
 /// not served are not cached (they may appear once a CRD is Established).
 pub struct Resolver {
-    client: kube::Client,
+    pub(super) client: kube::Client,
     cache: Mutex<HashMap<GvkKey, (ApiResource, bool)>>,
 }
 
@@ -173,7 +180,12 @@ impl Resolver {
         }
     }
 
-    fn api(&self, ar: &ApiResource, namespaced: bool, namespace: &str) -> Api<DynamicObject> {
+    pub(super) fn api(
+        &self,
+        ar: &ApiResource,
+        namespaced: bool,
+        namespace: &str,
+    ) -> Api<DynamicObject> {
         if namespaced {
             Api::namespaced_with(self.client.clone(), namespace, ar)
         } else {
@@ -399,284 +411,6 @@ async fn wait_established(
     }
 }
 
-/// Deletes `objects` (from earlier revisions) that are still owned by `owner`, in
-/// uninstall order; absent objects and kinds no longer served are skipped. Returns what was
-/// deleted. Does not wait for the objects to disappear.
-pub async fn prune(
-    installer: &kube::Client,
-    owner: &Owner,
-    objects: &[ObjectRef],
-    opts: &ApplyOptions,
-) -> Result<Vec<ObjectRef>, ApplyError> {
-    let resolver = Resolver::new(installer.clone());
-    let mut deleted = Vec::new();
-    for phase in phases_for_delete(objects) {
-        let mut out = delete_phase(&resolver, owner, &phase, opts).await?;
-        deleted.append(&mut out);
-    }
-    deleted.sort();
-    Ok(deleted)
-}
-
-fn phases_for_delete(objects: &[ObjectRef]) -> Vec<Vec<ObjectRef>> {
-    let mut by: HashMap<PhaseKind, Vec<ObjectRef>> = HashMap::new();
-    for o in objects {
-        by.entry(phase_of(&o.group, &o.kind))
-            .or_default()
-            .push(o.clone());
-    }
-    let kinds: Vec<PhaseKind> = by.keys().copied().collect();
-    uninstall_order(&kinds)
-        .into_iter()
-        .filter_map(|k| by.remove(&k))
-        .collect()
-}
-
-async fn delete_phase(
-    resolver: &Resolver,
-    owner: &Owner,
-    objects: &[ObjectRef],
-    opts: &ApplyOptions,
-) -> Result<Vec<ObjectRef>, ApplyError> {
-    let out: Vec<Option<ObjectRef>> = futures::stream::iter(objects.iter().cloned())
-        .map(|r| {
-            async move {
-                let r = &r;
-                let Some((ar, namespaced)) = resolver.resolve(r).await? else {
-                    return Ok(None);
-                };
-                let api = resolver.api(&ar, namespaced, &r.namespace);
-                let Some(existing) = get_absent_ok(&api, &r.name)
-                    .await
-                    .map_err(kube_err("reading", r))?
-                else {
-                    return Ok(None);
-                };
-                if classify(existing.metadata.labels.as_ref(), &owner.name) != Ownership::Ours {
-                    return Ok(None); // taken over by someone else since: leave it
-                }
-                let params = DeleteParams {
-                    preconditions: existing.metadata.uid.clone().map(|uid| {
-                        kube::api::Preconditions {
-                            uid: Some(uid),
-                            resource_version: None,
-                        }
-                    }),
-                    ..DeleteParams::background()
-                };
-                match api.delete(&r.name, &params).await {
-                    Ok(_) => Ok(Some(r.clone())),
-                    Err(e)
-                        if is_not_found(&e)
-                            || matches!(&e, kube::Error::Api(s) if s.code == 409) =>
-                    {
-                        Ok(None)
-                    }
-                    Err(e) => Err(kube_err("deleting", r)(e)),
-                }
-            }
-            .boxed()
-        })
-        .buffer_unordered(opts.concurrency.max(1))
-        .try_collect()
-        .await?;
-    Ok(out.into_iter().flatten().collect())
-}
-
-/// Options of an uninstall.
-#[derive(Debug, Clone, Default)]
-pub struct UninstallOptions {
-    /// Leave CustomResourceDefinitions (and so the users' custom resources) in place; their
-    /// ownerReference to the ClusterExtension is removed so garbage collection keeps them.
-    pub keep_crds: bool,
-    pub apply: ApplyOptions,
-}
-
-/// What an uninstall did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UninstallReport {
-    pub deleted: Vec<ObjectRef>,
-    pub kept: Vec<ObjectRef>,
-}
-
-/// Removes `objects` (the record's objects) as the installer account, in reverse apply
-/// order with CRDs last, waiting (bounded) for each phase to disappear before the next.
-/// `controller` (the controller's own client) checks first that the installer account
-/// `account_namespace/account_name` still exists: if not, returns
-/// [`ApplyError::InstallerAccountMissing`] at once.
-pub async fn uninstall(
-    controller: &kube::Client,
-    installer: &kube::Client,
-    account_namespace: &str,
-    account_name: &str,
-    owner: &Owner,
-    objects: &[ObjectRef],
-    opts: &UninstallOptions,
-) -> Result<UninstallReport, ApplyError> {
-    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> =
-        Api::namespaced(controller.clone(), account_namespace);
-    let account = sas.get_opt(account_name).await.map_err(kube_err(
-        "reading",
-        format!("ServiceAccount/{account_namespace}/{account_name}"),
-    ))?;
-    if account.is_none() {
-        return Err(ApplyError::InstallerAccountMissing {
-            namespace: account_namespace.to_owned(),
-            name: account_name.to_owned(),
-        });
-    }
-    let resolver = Resolver::new(installer.clone());
-    let mut report = UninstallReport::default();
-    for phase in phases_for_delete(objects) {
-        let is_crds = phase
-            .first()
-            .is_some_and(|o| phase_of(&o.group, &o.kind) == PhaseKind::Crds);
-        if is_crds && opts.keep_crds {
-            for r in &phase {
-                release_crd(&resolver, owner, r).await?;
-                report.kept.push(r.clone());
-            }
-            continue;
-        }
-        let mut deleted = delete_phase(&resolver, owner, &phase, &opts.apply).await?;
-        wait_gone(&resolver, &deleted, &opts.apply).await?;
-        report.deleted.append(&mut deleted);
-    }
-    report.deleted.sort();
-    report.kept.sort();
-    Ok(report)
-}
-
-/// Removes this extension's ownerReference from a kept CRD (labels stay, so a later
-/// install of the same extension can manage it again).
-async fn release_crd(resolver: &Resolver, owner: &Owner, r: &ObjectRef) -> Result<(), ApplyError> {
-    let Some((ar, _)) = resolver.resolve(r).await? else {
-        return Ok(());
-    };
-    let api: Api<DynamicObject> = Api::all_with(resolver.client.clone(), &ar);
-    let Some(existing) = get_absent_ok(&api, &r.name)
-        .await
-        .map_err(kube_err("reading", r))?
-    else {
-        return Ok(());
-    };
-    let refs = existing.metadata.owner_references.unwrap_or_default();
-    if !refs.iter().any(|o| o.uid == owner.uid) {
-        return Ok(());
-    }
-    let kept: Vec<_> = refs.into_iter().filter(|o| o.uid != owner.uid).collect();
-    let patch = json!({"metadata": {"ownerReferences": kept, "resourceVersion": existing.metadata.resource_version}});
-    api.patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(kube_err("releasing", r))?;
-    Ok(())
-}
-
-async fn wait_gone(
-    resolver: &Resolver,
-    objects: &[ObjectRef],
-    opts: &ApplyOptions,
-) -> Result<(), ApplyError> {
-    let deadline = Instant::now() + opts.delete_timeout;
-    let mut pending: Vec<ObjectRef> = objects.to_vec();
-    while !pending.is_empty() {
-        let mut still = Vec::new();
-        for r in pending {
-            let Some((ar, namespaced)) = resolver.resolve(&r).await? else {
-                continue;
-            };
-            let api = resolver.api(&ar, namespaced, &r.namespace);
-            if get_absent_ok(&api, &r.name)
-                .await
-                .map_err(kube_err("reading", &r))?
-                .is_some()
-            {
-                still.push(r);
-            }
-        }
-        pending = still;
-        if pending.is_empty() {
-            break;
-        }
-        if Instant::now() >= deadline {
-            return Err(ApplyError::DeleteTimeout {
-                objects: pending,
-                timeout: opts.delete_timeout,
-            });
-        }
-        tokio::time::sleep(opts.poll).await;
-    }
-    Ok(())
-}
-
-/// What the caller reports when the installer account is gone (reference A7): the
-/// objects that garbage collection removes once the ClusterExtension is deleted.
-pub fn garbage_collection_fallback(
-    namespace: &str,
-    name: &str,
-    extension: &str,
-    objects: &[ObjectRef],
-) -> String {
-    format!(
-        "service account {name:?} not found in namespace {namespace:?}: {} object(s) are left to garbage collection through their ownerReferences to ClusterExtension {extension:?}",
-        objects.len()
-    )
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn established_condition() {
-        let crd = json!({"status": {"conditions": [
-            {"type": "NamesAccepted", "status": "True"},
-            {"type": "Established", "status": "False", "message": "not yet"}]}});
-        assert_eq!(established(&crd), (false, Some("not yet".into())));
-        let crd = json!({"status": {"conditions": [{"type": "Established", "status": "True"}]}});
-        assert!(established(&crd).0);
-        assert_eq!(established(&json!({})), (false, None));
-    }
-
-    #[test]
-    fn delete_phases_put_crds_last() {
-        let r = |g: &str, k: &str, n: &str| ObjectRef {
-            group: g.into(),
-            version: "v1".into(),
-            kind: k.into(),
-            namespace: String::new(),
-            name: n.into(),
-        };
-        let phases = phases_for_delete(&[
-            r("apiextensions.k8s.io", "CustomResourceDefinition", "crd"),
-            r("", "ConfigMap", "cm"),
-            r("apps", "Deployment", "d"),
-            r("example.com", "Widget", "w"),
-            r("", "Namespace", "ns"),
-        ]);
-        let names: Vec<Vec<&str>> = phases
-            .iter()
-            .map(|p| p.iter().map(|o| o.name.as_str()).collect())
-            .collect();
-        assert_eq!(
-            names,
-            vec![vec!["w"], vec!["d"], vec!["cm"], vec!["ns"], vec!["crd"]]
-        );
-    }
-
-    #[test]
-    fn invalid_objects_are_rejected_before_any_request() {
-        let err = refs_of(&[json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})])
-            .unwrap_err();
-        assert!(matches!(err, ApplyError::InvalidObject { index: 0, .. }));
-    }
-
-    #[test]
-    fn fallback_message_names_the_account() {
-        let msg = garbage_collection_fallback("ns", "sa", "ext", &[]);
-        assert!(
-            msg.contains("\"sa\" not found in namespace \"ns\""),
-            "{msg}"
-        );
-    }
-}
+#[path = "applier_tests.rs"]
+mod tests;

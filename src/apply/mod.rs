@@ -13,6 +13,7 @@ pub mod install;
 pub mod order;
 pub mod ownership;
 pub mod record;
+mod removal;
 
 pub use applier::{
     ApplyError, ApplyOptions, ApplyReport, FIELD_MANAGER, Resolver, UninstallOptions,

@@ -2,25 +2,7 @@
 
 use serde_json::Value;
 
-/// One apply phase; phases run in declaration order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PhaseKind {
-    Namespaces,
-    Policies,
-    ServiceAccounts,
-    Config,
-    Storage,
-    Crds,
-    Roles,
-    Bindings,
-    Services,
-    Workloads,
-    Autoscalers,
-    Monitoring,
-    /// Kinds this table does not know (custom resources of bundled CRDs and others).
-    Other,
-    Webhooks,
-}
+pub use crate::kinds::PhaseKind;
 
 /// A phase and the indices (into the input slice, input order kept) of its objects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,42 +11,9 @@ pub struct Phase {
     pub objects: Vec<usize>,
 }
 
-/// The phase of a (apiVersion group, kind).
+/// The phase of a (apiVersion group, kind) (see [`crate::kinds::KINDS`]).
 pub fn phase_of(group: &str, kind: &str) -> PhaseKind {
-    use PhaseKind::*;
-    match (group, kind) {
-        ("", "Namespace") => Namespaces,
-        ("networking.k8s.io", "NetworkPolicy")
-        | ("", "ResourceQuota" | "LimitRange")
-        | ("scheduling.k8s.io", "PriorityClass")
-        | ("policy", "PodDisruptionBudget" | "PodSecurityPolicy") => Policies,
-        ("", "ServiceAccount") => ServiceAccounts,
-        ("", "Secret" | "ConfigMap") => Config,
-        ("storage.k8s.io", "StorageClass") | ("", "PersistentVolume" | "PersistentVolumeClaim") => {
-            Storage
-        }
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => Crds,
-        ("rbac.authorization.k8s.io", "ClusterRole" | "Role") => Roles,
-        ("rbac.authorization.k8s.io", "ClusterRoleBinding" | "RoleBinding") => Bindings,
-        ("", "Service") | ("cert-manager.io", "Certificate" | "Issuer" | "ClusterIssuer") => {
-            Services
-        }
-        ("apps", "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet")
-        | ("batch", "Job" | "CronJob")
-        | ("", "Pod") => Workloads,
-        ("autoscaling", "HorizontalPodAutoscaler")
-        | ("autoscaling.k8s.io", "VerticalPodAutoscaler") => Autoscalers,
-        ("monitoring.coreos.com", _) => Monitoring,
-        (
-            "admissionregistration.k8s.io",
-            "ValidatingWebhookConfiguration"
-            | "MutatingWebhookConfiguration"
-            | "ValidatingAdmissionPolicy"
-            | "ValidatingAdmissionPolicyBinding",
-        )
-        | ("apiregistration.k8s.io", "APIService") => Webhooks,
-        _ => Other,
-    }
+    crate::kinds::phase_of(group, kind)
 }
 
 /// The group of an object's apiVersion (`""` for the core group).
@@ -115,95 +64,5 @@ pub fn uninstall_order(kinds: &[PhaseKind]) -> Vec<PhaseKind> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn obj(api_version: &str, kind: &str, name: &str) -> Value {
-        json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}})
-    }
-
-    #[test]
-    fn phases_follow_the_dependency_order() {
-        let objects = vec![
-            obj(
-                "admissionregistration.k8s.io/v1",
-                "ValidatingWebhookConfiguration",
-                "w",
-            ),
-            obj("example.com/v1", "Widget", "cr"),
-            obj("apps/v1", "Deployment", "d"),
-            obj("monitoring.coreos.com/v1", "ServiceMonitor", "m"),
-            obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "crb"),
-            obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "crd"),
-            obj("v1", "ConfigMap", "cm"),
-            obj("v1", "ServiceAccount", "sa"),
-            obj("v1", "Namespace", "ns"),
-            obj("rbac.authorization.k8s.io/v1", "ClusterRole", "cr"),
-            obj("v1", "Service", "svc"),
-            obj("autoscaling/v2", "HorizontalPodAutoscaler", "hpa"),
-            obj("networking.k8s.io/v1", "NetworkPolicy", "np"),
-            obj("v1", "PersistentVolumeClaim", "pvc"),
-            obj("cert-manager.io/v1", "Certificate", "cert"),
-            obj("v1", "Secret", "s"),
-        ];
-        let phases = apply_order(&objects);
-        let kinds: Vec<PhaseKind> = phases.iter().map(|p| p.kind).collect();
-        use PhaseKind::*;
-        assert_eq!(
-            kinds,
-            vec![
-                Namespaces,
-                Policies,
-                ServiceAccounts,
-                Config,
-                Storage,
-                Crds,
-                Roles,
-                Bindings,
-                Services,
-                Workloads,
-                Autoscalers,
-                Monitoring,
-                Other,
-                Webhooks
-            ]
-        );
-        let names = |p: &Phase| -> Vec<&str> {
-            p.objects
-                .iter()
-                .map(|i| objects[*i]["metadata"]["name"].as_str().unwrap())
-                .collect()
-        };
-        // input order inside a phase
-        assert_eq!(names(&phases[3]), vec!["cm", "s"]);
-        assert_eq!(names(&phases[8]), vec!["svc", "cert"]);
-        // every object exactly once
-        let mut all: Vec<usize> = phases.iter().flat_map(|p| p.objects.clone()).collect();
-        all.sort();
-        assert_eq!(all, (0..objects.len()).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn kind_alone_does_not_decide_the_phase() {
-        // A custom kind named like a built-in one is not a built-in.
-        assert_eq!(phase_of("example.com", "Deployment"), PhaseKind::Other);
-        assert_eq!(phase_of("apps", "Deployment"), PhaseKind::Workloads);
-        assert_eq!(phase_of("", "Secret"), PhaseKind::Config);
-    }
-
-    #[test]
-    fn empty_input_has_no_phases() {
-        assert!(apply_order(&[]).is_empty());
-    }
-
-    #[test]
-    fn uninstall_reverses_and_puts_crds_last() {
-        use PhaseKind::*;
-        let order = uninstall_order(&[Crds, Namespaces, Workloads, Webhooks, Other, Roles, Crds]);
-        assert_eq!(
-            order,
-            vec![Webhooks, Other, Workloads, Roles, Namespaces, Crds]
-        );
-    }
-}
+#[path = "order_tests.rs"]
+mod tests;

@@ -4,6 +4,7 @@
 use super::config::DeploymentConfig;
 use serde::Serialize;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
 fn to_value<T: Serialize>(t: &T) -> Value {
     serde_json::to_value(t).unwrap_or(Value::Null)
@@ -72,13 +73,8 @@ fn is_empty_object(v: &Value) -> bool {
 pub fn apply(deployment: &mut Value, cfg: &DeploymentConfig) {
     if let Some(annotations) = &cfg.annotations
         && let Some(meta) = obj_entry(deployment, "metadata")
-        && let Some(existing) = obj_entry_map(meta, "annotations")
     {
-        for (k, v) in annotations {
-            existing
-                .entry(k.clone())
-                .or_insert_with(|| Value::String(v.clone()));
-        }
+        add_annotations(meta, annotations);
     }
     let Some(spec) = obj_entry(deployment, "spec") else {
         return;
@@ -88,18 +84,29 @@ pub fn apply(deployment: &mut Value, cfg: &DeploymentConfig) {
     };
     if let Some(annotations) = &cfg.annotations
         && let Some(meta) = obj_entry_map(template, "metadata")
-        && let Some(existing) = obj_entry_map(meta, "annotations")
     {
+        add_annotations(meta, annotations);
+    }
+    let Some(pod) = obj_entry_map(template, "spec") else {
+        return;
+    };
+    apply_to_containers(pod, cfg);
+    apply_to_pod(pod, cfg);
+}
+
+/// Adds the annotations `meta` does not have yet.
+fn add_annotations(meta: &mut Map<String, Value>, annotations: &BTreeMap<String, String>) {
+    if let Some(existing) = obj_entry_map(meta, "annotations") {
         for (k, v) in annotations {
             existing
                 .entry(k.clone())
                 .or_insert_with(|| Value::String(v.clone()));
         }
     }
-    let Some(pod) = obj_entry_map(template, "spec") else {
-        return;
-    };
+}
 
+/// env, envFrom, volumeMounts and resources of every container.
+fn apply_to_containers(pod: &mut Map<String, Value>, cfg: &DeploymentConfig) {
     if let Some(env) = &cfg.env {
         let env: Vec<Value> = env.iter().map(to_value).collect();
         for_each_container(pod, |c| {
@@ -120,13 +127,6 @@ pub fn apply(deployment: &mut Value, cfg: &DeploymentConfig) {
             }
         });
     }
-    if let Some(volumes) = &cfg.volumes
-        && let Some(list) = array_entry(pod, "volumes")
-    {
-        for v in volumes {
-            upsert_by_name(list, to_value(v));
-        }
-    }
     if let Some(mounts) = &cfg.volume_mounts {
         let mounts: Vec<Value> = mounts.iter().map(to_value).collect();
         for_each_container(pod, |c| {
@@ -137,18 +137,29 @@ pub fn apply(deployment: &mut Value, cfg: &DeploymentConfig) {
             }
         });
     }
+    if let Some(resources) = &cfg.resources {
+        let resources = to_value(resources);
+        for_each_container(pod, |c| {
+            c.insert("resources".into(), resources.clone());
+        });
+    }
+}
+
+/// volumes, tolerations, nodeSelector and affinity of the pod.
+fn apply_to_pod(pod: &mut Map<String, Value>, cfg: &DeploymentConfig) {
+    if let Some(volumes) = &cfg.volumes
+        && let Some(list) = array_entry(pod, "volumes")
+    {
+        for v in volumes {
+            upsert_by_name(list, to_value(v));
+        }
+    }
     if let Some(tolerations) = &cfg.tolerations
         && let Some(list) = array_entry(pod, "tolerations")
     {
         for t in tolerations {
             append_if_absent(list, to_value(t));
         }
-    }
-    if let Some(resources) = &cfg.resources {
-        let resources = to_value(resources);
-        for_each_container(pod, |c| {
-            c.insert("resources".into(), resources.clone());
-        });
     }
     if let Some(node_selector) = &cfg.node_selector {
         pod.insert("nodeSelector".into(), to_value(node_selector));

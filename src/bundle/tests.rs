@@ -121,6 +121,13 @@ fn golden_cases() -> Vec<Case> {
             bundle: "webhook-conversion",
             config: None,
         },
+        // Volumes mounted on the certificate paths are replaced in the pod, not only in
+        // the containers (issue 12).
+        Case {
+            name: "webhook-cert-paths",
+            bundle: "webhook-cert-paths",
+            config: Some(json!({"watchNamespace": "team-a"})),
+        },
     ];
     for field in [
         "env",

@@ -5,6 +5,7 @@ use super::Bundle;
 use super::config::InstallModeSet;
 use super::csv::{Csv, WebhookType};
 use super::render::CertProvider;
+use crate::kinds::{self, BundleOther};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
@@ -20,35 +21,6 @@ impl fmt::Display for ValidationErrors {
 }
 
 impl std::error::Error for ValidationErrors {}
-
-/// Namespaced "other" kinds (install namespace forced).
-pub(crate) const NAMESPACED_KINDS: &[&str] = &[
-    "ClusterServiceVersion",
-    "Service",
-    "ServiceAccount",
-    "Role",
-    "RoleBinding",
-    "PrometheusRule",
-    "ServiceMonitor",
-    "PodMonitor",
-    "Secret",
-    "ConfigMap",
-    "PodDisruptionBudget",
-    "NetworkPolicy",
-];
-
-/// Cluster-scoped "other" kinds.
-pub(crate) const CLUSTER_KINDS: &[&str] = &[
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "PriorityClass",
-    "VerticalPodAutoscaler",
-    "ConsoleYAMLSample",
-    "ConsoleQuickStart",
-    "ConsoleCLIDownload",
-    "ConsoleLink",
-    "ConsolePlugin",
-];
 
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
@@ -94,15 +66,32 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
         Ok(c) => c,
         Err(e) => return Err(ValidationErrors(vec![e.to_string()])),
     };
-    let bundle_name = csv.metadata.name.as_str();
     let modes = InstallModeSet::from_entries(
         csv.spec
             .install_modes
             .iter()
             .map(|m| (m.type_.as_str(), m.supported)),
     );
+    check_gatekeeping(&csv, modes, cert_provider, &mut errs);
+    check_dependencies(bundle, &csv, &mut errs);
+    check_deployments(&csv, &mut errs);
+    check_crds(bundle, &csv, &mut errs);
+    check_webhooks(&csv, modes, &mut errs);
+    check_other_manifests(bundle, &mut errs);
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ValidationErrors(errs))
+    }
+}
 
-    // §5.2 gatekeeping
+/// §5.2 gatekeeping: API services, webhooks without a certificate provider, install modes.
+fn check_gatekeeping(
+    csv: &Csv,
+    modes: InstallModeSet,
+    cert_provider: CertProvider,
+    errs: &mut Vec<String>,
+) {
     if !csv.spec.apiservicedefinitions.owned.is_empty() {
         errs.push("unsupported bundle: apiServiceDefintions are not supported".to_string());
     }
@@ -112,7 +101,12 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
     if !(modes.all || modes.own || modes.single) {
         errs.push("unsupported bundle: bundle must support at least one of [AllNamespaces SingleNamespace OwnNamespace] install modes".to_string());
     }
+}
 
+/// Dependencies (not supported by the resolver): properties, `dependencies.yaml`,
+/// required CRDs.
+fn check_dependencies(bundle: &Bundle, csv: &Csv, errs: &mut Vec<String>) {
+    let bundle_name = csv.metadata.name.as_str();
     // Dependencies (not supported by the resolver).
     let mut dep_types: BTreeSet<String> = BTreeSet::new();
     for p in &bundle.properties {
@@ -141,8 +135,10 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
             "bundle \"{bundle_name}\" has a dependency declared via property \"{t}\" which is currently not supported"
         ));
     }
+}
 
-    // Deployments
+/// Deployments: unique, DNS-1123 names, specs that parse.
+fn check_deployments(csv: &Csv, errs: &mut Vec<String>) {
     let mut seen = HashSet::new();
     for d in &csv.spec.install.spec.deployments {
         if !seen.insert(d.name.as_str()) {
@@ -168,8 +164,10 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
             ));
         }
     }
+}
 
-    // CRDs
+/// CRDs: unique, every owned CRD present; the package name.
+fn check_crds(bundle: &Bundle, csv: &Csv, errs: &mut Vec<String>) {
     let mut crd_names = HashSet::new();
     for crd in &bundle.crds {
         if !crd_names.insert(name_of(crd)) {
@@ -197,8 +195,11 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
     if bundle.package_name.is_empty() {
         errs.push("package name is empty".to_string());
     }
+}
 
-    // Webhooks
+/// Webhooks: conversion only in AllNamespaces-only bundles, existing deployments, unique
+/// valid names, conversion CRDs owned and not shared, no forbidden rules.
+fn check_webhooks(csv: &Csv, modes: InstallModeSet, errs: &mut Vec<String>) {
     let webhooks = &csv.spec.webhookdefinitions;
     if webhooks
         .iter()
@@ -285,10 +286,12 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
         .iter()
         .filter(|w| w.type_ != WebhookType::ConversionWebhook)
     {
-        check_forbidden_rules(&w.generate_name, w.rules.as_ref(), &mut errs);
+        check_forbidden_rules(&w.generate_name, w.rules.as_ref(), errs);
     }
+}
 
-    // Other manifests
+/// Other manifests: only supported kinds, no CRDs of other API versions.
+fn check_other_manifests(bundle: &Bundle, errs: &mut Vec<String>) {
     for o in &bundle.others {
         let kind = kind_of(o);
         if kind == "CustomResourceDefinition" {
@@ -297,18 +300,12 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
                 name_of(o),
                 o.get("apiVersion").and_then(Value::as_str).unwrap_or_default()
             ));
-        } else if !NAMESPACED_KINDS.contains(&kind) && !CLUSTER_KINDS.contains(&kind) {
+        } else if kinds::bundle_other(kind) == BundleOther::Unsupported {
             errs.push(format!(
                 "unsupported resource \"{}\" with kind \"{kind}\"",
                 name_of(o)
             ));
         }
-    }
-
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(ValidationErrors(errs))
     }
 }
 

@@ -5,6 +5,7 @@
 //! in sibling modules. Unknown fields are ignored here; raw blobs are kept by the
 //! storage layer so that the catalog server serves them unchanged.
 
+use crate::version::{BundleVersion, VersionError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -176,6 +177,26 @@ impl Bundle {
     }
 }
 
+/// Reading a bundle's version is FBC knowledge (its `olm.package` property), so it lives
+/// here; the version rules themselves are [`crate::version`]'s.
+impl BundleVersion {
+    /// The version and release of an FBC bundle from its `olm.package` property.
+    pub fn of_bundle(bundle: &Bundle) -> Result<BundleVersion, VersionError> {
+        let prop = bundle
+            .properties
+            .iter()
+            .find(|p| p.type_ == PROPERTY_PACKAGE)
+            .ok_or(VersionError::MissingProperty)?;
+        let version = prop
+            .value
+            .get("version")
+            .and_then(|v| v.as_str())
+            .ok_or(VersionError::MissingVersion)?;
+        let release = prop.value.get("release").and_then(|v| v.as_str());
+        BundleVersion::new(version, release)
+    }
+}
+
 impl PackageContent {
     /// Adds one blob of this package (any schema); blobs of other schemas are ignored.
     pub fn push_blob(&mut self, blob: &Value) -> Result<(), serde_json::Error> {
@@ -218,6 +239,30 @@ mod tests {
                 r#"{"schema":"olm.bundle","name":"b","package":"p","image":5}"#
             )
             .is_err()
+        );
+    }
+
+    #[test]
+    fn from_bundle_property() {
+        let mut b = Bundle {
+            name: "x.v1".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            BundleVersion::of_bundle(&b),
+            Err(VersionError::MissingProperty)
+        );
+        b.properties.push(Property {
+            type_: "olm.package".into(),
+            value: serde_json::json!({"packageName": "x", "version": "1.2.3", "release": "4"}),
+        });
+        let v = BundleVersion::of_bundle(&b).unwrap();
+        assert_eq!(v.status_version(), "1.2.3");
+        assert_eq!(v.status_release(), "4");
+        b.properties[0].value = serde_json::json!({"packageName": "x"});
+        assert_eq!(
+            BundleVersion::of_bundle(&b),
+            Err(VersionError::MissingVersion)
         );
     }
 }

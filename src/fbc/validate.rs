@@ -10,7 +10,7 @@
 use super::model::{
     PROPERTY_PACKAGE, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE,
 };
-use super::parse::{Blob, ReferenceView};
+use super::parse::{Blob, BlobView, ReferenceView};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// At most this many problems are listed; the rest are counted.
@@ -78,141 +78,157 @@ impl Validator {
             return;
         }
         match schema {
-            SCHEMA_PACKAGE => {
-                if name.is_empty() {
-                    self.problem(format!("{at}: olm.package blob has no name"));
-                    return;
-                }
-                let st = self.state(&name, &at);
-                if let Some(prev) = st.declared_at.clone() {
-                    self.problem(format!(
-                        "{at}: duplicate package {name:?} (first declared at {prev})"
-                    ));
-                    return;
-                }
-                st.declared_at = Some(at.clone());
-                st.default_channel = v.default_channel.clone().unwrap_or_default();
-                if st.default_channel.is_empty() {
-                    self.problem(format!("{at}: package {name:?} has no defaultChannel"));
-                }
-            }
-            SCHEMA_CHANNEL => {
-                if name.is_empty() {
-                    self.problem(format!("{at}: channel of package {package:?} has no name"));
-                    return;
-                }
-                let st = self.state(&package, &at);
-                if let Some(prev) = st.channels.get(&name).cloned() {
-                    self.problem(format!(
-                        "{at}: package {package:?} has duplicate channel {name:?} (first at {prev})"
-                    ));
-                    return;
-                }
-                st.channels.insert(name.clone(), at.clone());
-                let mut seen = HashSet::new();
-                let mut problems = Vec::new();
-                for entry in v.entries.iter().flatten() {
-                    match entry.name.as_deref() {
-                        None | Some("") => problems.push(format!("{at}: channel {name:?} of package {package:?} has an entry without a name")),
-                        Some(b) => {
-                            if !seen.insert(b) {
-                                problems.push(format!("{at}: channel {name:?} of package {package:?} has duplicate entry {b:?}"));
-                            } else {
-                                st.entries.push((name.clone(), b.to_string()));
-                            }
-                        }
-                    }
-                }
-                if seen.is_empty() && problems.is_empty() {
-                    problems.push(format!(
-                        "{at}: channel {name:?} of package {package:?} has no entries"
-                    ));
-                }
-                for p in problems {
-                    self.problem(p);
-                }
-            }
-            SCHEMA_BUNDLE => {
-                if name.is_empty() {
-                    self.problem(format!("{at}: bundle of package {package:?} has no name"));
-                    return;
-                }
-                let st = self.state(&package, &at);
-                if !st.bundles.insert(name.clone()) {
-                    self.problem(format!(
-                        "{at}: package {package:?} has duplicate bundle {name:?}"
-                    ));
-                    return;
-                }
-                let props: Vec<_> = v
-                    .properties
-                    .iter()
-                    .flatten()
-                    .filter(|p| p.type_ == PROPERTY_PACKAGE)
-                    .collect();
-                let problem = match props.as_slice() {
-                    [] => Some("has no olm.package property".to_string()),
-                    [one] => match &one.package {
-                        Some(Ok(p)) if p.package_name != package => Some(format!(
-                            "has olm.package property for package {:?}",
-                            p.package_name
-                        )),
-                        Some(Ok(p)) => semver::Version::parse(&p.version).err().map(|e| {
-                            format!(
-                                "has invalid version {:?} in its olm.package property: {e}",
-                                p.version
-                            )
-                        }),
-                        Some(Err(e)) => Some(format!("has an invalid olm.package property: {e}")),
-                        None => Some("has an olm.package property without a value".to_string()),
-                    },
-                    many => Some(format!(
-                        "must have exactly one olm.package property, has {}",
-                        many.len()
-                    )),
-                };
-                if let Some(problem) = problem {
-                    self.problem(format!(
-                        "{at}: bundle {name:?} of package {package:?} {problem}"
-                    ));
-                }
-            }
-            SCHEMA_DEPRECATIONS => {
-                let st = self.state(&package, &at);
-                if let Some(prev) = st.deprecations_at.clone() {
-                    self.problem(format!(
-                        "{at}: expected a maximum of one olm.deprecations per package: {package:?} (first at {prev})"
-                    ));
-                    return;
-                }
-                st.deprecations_at = Some(at.clone());
-                let mut seen = HashSet::new();
-                let mut problems = Vec::new();
-                for (i, entry) in v.entries.iter().flatten().enumerate() {
-                    let Some(r) = entry.reference.clone() else {
-                        problems.push(format!("{at}: olm.deprecations entry {i} of package {package:?} has no reference"));
-                        continue;
-                    };
-                    if !seen.insert(r.clone()) {
-                        problems.push(format!(
-                            "{at}: duplicate deprecation entry {{schema: {:?}, name: {:?}}} for package {package:?}",
-                            r.schema, r.name
-                        ));
-                        continue;
-                    }
-                    if entry.message.as_deref().unwrap_or_default().is_empty() {
-                        problems.push(format!(
-                            "{at}: deprecation entry {{schema: {:?}, name: {:?}}} for package {package:?} has no message",
-                            r.schema, r.name
-                        ));
-                    }
-                    st.deprecation_refs.push(r);
-                }
-                for p in problems {
-                    self.problem(p);
-                }
-            }
+            SCHEMA_PACKAGE => self.add_package(v, &at, &name),
+            SCHEMA_CHANNEL => self.add_channel(v, &at, &name, &package),
+            SCHEMA_BUNDLE => self.add_bundle(v, &at, &name, &package),
+            SCHEMA_DEPRECATIONS => self.add_deprecations(v, &at, &package),
             _ => self.other_blobs += 1,
+        }
+    }
+
+    /// An `olm.package` blob: named, declared once, with a default channel.
+    fn add_package(&mut self, v: &BlobView, at: &str, name: &str) {
+        if name.is_empty() {
+            self.problem(format!("{at}: olm.package blob has no name"));
+            return;
+        }
+        let st = self.state(name, at);
+        if let Some(prev) = st.declared_at.clone() {
+            self.problem(format!(
+                "{at}: duplicate package {name:?} (first declared at {prev})"
+            ));
+            return;
+        }
+        st.declared_at = Some(at.to_string());
+        st.default_channel = v.default_channel.clone().unwrap_or_default();
+        if st.default_channel.is_empty() {
+            self.problem(format!("{at}: package {name:?} has no defaultChannel"));
+        }
+    }
+
+    /// An `olm.channel` blob: named, unique in its package, entries named and unique.
+    fn add_channel(&mut self, v: &BlobView, at: &str, name: &str, package: &str) {
+        if name.is_empty() {
+            self.problem(format!("{at}: channel of package {package:?} has no name"));
+            return;
+        }
+        let st = self.state(package, at);
+        if let Some(prev) = st.channels.get(name).cloned() {
+            self.problem(format!(
+                "{at}: package {package:?} has duplicate channel {name:?} (first at {prev})"
+            ));
+            return;
+        }
+        st.channels.insert(name.to_string(), at.to_string());
+        let mut seen = HashSet::new();
+        let mut problems = Vec::new();
+        for entry in v.entries.iter().flatten() {
+            match entry.name.as_deref() {
+                None | Some("") => problems.push(format!(
+                    "{at}: channel {name:?} of package {package:?} has an entry without a name"
+                )),
+                Some(b) => {
+                    if !seen.insert(b) {
+                        problems.push(format!("{at}: channel {name:?} of package {package:?} has duplicate entry {b:?}"));
+                    } else {
+                        st.entries.push((name.to_string(), b.to_string()));
+                    }
+                }
+            }
+        }
+        if seen.is_empty() && problems.is_empty() {
+            problems.push(format!(
+                "{at}: channel {name:?} of package {package:?} has no entries"
+            ));
+        }
+        for p in problems {
+            self.problem(p);
+        }
+    }
+
+    /// An `olm.bundle` blob: named, unique, exactly one valid `olm.package` property.
+    fn add_bundle(&mut self, v: &BlobView, at: &str, name: &str, package: &str) {
+        if name.is_empty() {
+            self.problem(format!("{at}: bundle of package {package:?} has no name"));
+            return;
+        }
+        let st = self.state(package, at);
+        if !st.bundles.insert(name.to_string()) {
+            self.problem(format!(
+                "{at}: package {package:?} has duplicate bundle {name:?}"
+            ));
+            return;
+        }
+        let props: Vec<_> = v
+            .properties
+            .iter()
+            .flatten()
+            .filter(|p| p.type_ == PROPERTY_PACKAGE)
+            .collect();
+        let problem = match props.as_slice() {
+            [] => Some("has no olm.package property".to_string()),
+            [one] => match &one.package {
+                Some(Ok(p)) if p.package_name != package => Some(format!(
+                    "has olm.package property for package {:?}",
+                    p.package_name
+                )),
+                Some(Ok(p)) => semver::Version::parse(&p.version).err().map(|e| {
+                    format!(
+                        "has invalid version {:?} in its olm.package property: {e}",
+                        p.version
+                    )
+                }),
+                Some(Err(e)) => Some(format!("has an invalid olm.package property: {e}")),
+                None => Some("has an olm.package property without a value".to_string()),
+            },
+            many => Some(format!(
+                "must have exactly one olm.package property, has {}",
+                many.len()
+            )),
+        };
+        if let Some(problem) = problem {
+            self.problem(format!(
+                "{at}: bundle {name:?} of package {package:?} {problem}"
+            ));
+        }
+    }
+
+    /// An `olm.deprecations` blob: one per package, entries with a reference and a message.
+    fn add_deprecations(&mut self, v: &BlobView, at: &str, package: &str) {
+        let st = self.state(package, at);
+        if let Some(prev) = st.deprecations_at.clone() {
+            self.problem(format!(
+                "{at}: expected a maximum of one olm.deprecations per package: {package:?} (first at {prev})"
+            ));
+            return;
+        }
+        st.deprecations_at = Some(at.to_string());
+        let mut seen = HashSet::new();
+        let mut problems = Vec::new();
+        for (i, entry) in v.entries.iter().flatten().enumerate() {
+            let Some(r) = entry.reference.clone() else {
+                problems.push(format!(
+                    "{at}: olm.deprecations entry {i} of package {package:?} has no reference"
+                ));
+                continue;
+            };
+            if !seen.insert(r.clone()) {
+                problems.push(format!(
+                    "{at}: duplicate deprecation entry {{schema: {:?}, name: {:?}}} for package {package:?}",
+                    r.schema, r.name
+                ));
+                continue;
+            }
+            if entry.message.as_deref().unwrap_or_default().is_empty() {
+                problems.push(format!(
+                    "{at}: deprecation entry {{schema: {:?}, name: {:?}}} for package {package:?} has no message",
+                    r.schema, r.name
+                ));
+            }
+            st.deprecation_refs.push(r);
+        }
+        for p in problems {
+            self.problem(p);
         }
     }
 

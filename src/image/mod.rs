@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod error;
+mod fetch;
 pub mod reference;
 pub mod unpack;
 
@@ -21,21 +22,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
-use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
-use oci_client::errors::{DigestError, OciDistributionError};
-use oci_client::manifest::{ImageIndexEntry, OciDescriptor, OciManifest};
-use oci_client::secrets::RegistryAuth;
+use oci_client::manifest::{ImageIndexEntry, OciImageManifest, OciManifest};
 use oci_client::{Client, Reference};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
-use tokio::io::AsyncWriteExt;
 
 pub use auth::{Credentials, DockerConfig};
 pub use error::ImageError;
 pub use unpack::UnpackLimits;
 
-use error::{Classified, classify, error_chain};
+use fetch::Remote;
 
 /// Label naming the FBC directory inside a catalog image.
 pub const CATALOG_CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
@@ -237,67 +233,6 @@ impl ImagePuller {
         }
     }
 
-    fn client(&self, creds: Option<&Credentials>) -> Result<Arc<Client>, ImageError> {
-        let key = creds.cloned();
-        let mut map = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = map.get(&key) {
-            return Ok(c.clone());
-        }
-        if map.len() > 64 {
-            map.clear();
-        }
-        let extra = self
-            .config
-            .ca_bundle_pem
-            .iter()
-            .map(|pem| Certificate {
-                encoding: CertificateEncoding::Pem,
-                data: pem.clone(),
-            })
-            .collect();
-        let cfg = ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(self.config.insecure_registries.clone()),
-            extra_root_certificates: extra,
-            platform_resolver: None,
-            connect_timeout: Some(self.config.connect_timeout),
-            read_timeout: Some(self.config.read_timeout),
-            user_agent: concat!("olmv1/", env!("CARGO_PKG_VERSION")),
-            ..Default::default()
-        };
-        let client = Arc::new(Client::new(cfg));
-        map.insert(key, client.clone());
-        Ok(client)
-    }
-
-    async fn retry<T, F, Fut>(&self, image: &str, mut op: F) -> Result<T, ImageError>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<T, Classified>>,
-    {
-        let policy = &self.config.retry;
-        let mut delay = policy.initial_backoff;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match op().await {
-                Ok(v) => return Ok(v),
-                Err(Classified::Fail(e)) => return Err(e),
-                Err(Classified::Retry(detail)) => {
-                    if attempt >= policy.max_attempts.max(1) {
-                        return Err(ImageError::Unavailable {
-                            image: image.to_string(),
-                            attempts: attempt,
-                            detail,
-                        });
-                    }
-                    tracing::debug!(image, attempt, %detail, "registry call failed, retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(policy.max_backoff);
-                }
-            }
-        }
-    }
-
     /// Resolve `reference` to its digest-pinned form (`<repo>@sha256:…`) with one
     /// manifest HEAD (or GET) request; digest references are returned as they are.
     pub async fn resolve(
@@ -311,46 +246,6 @@ impl ImagePuller {
             &r,
             &self.top_digest(reference, &r, &client, &auth).await?,
         ))
-    }
-
-    fn client_and_auth(
-        &self,
-        r: &Reference,
-        secrets: &DockerConfig,
-    ) -> Result<(Arc<Client>, RegistryAuth), ImageError> {
-        let creds = secrets.credentials_for(r.registry());
-        let auth = match creds {
-            Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
-            None => RegistryAuth::Anonymous,
-        };
-        Ok((self.client(creds)?, auth))
-    }
-
-    async fn top_digest(
-        &self,
-        image: &str,
-        r: &Reference,
-        client: &Client,
-        auth: &RegistryAuth,
-    ) -> Result<String, ImageError> {
-        if let Some(d) = r.digest() {
-            validate_digest(image, d)?;
-            return Ok(d.to_string());
-        }
-        let registry = r.registry().to_string();
-        let d = self
-            .retry(image, || async {
-                self.counters
-                    .manifest_requests
-                    .fetch_add(1, Ordering::Relaxed);
-                client
-                    .fetch_manifest_digest(r, auth)
-                    .await
-                    .map_err(|e| classify(image, &registry, e))
-            })
-            .await?;
-        validate_digest(image, &d)?;
-        Ok(d)
     }
 
     /// Pull `reference` (tag or digest) and unpack what `extract` asks for into the
@@ -382,15 +277,57 @@ impl ImagePuller {
             hit.reference = pinned_ref;
             return Ok(hit);
         }
-
-        // Manifest (and, for an index, the platform's manifest).
+        let remote = Remote {
+            image,
+            registry: &registry,
+            client: &client,
+            auth: &auth,
+        };
         let top_ref =
             Reference::with_digest(registry.clone(), r.repository().to_string(), top.clone());
-        let manifest = self
-            .fetch_manifest(image, &registry, &client, &auth, &top_ref)
+        let manifest = self.platform_manifest(&remote, &r, &top_ref).await?;
+
+        // Config → labels, and the directory to extract.
+        let labels = self
+            .fetch_config(&remote, &top_ref, &manifest.config)
             .await?;
-        let manifest = match manifest {
-            OciManifest::Image(m) => m,
+        let subdir = extract_dir(image, extract, &labels)?;
+
+        let work = tempfile::Builder::new()
+            .prefix("pull-")
+            .tempdir_in(self.config.cache_dir.join("tmp"))
+            .map_err(|e| ImageError::io(image, &self.config.cache_dir.join("tmp"), e))?;
+        let entry = work.path().join("entry");
+        self.check_layers(image, &manifest)?;
+        self.download_and_unpack(&remote, &top_ref, &manifest, work.path(), subdir)
+            .await?;
+        let meta = Meta {
+            reference: pinned_ref.clone(),
+            digest: top.clone(),
+            labels: labels.clone(),
+        };
+        store_entry(image, &entry, &meta, &final_dir)?;
+        drop(work);
+        tracing::info!(image, reference = %pinned_ref, "pulled and unpacked image");
+        Ok(PulledImage {
+            reference: pinned_ref,
+            digest: top,
+            labels,
+            dir: final_dir.join("content"),
+            from_cache: false,
+        })
+    }
+
+    /// The image manifest at `top_ref`, or for an index the manifest of this platform.
+    async fn platform_manifest(
+        &self,
+        remote: &Remote<'_>,
+        r: &Reference,
+        top_ref: &Reference,
+    ) -> Result<OciImageManifest, ImageError> {
+        let image = remote.image;
+        match self.fetch_manifest(remote, top_ref).await? {
+            OciManifest::Image(m) => Ok(m),
             OciManifest::ImageIndex(index) => {
                 let Some(d) = select_platform(&index.manifests) else {
                     return Err(ImageError::Unsupported {
@@ -402,38 +339,24 @@ impl ImagePuller {
                     });
                 };
                 validate_digest(image, &d)?;
-                let child = Reference::with_digest(registry.clone(), r.repository().to_string(), d);
-                match self
-                    .fetch_manifest(image, &registry, &client, &auth, &child)
-                    .await?
-                {
-                    OciManifest::Image(m) => m,
-                    OciManifest::ImageIndex(_) => {
-                        return Err(ImageError::Unsupported {
-                            image: image.to_string(),
-                            detail: "nested image index".to_string(),
-                        });
-                    }
+                let child = Reference::with_digest(
+                    remote.registry.to_string(),
+                    r.repository().to_string(),
+                    d,
+                );
+                match self.fetch_manifest(remote, &child).await? {
+                    OciManifest::Image(m) => Ok(m),
+                    OciManifest::ImageIndex(_) => Err(ImageError::Unsupported {
+                        image: image.to_string(),
+                        detail: "nested image index".to_string(),
+                    }),
                 }
             }
-        };
-
-        // Config → labels, and the directory to extract.
-        let labels = self
-            .fetch_config(image, &registry, &client, &top_ref, &manifest.config)
-            .await?;
-        let subdir = extract_dir(image, extract, &labels)?;
-
-        let work = tempfile::Builder::new()
-            .prefix("pull-")
-            .tempdir_in(self.config.cache_dir.join("tmp"))
-            .map_err(|e| ImageError::io(image, &self.config.cache_dir.join("tmp"), e))?;
-        let blobs = work.path().join("blobs");
-        let entry = work.path().join("entry");
-        let content = entry.join("content");
-        for d in [&blobs, &content] {
-            std::fs::create_dir_all(d).map_err(|e| ImageError::io(image, d, e))?;
         }
+    }
+
+    /// The manifest's layers against the limits (count, media types, declared size).
+    fn check_layers(&self, image: &str, manifest: &OciImageManifest) -> Result<(), ImageError> {
         let mut total_declared: u64 = 0;
         if manifest.layers.len() > self.config.max_layers {
             return Err(ImageError::LimitExceeded {
@@ -464,13 +387,32 @@ impl ImagePuller {
                 limit: self.config.max_download_bytes,
             });
         }
+        Ok(())
+    }
+
+    /// Downloads the layers into `work/blobs` and unpacks `subdir` of them into
+    /// `work/entry/content` (on a blocking thread).
+    async fn download_and_unpack(
+        &self,
+        remote: &Remote<'_>,
+        top_ref: &Reference,
+        manifest: &OciImageManifest,
+        work: &Path,
+        subdir: Vec<String>,
+    ) -> Result<(), ImageError> {
+        let image = remote.image;
+        let blobs = work.join("blobs");
+        let content = work.join("entry").join("content");
+        for d in [&blobs, &content] {
+            std::fs::create_dir_all(d).map_err(|e| ImageError::io(image, d, e))?;
+        }
         let mut layers = Vec::new();
         let mut downloaded: u64 = 0;
         for desc in &manifest.layers {
             let path = blobs.join(desc.digest.replace(':', "-"));
             let budget = self.config.max_download_bytes.saturating_sub(downloaded);
             downloaded += self
-                .download_layer(image, &registry, &client, &top_ref, desc, &path, budget)
+                .download_layer(remote, top_ref, desc, &path, budget)
                 .await?;
             layers.push(unpack::LayerFile {
                 path,
@@ -487,35 +429,7 @@ impl ImagePuller {
             unpack::unpack_layers(&img, &layers, &dest, &subdir, &limits)
         })
         .await
-        .map_err(|e| ImageError::io(image, &content, std::io::Error::other(e.to_string())))??;
-
-        let meta = Meta {
-            reference: pinned_ref.clone(),
-            digest: top.clone(),
-            labels: labels.clone(),
-        };
-        let meta_path = entry.join("meta.json");
-        let meta_json = serde_json::to_vec_pretty(&meta)
-            .map_err(|e| ImageError::io(image, &meta_path, std::io::Error::other(e)))?;
-        std::fs::write(&meta_path, meta_json).map_err(|e| ImageError::io(image, &meta_path, e))?;
-        if let Some(parent) = final_dir.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| ImageError::io(image, parent, e))?;
-        }
-        if let Err(e) = std::fs::rename(&entry, &final_dir) {
-            // Another pull of the same digest finished first: use its result.
-            if read_cached(&final_dir).is_none() {
-                return Err(ImageError::io(image, &final_dir, e));
-            }
-        }
-        drop(work);
-        tracing::info!(image, reference = %pinned_ref, "pulled and unpacked image");
-        Ok(PulledImage {
-            reference: pinned_ref,
-            digest: top,
-            labels,
-            dir: final_dir.join("content"),
-            from_cache: false,
-        })
+        .map_err(|e| ImageError::io(image, &content, std::io::Error::other(e.to_string())))?
     }
 
     /// Remove cached images whose digest is not in `keep` (digests like `sha256:…`).
@@ -535,191 +449,24 @@ impl ImagePuller {
         }
         Ok(removed)
     }
-
-    async fn fetch_manifest(
-        &self,
-        image: &str,
-        registry: &str,
-        client: &Client,
-        auth: &RegistryAuth,
-        r: &Reference,
-    ) -> Result<OciManifest, ImageError> {
-        let (body, _digest) = self
-            .retry(image, || async {
-                self.counters
-                    .manifest_requests
-                    .fetch_add(1, Ordering::Relaxed);
-                client
-                    .pull_manifest_raw(r, auth, MANIFEST_MEDIA_TYPES)
-                    .await
-                    .map_err(|e| classify(image, registry, e))
-            })
-            .await?;
-        serde_json::from_slice::<OciManifest>(&body).map_err(|e| ImageError::Unsupported {
-            image: image.to_string(),
-            detail: format!(
-                "manifest {} is not an image manifest or index: {e}",
-                r.whole()
-            ),
-        })
-    }
-
-    async fn fetch_config(
-        &self,
-        image: &str,
-        registry: &str,
-        client: &Client,
-        r: &Reference,
-        desc: &OciDescriptor,
-    ) -> Result<BTreeMap<String, String>, ImageError> {
-        validate_digest(image, &desc.digest)?;
-        let max = self.config.max_config_bytes;
-        let data = self
-            .retry(image, || async {
-                let mut buf = Vec::new();
-                self.stream_blob(image, registry, client, r, desc, max, &mut buf)
-                    .await?;
-                Ok(buf)
-            })
-            .await?;
-        #[derive(Deserialize)]
-        struct Cfg {
-            #[serde(default)]
-            config: Option<Inner>,
-        }
-        #[derive(Deserialize)]
-        struct Inner {
-            #[serde(default, rename = "Labels")]
-            labels: Option<BTreeMap<String, String>>,
-        }
-        let cfg: Cfg = serde_json::from_slice(&data).map_err(|e| ImageError::Unsupported {
-            image: image.to_string(),
-            detail: format!("image config {} is not valid JSON: {e}", desc.digest),
-        })?;
-        Ok(cfg.config.and_then(|c| c.labels).unwrap_or_default())
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn download_layer(
-        &self,
-        image: &str,
-        registry: &str,
-        client: &Client,
-        r: &Reference,
-        desc: &OciDescriptor,
-        path: &Path,
-        max: u64,
-    ) -> Result<u64, ImageError> {
-        self.retry(image, || async {
-            let mut file = tokio::fs::File::create(path)
-                .await
-                .map_err(|e| Classified::Fail(ImageError::io(image, path, e)))?;
-            let n = self
-                .stream_blob(image, registry, client, r, desc, max, &mut file)
-                .await?;
-            file.flush()
-                .await
-                .map_err(|e| Classified::Fail(ImageError::io(image, path, e)))?;
-            Ok(n)
-        })
-        .await
-    }
-
-    /// Stream one blob into `out`, hashing as it goes; never buffers the whole blob
-    /// unless `out` does. At most `max` bytes (and never more than the descriptor's size).
-    #[allow(clippy::too_many_arguments)]
-    async fn stream_blob<W: tokio::io::AsyncWrite + Unpin>(
-        &self,
-        image: &str,
-        registry: &str,
-        client: &Client,
-        r: &Reference,
-        desc: &OciDescriptor,
-        max: u64,
-        out: &mut W,
-    ) -> Result<u64, Classified> {
-        let declared = u64::try_from(desc.size).unwrap_or(0);
-        if declared > max {
-            return Err(Classified::Fail(ImageError::LimitExceeded {
-                image: image.to_string(),
-                layer: desc.digest.clone(),
-                what: format!("blob size ({declared} bytes)"),
-                limit: max,
-            }));
-        }
-        let mut stream = client
-            .pull_blob_stream(r, desc)
-            .await
-            .map_err(|e| classify(image, registry, e))?;
-        self.counters
-            .blobs_downloaded
-            .fetch_add(1, Ordering::Relaxed);
-        let mut hasher = Sha256::new();
-        let mut total: u64 = 0;
-        let cap = if declared > 0 { declared } else { max };
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| blob_stream_error(image, &desc.digest, e))?;
-            total += chunk.len() as u64;
-            self.counters
-                .bytes_downloaded
-                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
-            if total > cap {
-                return Err(Classified::Fail(if declared > 0 {
-                    ImageError::DigestMismatch {
-                        image: image.to_string(),
-                        what: format!("size of blob {}", desc.digest),
-                        expected: format!("{cap} bytes"),
-                        actual: format!("more than {cap} bytes"),
-                    }
-                } else {
-                    ImageError::LimitExceeded {
-                        image: image.to_string(),
-                        layer: desc.digest.clone(),
-                        what: "blob size".to_string(),
-                        limit: cap,
-                    }
-                }));
-            }
-            hasher.update(&chunk);
-            out.write_all(&chunk)
-                .await
-                .map_err(|e| Classified::Fail(ImageError::io(image, Path::new("(blob)"), e)))?;
-        }
-        let actual = format!(
-            "sha256:{}",
-            data_encoding::HEXLOWER.encode(&hasher.finalize())
-        );
-        if actual != desc.digest {
-            return Err(Classified::Fail(ImageError::DigestMismatch {
-                image: image.to_string(),
-                what: format!("blob {}", desc.digest),
-                expected: desc.digest.clone(),
-                actual,
-            }));
-        }
-        Ok(total)
-    }
 }
 
-fn blob_stream_error(image: &str, digest: &str, e: std::io::Error) -> Classified {
-    if let Some(DigestError::VerificationError { expected, actual }) = e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<DigestError>())
-    {
-        return Classified::Fail(ImageError::DigestMismatch {
-            image: image.to_string(),
-            what: format!("blob {digest}"),
-            expected: expected.clone(),
-            actual: actual.clone(),
-        });
+/// Writes `meta.json` into the finished work entry and moves it to `final_dir`.
+fn store_entry(image: &str, entry: &Path, meta: &Meta, final_dir: &Path) -> Result<(), ImageError> {
+    let meta_path = entry.join("meta.json");
+    let meta_json = serde_json::to_vec_pretty(meta)
+        .map_err(|e| ImageError::io(image, &meta_path, std::io::Error::other(e)))?;
+    std::fs::write(&meta_path, meta_json).map_err(|e| ImageError::io(image, &meta_path, e))?;
+    if let Some(parent) = final_dir.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| ImageError::io(image, parent, e))?;
     }
-    if let Some(oci) = e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<OciDistributionError>())
-    {
-        return Classified::Retry(oci.to_string());
+    if let Err(e) = std::fs::rename(entry, final_dir) {
+        // Another pull of the same digest finished first: use its result.
+        if read_cached(final_dir).is_none() {
+            return Err(ImageError::io(image, final_dir, e));
+        }
     }
-    Classified::Retry(format!("reading blob {digest}: {}", error_chain(&e)))
+    Ok(())
 }
 
 fn parse_reference(reference: &str) -> Result<Reference, ImageError> {

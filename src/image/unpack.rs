@@ -169,7 +169,11 @@ pub fn unpack_layers(
     Ok(())
 }
 
-fn unpack_one(ctx: &mut Ctx<'_>, layer: &LayerFile) -> Result<(), ImageError> {
+/// Opens a layer blob, decompressed as its first bytes say, counted against the budget.
+fn open_layer(
+    ctx: &Ctx<'_>,
+    layer: &LayerFile,
+) -> Result<tar::Archive<Budget<Box<dyn Read>>>, ImageError> {
     let image = ctx.image;
     let file = fs::File::open(&layer.path).map_err(|e| ImageError::io(image, &layer.path, e))?;
     let mut reader = BufReader::with_capacity(64 * 1024, file);
@@ -188,7 +192,12 @@ fn unpack_one(ctx: &mut Ctx<'_>, layer: &LayerFile) -> Result<(), ImageError> {
         limit: ctx.limits.max_expanded_bytes,
         exceeded: ctx.exceeded.clone(),
     };
-    let mut archive = tar::Archive::new(budget);
+    Ok(tar::Archive::new(budget))
+}
+
+/// Unpacks one layer over what the layers below left in `ctx.dest`.
+fn unpack_one(ctx: &mut Ctx<'_>, layer: &LayerFile) -> Result<(), ImageError> {
+    let mut archive = open_layer(ctx, layer)?;
     let mut current: HashSet<Vec<String>> = HashSet::new();
     let entries = archive.entries().map_err(|e| read_err(ctx, layer, e))?;
     for entry in entries {
@@ -202,156 +211,200 @@ fn unpack_one(ctx: &mut Ctx<'_>, layer: &LayerFile) -> Result<(), ImageError> {
                 ctx.limits.max_entries,
             ));
         }
-        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let unsafe_entry = |reason: String| ImageError::UnsafeEntry {
-            image: image.to_string(),
-            layer: layer.digest.clone(),
-            entry: raw.clone(),
-            reason,
-        };
-        let kind = entry.header().entry_type();
-        if matches!(
-            kind,
-            tar::EntryType::XGlobalHeader | tar::EntryType::XHeader
-        ) {
-            continue;
+        if let Some(rel) = unpack_entry(ctx, layer, &mut entry, &current)? {
+            current.insert(rel);
         }
-        let comps = normalize_entry_path(&raw).map_err(&unsafe_entry)?;
-        if comps.is_empty() {
-            continue; // "./" itself
-        }
-        // Whiteouts.
-        let base = comps[comps.len() - 1].as_str();
-        if let Some(name) = base.strip_prefix(".wh.") {
-            let parent = &comps[..comps.len() - 1];
-            if name == ".wh..opq" {
-                remove_lower(ctx, parent, &current, true)?;
-            } else {
-                let mut target = parent.to_vec();
-                target.push(name.to_string());
-                remove_lower(ctx, &target, &current, false)?;
-            }
-            continue;
-        }
-        // Map into the extracted area.
-        let rel: Vec<String> = if comps.starts_with(ctx.subdir) {
-            comps[ctx.subdir.len()..].to_vec()
-        } else {
-            continue;
-        };
-        ctx.seen_subdir = true;
-        if rel.is_empty() {
-            if !kind.is_dir() {
-                return Err(unsafe_entry(
-                    "the extracted directory is not a directory".into(),
-                ));
-            }
-            continue;
-        }
-        let target = ctx.dest.join(rel.join("/"));
-        prepare_parents(ctx, &rel).map_err(&unsafe_entry)?;
-        match kind {
-            tar::EntryType::Directory => match fs::symlink_metadata(&target) {
-                Ok(m) if m.is_dir() => {}
-                Ok(_) => {
-                    remove_any(&target).map_err(|e| ImageError::io(image, &target, e))?;
-                    fs::create_dir(&target).map_err(|e| ImageError::io(image, &target, e))?;
-                }
-                Err(_) => {
-                    fs::create_dir(&target).map_err(|e| ImageError::io(image, &target, e))?;
-                }
-            },
-            tar::EntryType::Regular | tar::EntryType::Continuous => {
-                let size = entry.header().size().map_err(|e| read_err(ctx, layer, e))?;
-                if size > ctx.limits.max_file_bytes {
-                    return Err(limit(
-                        ctx,
-                        layer,
-                        &format!("file {raw:?} ({size} bytes)"),
-                        ctx.limits.max_file_bytes,
-                    ));
-                }
-                remove_existing(&target).map_err(|e| ImageError::io(image, &target, e))?;
-                let mut out = fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&target)
-                    .map_err(|e| ImageError::io(image, &target, e))?;
-                let mut limited = (&mut entry).take(ctx.limits.max_file_bytes + 1);
-                io::copy(&mut limited, &mut out).map_err(|e| {
-                    if ctx.exceeded.get() {
-                        limit(ctx, layer, "expanded size", ctx.limits.max_expanded_bytes)
-                    } else {
-                        ImageError::io(image, &target, e)
-                    }
-                })?;
-                let exec = entry
-                    .header()
-                    .mode()
-                    .map(|m| m & 0o111 != 0)
-                    .unwrap_or(false);
-                set_mode(&target, if exec { 0o755 } else { 0o644 })
-                    .map_err(|e| ImageError::io(image, &target, e))?;
-            }
-            tar::EntryType::Symlink => {
-                let link = entry
-                    .link_name_bytes()
-                    .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .unwrap_or_default();
-                let resolved = resolve_symlink(&comps, &link).map_err(&unsafe_entry)?;
-                if !resolved.starts_with(ctx.subdir) {
-                    return Err(unsafe_entry(format!(
-                        "symlink target {link:?} points outside the extracted directory"
-                    )));
-                }
-                remove_existing(&target).map_err(|e| ImageError::io(image, &target, e))?;
-                std::os::unix::fs::symlink(&link, &target)
-                    .map_err(|e| ImageError::io(image, &target, e))?;
-            }
-            tar::EntryType::Link => {
-                let link = entry
-                    .link_name_bytes()
-                    .map(|b| String::from_utf8_lossy(&b).into_owned())
-                    .unwrap_or_default();
-                let lcomps = normalize_entry_path(&link)
-                    .map_err(|r| unsafe_entry(format!("hard link target {link:?}: {r}")))?;
-                if lcomps.is_empty() || !lcomps.starts_with(ctx.subdir) {
-                    return Err(unsafe_entry(format!(
-                        "hard link target {link:?} is outside the extracted directory"
-                    )));
-                }
-                let lrel = &lcomps[ctx.subdir.len()..];
-                let src = ctx.dest.join(lrel.join("/"));
-                match fs::symlink_metadata(&src) {
-                    Ok(m)
-                        if m.is_file() && !lrel.is_empty() && parents_are_dirs(ctx.dest, lrel) => {}
-                    _ => {
-                        return Err(unsafe_entry(format!(
-                            "hard link target {link:?} is not a regular file extracted earlier"
-                        )));
-                    }
-                }
-                remove_existing(&target).map_err(|e| ImageError::io(image, &target, e))?;
-                fs::hard_link(&src, &target).map_err(|e| ImageError::io(image, &target, e))?;
-            }
-            tar::EntryType::Char | tar::EntryType::Block => {
-                return Err(unsafe_entry("device files are not allowed".into()));
-            }
-            tar::EntryType::Fifo => {
-                return Err(unsafe_entry("fifos are not allowed".into()));
-            }
-            tar::EntryType::GNUSparse => {
-                return Err(unsafe_entry("sparse files are not supported".into()));
-            }
-            other => {
-                return Err(unsafe_entry(format!(
-                    "unsupported tar entry type {other:?}"
-                )));
-            }
-        }
-        current.insert(rel);
     }
     Ok(())
+}
+
+/// One tar entry: a whiteout is applied, an entry outside the extracted directory is
+/// skipped, anything else is written. The path written (relative to `dest`), if any.
+fn unpack_entry<R: Read>(
+    ctx: &mut Ctx<'_>,
+    layer: &LayerFile,
+    entry: &mut tar::Entry<'_, R>,
+    current: &HashSet<Vec<String>>,
+) -> Result<Option<Vec<String>>, ImageError> {
+    let image = ctx.image;
+    let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+    let unsafe_entry = |reason: String| ImageError::UnsafeEntry {
+        image: image.to_string(),
+        layer: layer.digest.clone(),
+        entry: raw.clone(),
+        reason,
+    };
+    let kind = entry.header().entry_type();
+    if matches!(
+        kind,
+        tar::EntryType::XGlobalHeader | tar::EntryType::XHeader
+    ) {
+        return Ok(None);
+    }
+    let comps = normalize_entry_path(&raw).map_err(&unsafe_entry)?;
+    if comps.is_empty() {
+        return Ok(None); // "./" itself
+    }
+    // Whiteouts.
+    let base = comps[comps.len() - 1].as_str();
+    if let Some(name) = base.strip_prefix(".wh.") {
+        let parent = &comps[..comps.len() - 1];
+        if name == ".wh..opq" {
+            remove_lower(ctx, parent, current, true)?;
+        } else {
+            let mut target = parent.to_vec();
+            target.push(name.to_string());
+            remove_lower(ctx, &target, current, false)?;
+        }
+        return Ok(None);
+    }
+    // Map into the extracted area.
+    let rel: Vec<String> = if comps.starts_with(ctx.subdir) {
+        comps[ctx.subdir.len()..].to_vec()
+    } else {
+        return Ok(None);
+    };
+    ctx.seen_subdir = true;
+    if rel.is_empty() {
+        if !kind.is_dir() {
+            return Err(unsafe_entry(
+                "the extracted directory is not a directory".into(),
+            ));
+        }
+        return Ok(None);
+    }
+    let target = ctx.dest.join(rel.join("/"));
+    prepare_parents(ctx, &rel).map_err(&unsafe_entry)?;
+    match kind {
+        tar::EntryType::Directory => match fs::symlink_metadata(&target) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                remove_any(&target).map_err(|e| ImageError::io(image, &target, e))?;
+                fs::create_dir(&target).map_err(|e| ImageError::io(image, &target, e))?;
+            }
+            Err(_) => {
+                fs::create_dir(&target).map_err(|e| ImageError::io(image, &target, e))?;
+            }
+        },
+        tar::EntryType::Regular | tar::EntryType::Continuous => {
+            write_file(ctx, layer, entry, &target, &raw)?;
+        }
+        tar::EntryType::Symlink => write_symlink(ctx, entry, &comps, &target, &unsafe_entry)?,
+        tar::EntryType::Link => write_hard_link(ctx, entry, &target, &unsafe_entry)?,
+        tar::EntryType::Char | tar::EntryType::Block => {
+            return Err(unsafe_entry("device files are not allowed".into()));
+        }
+        tar::EntryType::Fifo => {
+            return Err(unsafe_entry("fifos are not allowed".into()));
+        }
+        tar::EntryType::GNUSparse => {
+            return Err(unsafe_entry("sparse files are not supported".into()));
+        }
+        other => {
+            return Err(unsafe_entry(format!(
+                "unsupported tar entry type {other:?}"
+            )));
+        }
+    }
+    Ok(Some(rel))
+}
+
+/// A regular file, within the per-file and expanded-size limits; mode 0755 or 0644.
+fn write_file<R: Read>(
+    ctx: &Ctx<'_>,
+    layer: &LayerFile,
+    entry: &mut tar::Entry<'_, R>,
+    target: &Path,
+    raw: &str,
+) -> Result<(), ImageError> {
+    let image = ctx.image;
+    let size = entry.header().size().map_err(|e| read_err(ctx, layer, e))?;
+    if size > ctx.limits.max_file_bytes {
+        return Err(limit(
+            ctx,
+            layer,
+            &format!("file {raw:?} ({size} bytes)"),
+            ctx.limits.max_file_bytes,
+        ));
+    }
+    remove_existing(target).map_err(|e| ImageError::io(image, target, e))?;
+    let mut out = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(target)
+        .map_err(|e| ImageError::io(image, target, e))?;
+    let mut limited = (&mut *entry).take(ctx.limits.max_file_bytes + 1);
+    io::copy(&mut limited, &mut out).map_err(|e| {
+        if ctx.exceeded.get() {
+            limit(ctx, layer, "expanded size", ctx.limits.max_expanded_bytes)
+        } else {
+            ImageError::io(image, target, e)
+        }
+    })?;
+    let exec = entry
+        .header()
+        .mode()
+        .map(|m| m & 0o111 != 0)
+        .unwrap_or(false);
+    set_mode(target, if exec { 0o755 } else { 0o644 }).map_err(|e| ImageError::io(image, target, e))
+}
+
+/// The link target of a symlink or hard link entry (empty if unreadable).
+fn link_name<R: Read>(entry: &tar::Entry<'_, R>) -> String {
+    entry
+        .link_name_bytes()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+/// A symlink whose target stays inside the extracted directory.
+fn write_symlink<R: Read>(
+    ctx: &Ctx<'_>,
+    entry: &tar::Entry<'_, R>,
+    comps: &[String],
+    target: &Path,
+    unsafe_entry: &dyn Fn(String) -> ImageError,
+) -> Result<(), ImageError> {
+    let image = ctx.image;
+    let link = link_name(entry);
+    let resolved = resolve_symlink(comps, &link).map_err(unsafe_entry)?;
+    if !resolved.starts_with(ctx.subdir) {
+        return Err(unsafe_entry(format!(
+            "symlink target {link:?} points outside the extracted directory"
+        )));
+    }
+    remove_existing(target).map_err(|e| ImageError::io(image, target, e))?;
+    std::os::unix::fs::symlink(&link, target).map_err(|e| ImageError::io(image, target, e))
+}
+
+/// A hard link to a regular file extracted earlier inside the extracted directory.
+fn write_hard_link<R: Read>(
+    ctx: &Ctx<'_>,
+    entry: &tar::Entry<'_, R>,
+    target: &Path,
+    unsafe_entry: &dyn Fn(String) -> ImageError,
+) -> Result<(), ImageError> {
+    let image = ctx.image;
+    let link = link_name(entry);
+    let lcomps = normalize_entry_path(&link)
+        .map_err(|r| unsafe_entry(format!("hard link target {link:?}: {r}")))?;
+    if lcomps.is_empty() || !lcomps.starts_with(ctx.subdir) {
+        return Err(unsafe_entry(format!(
+            "hard link target {link:?} is outside the extracted directory"
+        )));
+    }
+    let lrel = &lcomps[ctx.subdir.len()..];
+    let src = ctx.dest.join(lrel.join("/"));
+    match fs::symlink_metadata(&src) {
+        Ok(m) if m.is_file() && !lrel.is_empty() && parents_are_dirs(ctx.dest, lrel) => {}
+        _ => {
+            return Err(unsafe_entry(format!(
+                "hard link target {link:?} is not a regular file extracted earlier"
+            )));
+        }
+    }
+    remove_existing(target).map_err(|e| ImageError::io(image, target, e))?;
+    fs::hard_link(&src, target).map_err(|e| ImageError::io(image, target, e))
 }
 
 fn sniff<R: io::BufRead>(r: &mut R) -> io::Result<Compression> {
@@ -527,248 +580,5 @@ fn verify_links(image: &str, dest: &Path) -> Result<(), ImageError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_are_normalized_and_escapes_rejected() {
-        assert_eq!(
-            normalize_entry_path("./a//b/./c").unwrap(),
-            vec!["a", "b", "c"]
-        );
-        assert!(
-            normalize_entry_path("a/../../b")
-                .unwrap_err()
-                .contains("..")
-        );
-        assert!(
-            normalize_entry_path("/etc/passwd")
-                .unwrap_err()
-                .contains("absolute")
-        );
-    }
-
-    #[test]
-    fn symlink_resolution_is_lexical_and_bounded() {
-        let link = vec!["configs".to_string(), "x".to_string()];
-        assert_eq!(
-            resolve_symlink(&link, "../other/y").unwrap(),
-            vec!["other", "y"]
-        );
-        assert!(resolve_symlink(&link, "../../etc").is_err());
-        assert!(resolve_symlink(&link, "/etc/passwd").is_err());
-        assert!(resolve_symlink(&link, "").is_err());
-    }
-
-    fn tar_layer(
-        dir: &Path,
-        name: &str,
-        build: impl FnOnce(&mut tar::Builder<Vec<u8>>),
-    ) -> LayerFile {
-        let mut b = tar::Builder::new(Vec::new());
-        build(&mut b);
-        let data = b.into_inner().unwrap();
-        let path = dir.join(name);
-        fs::write(&path, data).unwrap();
-        LayerFile {
-            path,
-            digest: format!("sha256:{name}"),
-            media_type: String::new(),
-        }
-    }
-
-    fn file(b: &mut tar::Builder<Vec<u8>>, path: &str, data: &[u8]) {
-        let mut h = tar::Header::new_gnu();
-        h.set_size(data.len() as u64);
-        h.set_mode(0o644);
-        h.set_entry_type(tar::EntryType::Regular);
-        b.append_data(&mut h, path, data).unwrap();
-    }
-
-    #[test]
-    fn whiteouts_and_opaque_dirs_apply_across_layers() {
-        let t = tempfile::tempdir().unwrap();
-        let l1 = tar_layer(t.path(), "l1", |b| {
-            file(b, "configs/a/catalog.json", b"a");
-            file(b, "configs/b/catalog.json", b"b");
-            file(b, "configs/c/x.json", b"c");
-            file(b, "other/z", b"z");
-        });
-        let l2 = tar_layer(t.path(), "l2", |b| {
-            file(b, "configs/a/.wh.catalog.json", b"");
-            file(b, "configs/c/new.json", b"n");
-            file(b, "configs/c/.wh..wh..opq", b"");
-        });
-        let dest = t.path().join("out");
-        fs::create_dir(&dest).unwrap();
-        let sub = vec!["configs".to_string()];
-        unpack_layers("img", &[l1, l2], &dest, &sub, &UnpackLimits::default()).unwrap();
-        assert!(!dest.join("a/catalog.json").exists());
-        assert_eq!(fs::read(dest.join("b/catalog.json")).unwrap(), b"b");
-        assert!(!dest.join("c/x.json").exists());
-        assert_eq!(fs::read(dest.join("c/new.json")).unwrap(), b"n");
-        assert!(!dest.join("z").exists() && !dest.join("other").exists());
-    }
-
-    #[test]
-    fn whiteout_of_extracted_dir_clears_it() {
-        let t = tempfile::tempdir().unwrap();
-        let l1 = tar_layer(t.path(), "l1", |b| file(b, "configs/a.json", b"a"));
-        let l2 = tar_layer(t.path(), "l2", |b| {
-            file(b, ".wh.configs", b"");
-            file(b, "configs/b.json", b"b");
-        });
-        let dest = t.path().join("out");
-        fs::create_dir(&dest).unwrap();
-        let sub = vec!["configs".to_string()];
-        unpack_layers("img", &[l1, l2], &dest, &sub, &UnpackLimits::default()).unwrap();
-        assert!(!dest.join("a.json").exists());
-        assert!(dest.join("b.json").exists());
-    }
-
-    #[test]
-    fn missing_subdir_is_an_error_and_entry_limit_counts_skipped_entries() {
-        let t = tempfile::tempdir().unwrap();
-        let l1 = tar_layer(t.path(), "l1", |b| {
-            for i in 0..20 {
-                file(b, &format!("x/{i}"), b"");
-            }
-        });
-        let dest = t.path().join("out");
-        fs::create_dir(&dest).unwrap();
-        let sub = vec!["configs".to_string()];
-        let e = unpack_layers(
-            "img",
-            std::slice::from_ref(&l1),
-            &dest,
-            &sub,
-            &UnpackLimits::default(),
-        )
-        .unwrap_err();
-        assert!(matches!(e, ImageError::DirectoryMissing { .. }), "{e}");
-        let limits = UnpackLimits {
-            max_entries: 10,
-            ..Default::default()
-        };
-        let e = unpack_layers("img", &[l1], &dest, &sub, &limits).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("number of tar entries exceeds the limit of 10"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn writes_through_symlinks_are_refused() {
-        let t = tempfile::tempdir().unwrap();
-        let l1 = tar_layer(t.path(), "l1", |b| {
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Symlink);
-            h.set_size(0);
-            b.append_link(&mut h, "d", "sub").unwrap();
-            file(b, "sub/keep", b"k");
-            file(b, "d/f", b"x");
-        });
-        let dest = t.path().join("out");
-        fs::create_dir(&dest).unwrap();
-        let e = unpack_layers("img", &[l1], &dest, &[], &UnpackLimits::default()).unwrap_err();
-        assert!(e.to_string().contains("goes through the symlink"), "{e}");
-    }
-
-    #[test]
-    fn hard_links_inside_work_and_never_write_through() {
-        let t = tempfile::tempdir().unwrap();
-        let l1 = tar_layer(t.path(), "l1", |b| {
-            file(b, "a/orig", b"orig");
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Link);
-            h.set_size(0);
-            b.append_link(&mut h, "a/link", "a/orig").unwrap();
-        });
-        let l2 = tar_layer(t.path(), "l2", |b| file(b, "a/link", b"replaced"));
-        let dest = t.path().join("out");
-        fs::create_dir(&dest).unwrap();
-        unpack_layers("img", &[l1, l2], &dest, &[], &UnpackLimits::default()).unwrap();
-        assert_eq!(
-            fs::read(dest.join("a/orig")).unwrap(),
-            b"orig",
-            "no write through the link"
-        );
-        assert_eq!(fs::read(dest.join("a/link")).unwrap(), b"replaced");
-
-        let l3 = tar_layer(t.path(), "l3", |b| {
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Link);
-            h.set_size(0);
-            b.append_link(&mut h, "x", "missing/file").unwrap();
-        });
-        let dest2 = t.path().join("out2");
-        fs::create_dir(&dest2).unwrap();
-        let e = unpack_layers("img", &[l3], &dest2, &[], &UnpackLimits::default()).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("not a regular file extracted earlier"),
-            "{e}"
-        );
-        assert!(!dest2.join("missing").exists());
-    }
-
-    #[test]
-    fn symlink_chains_resolving_outside_are_caught() {
-        // s/d -> .. is inside (resolves to the root); l -> s/d/.. is lexically `s`, but
-        // physically the parent of the root: the final physical check refuses it.
-        let t = tempfile::tempdir().unwrap();
-        let l1 = tar_layer(t.path(), "l1", |b| {
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Directory);
-            h.set_size(0);
-            b.append_data(&mut h, "s/", std::io::empty()).unwrap();
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Symlink);
-            h.set_size(0);
-            b.append_link(&mut h, "s/d", "..").unwrap();
-            let mut h = tar::Header::new_gnu();
-            h.set_entry_type(tar::EntryType::Symlink);
-            h.set_size(0);
-            b.append_link(&mut h, "l", "s/d/..").unwrap();
-        });
-        let dest = t.path().join("out");
-        fs::create_dir(&dest).unwrap();
-        let e = unpack_layers("img", &[l1], &dest, &[], &UnpackLimits::default()).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("resolves outside the extracted directory"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn expanded_size_limit_stops_reading() {
-        let t = tempfile::tempdir().unwrap();
-        let l1 = tar_layer(t.path(), "l1", |b| file(b, "big", &vec![0u8; 300_000]));
-        let dest = t.path().join("out");
-        fs::create_dir(&dest).unwrap();
-        let limits = UnpackLimits {
-            max_expanded_bytes: 100_000,
-            ..Default::default()
-        };
-        let e = unpack_layers("img", std::slice::from_ref(&l1), &dest, &[], &limits).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("expanded size exceeds the limit of 100000"),
-            "{e}"
-        );
-        let dest2 = t.path().join("out2");
-        fs::create_dir(&dest2).unwrap();
-        let limits = UnpackLimits {
-            max_file_bytes: 1000,
-            ..Default::default()
-        };
-        let e = unpack_layers("img", &[l1], &dest2, &[], &limits).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("file \"big\" (300000 bytes) exceeds the limit of 1000"),
-            "{e}"
-        );
-    }
-}
+#[path = "unpack_tests.rs"]
+mod tests;

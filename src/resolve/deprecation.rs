@@ -3,7 +3,9 @@
 //! as plain data from the winning catalog's `olm.deprecations`, the requested channels
 //! and the installed bundle. The controller maps these onto Kubernetes Conditions.
 
-use crate::fbc::model::{Deprecation, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
+use crate::fbc::model::{
+    Deprecation, DeprecationEntry, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE,
+};
 
 pub const TYPE_DEPRECATED: &str = "Deprecated";
 pub const TYPE_PACKAGE_DEPRECATED: &str = "PackageDeprecated";
@@ -68,6 +70,65 @@ fn cond(
     }
 }
 
+/// `BundleDeprecated` when nothing is installed.
+fn no_bundle() -> DeprecationCondition {
+    cond(
+        TYPE_BUNDLE_DEPRECATED,
+        ConditionStatus::Unknown,
+        REASON_ABSENT,
+        MESSAGE_NO_BUNDLE,
+    )
+}
+
+/// The four conditions when the catalog data is unavailable: all Unknown.
+fn unknown_conditions(installed: bool) -> [DeprecationCondition; 4] {
+    let unknown = |t| cond(t, ConditionStatus::Unknown, REASON_UNKNOWN, MESSAGE_UNKNOWN);
+    [
+        unknown(TYPE_DEPRECATED),
+        unknown(TYPE_PACKAGE_DEPRECATED),
+        unknown(TYPE_CHANNEL_DEPRECATED),
+        if installed {
+            unknown(TYPE_BUNDLE_DEPRECATED)
+        } else {
+            no_bundle()
+        },
+    ]
+}
+
+/// Whether an entry's reference matches `pred` (schema, name), and the non-empty
+/// messages of the entries that do.
+fn matching(entries: &[DeprecationEntry], pred: impl Fn(&str, &str) -> bool) -> (bool, Vec<&str>) {
+    let hits: Vec<_> = entries
+        .iter()
+        .filter(|e| pred(&e.reference.schema, &e.reference.name))
+        .collect();
+    let messages = hits
+        .iter()
+        .map(|e| e.message.as_str())
+        .filter(|m| !m.is_empty())
+        .collect();
+    (!hits.is_empty(), messages)
+}
+
+/// One of the package, channel and bundle conditions: True with the messages, else False.
+fn specific(type_: &'static str, hit: bool, msgs: &[&str], not_msg: &str) -> DeprecationCondition {
+    if hit {
+        cond(
+            type_,
+            ConditionStatus::True,
+            REASON_DEPRECATED,
+            msgs.join("\n"),
+        )
+    } else {
+        cond(
+            type_,
+            ConditionStatus::False,
+            REASON_NOT_DEPRECATED,
+            not_msg,
+        )
+    }
+}
+
 /// Computes the four conditions, in the order Deprecated, PackageDeprecated,
 /// ChannelDeprecated, BundleDeprecated. `installed_bundle` is the name of the bundle
 /// that is installed now (not the resolved one), `None` if nothing is installed.
@@ -76,61 +137,21 @@ pub fn deprecation_conditions(
     requested_channels: &[String],
     installed_bundle: Option<&str>,
 ) -> [DeprecationCondition; 4] {
-    use ConditionStatus::*;
-    let no_bundle = || {
-        cond(
-            TYPE_BUNDLE_DEPRECATED,
-            Unknown,
-            REASON_ABSENT,
-            MESSAGE_NO_BUNDLE,
-        )
-    };
     let deprecation = match data {
-        CatalogData::Unavailable => {
-            let unknown = |t| cond(t, Unknown, REASON_UNKNOWN, MESSAGE_UNKNOWN);
-            return [
-                unknown(TYPE_DEPRECATED),
-                unknown(TYPE_PACKAGE_DEPRECATED),
-                unknown(TYPE_CHANNEL_DEPRECATED),
-                if installed_bundle.is_some() {
-                    unknown(TYPE_BUNDLE_DEPRECATED)
-                } else {
-                    no_bundle()
-                },
-            ];
-        }
+        CatalogData::Unavailable => return unknown_conditions(installed_bundle.is_some()),
         CatalogData::Available(d) => d,
     };
     let entries = deprecation
         .map(|d| d.entries.as_slice())
         .unwrap_or_default();
-    let select = |pred: &dyn Fn(&str, &str) -> bool| -> (bool, Vec<&str>) {
-        let hits: Vec<_> = entries
-            .iter()
-            .filter(|e| pred(&e.reference.schema, &e.reference.name))
-            .collect();
-        let messages = hits
-            .iter()
-            .map(|e| e.message.as_str())
-            .filter(|m| !m.is_empty())
-            .collect();
-        (!hits.is_empty(), messages)
-    };
-    let (pkg_hit, pkg_msgs) = select(&|schema, _| schema == SCHEMA_PACKAGE);
-    let (ch_hit, ch_msgs) = select(&|schema, name| {
+    let (pkg_hit, pkg_msgs) = matching(entries, |schema, _| schema == SCHEMA_PACKAGE);
+    let (ch_hit, ch_msgs) = matching(entries, |schema, name| {
         schema == SCHEMA_CHANNEL
             && (requested_channels.is_empty() || requested_channels.iter().any(|c| c == name))
     });
     let (b_hit, b_msgs) = match installed_bundle {
-        Some(b) => select(&|schema, name| schema == SCHEMA_BUNDLE && name == b),
+        Some(b) => matching(entries, |schema, name| schema == SCHEMA_BUNDLE && name == b),
         None => (false, Vec::new()),
-    };
-    let sub = |t, hit: bool, msgs: &[&str], not_msg: &str| {
-        if hit {
-            cond(t, True, REASON_DEPRECATED, msgs.join("\n"))
-        } else {
-            cond(t, False, REASON_NOT_DEPRECATED, not_msg)
-        }
     };
     let all: Vec<&str> = pkg_msgs
         .iter()
@@ -141,29 +162,34 @@ pub fn deprecation_conditions(
     let rollup = if all.is_empty() {
         cond(
             TYPE_DEPRECATED,
-            False,
+            ConditionStatus::False,
             REASON_NOT_DEPRECATED,
             "not deprecated",
         )
     } else {
-        cond(TYPE_DEPRECATED, True, REASON_DEPRECATED, all.join("\n"))
+        cond(
+            TYPE_DEPRECATED,
+            ConditionStatus::True,
+            REASON_DEPRECATED,
+            all.join("\n"),
+        )
     };
     [
         rollup,
-        sub(
+        specific(
             TYPE_PACKAGE_DEPRECATED,
             pkg_hit,
             &pkg_msgs,
             "package not deprecated",
         ),
-        sub(
+        specific(
             TYPE_CHANNEL_DEPRECATED,
             ch_hit,
             &ch_msgs,
             "channel not deprecated",
         ),
         if installed_bundle.is_some() {
-            sub(
+            specific(
                 TYPE_BUNDLE_DEPRECATED,
                 b_hit,
                 &b_msgs,
@@ -176,179 +202,5 @@ pub fn deprecation_conditions(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::fbc::model::{DeprecationEntry, PackageScopedReference};
-    use ConditionStatus::*;
-
-    fn entry(schema: &str, name: &str, message: &str) -> DeprecationEntry {
-        DeprecationEntry {
-            reference: PackageScopedReference {
-                schema: schema.into(),
-                name: name.into(),
-            },
-            message: message.into(),
-        }
-    }
-
-    fn deprecation(entries: Vec<DeprecationEntry>) -> Deprecation {
-        Deprecation {
-            schema: "olm.deprecations".into(),
-            package: "p".into(),
-            entries,
-        }
-    }
-
-    fn summary(c: &[DeprecationCondition; 4]) -> Vec<(&str, &str, &str, &str)> {
-        c.iter()
-            .map(|c| (c.type_, c.status.as_str(), c.reason, c.message.as_str()))
-            .collect()
-    }
-
-    #[test]
-    fn unknown_when_catalog_data_unavailable() {
-        let c = deprecation_conditions(CatalogData::Unavailable, &[], Some("p.v1"));
-        assert!(c.iter().all(|c| c.status == Unknown
-            && c.reason == REASON_UNKNOWN
-            && c.message == MESSAGE_UNKNOWN));
-        let c = deprecation_conditions(CatalogData::Unavailable, &[], None);
-        assert_eq!(
-            summary(&c)[3],
-            (
-                "BundleDeprecated",
-                "Unknown",
-                "Absent",
-                "no bundle installed yet"
-            )
-        );
-        assert_eq!(
-            summary(&c)[0],
-            (
-                "Deprecated",
-                "Unknown",
-                "DeprecationStatusUnknown",
-                MESSAGE_UNKNOWN
-            )
-        );
-    }
-
-    #[test]
-    fn nothing_deprecated() {
-        let c = deprecation_conditions(CatalogData::Available(None), &[], Some("p.v1"));
-        assert_eq!(
-            summary(&c),
-            vec![
-                ("Deprecated", "False", "NotDeprecated", "not deprecated"),
-                (
-                    "PackageDeprecated",
-                    "False",
-                    "NotDeprecated",
-                    "package not deprecated"
-                ),
-                (
-                    "ChannelDeprecated",
-                    "False",
-                    "NotDeprecated",
-                    "channel not deprecated"
-                ),
-                (
-                    "BundleDeprecated",
-                    "False",
-                    "NotDeprecated",
-                    "bundle not deprecated"
-                ),
-            ]
-        );
-    }
-
-    #[test]
-    fn everything_deprecated() {
-        let d = deprecation(vec![
-            entry("olm.bundle", "p.v1", "v1 is bad"),
-            entry("olm.package", "", "package gone"),
-            entry("olm.channel", "alpha", "use beta"),
-            entry("olm.channel", "stable", "stable moved"),
-            entry("olm.bundle", "p.v2", "v2 too"),
-        ]);
-        let c = deprecation_conditions(
-            CatalogData::Available(Some(&d)),
-            &["alpha".into()],
-            Some("p.v1"),
-        );
-        assert_eq!(
-            summary(&c),
-            vec![
-                (
-                    "Deprecated",
-                    "True",
-                    "Deprecated",
-                    "package gone\nuse beta\nv1 is bad"
-                ),
-                ("PackageDeprecated", "True", "Deprecated", "package gone"),
-                ("ChannelDeprecated", "True", "Deprecated", "use beta"),
-                ("BundleDeprecated", "True", "Deprecated", "v1 is bad"),
-            ]
-        );
-        // no channels requested: any deprecated channel counts
-        let c = deprecation_conditions(CatalogData::Available(Some(&d)), &[], Some("p.v3"));
-        assert_eq!(
-            summary(&c)[2],
-            (
-                "ChannelDeprecated",
-                "True",
-                "Deprecated",
-                "use beta\nstable moved"
-            )
-        );
-        assert_eq!(
-            summary(&c)[3],
-            (
-                "BundleDeprecated",
-                "False",
-                "NotDeprecated",
-                "bundle not deprecated"
-            )
-        );
-        // a channel that is not deprecated
-        let c = deprecation_conditions(CatalogData::Available(Some(&d)), &["beta".into()], None);
-        assert_eq!(
-            summary(&c)[2],
-            (
-                "ChannelDeprecated",
-                "False",
-                "NotDeprecated",
-                "channel not deprecated"
-            )
-        );
-        assert_eq!(
-            summary(&c)[3],
-            (
-                "BundleDeprecated",
-                "Unknown",
-                "Absent",
-                "no bundle installed yet"
-            )
-        );
-        assert_eq!(
-            summary(&c)[0],
-            ("Deprecated", "True", "Deprecated", "package gone")
-        );
-    }
-
-    #[test]
-    fn empty_messages_are_skipped() {
-        let d = deprecation(vec![
-            entry("olm.package", "", ""),
-            entry("olm.channel", "a", ""),
-        ]);
-        let c = deprecation_conditions(CatalogData::Available(Some(&d)), &[], None);
-        assert_eq!(
-            summary(&c)[1],
-            ("PackageDeprecated", "True", "Deprecated", "")
-        );
-        assert_eq!(
-            summary(&c)[0],
-            ("Deprecated", "False", "NotDeprecated", "not deprecated")
-        );
-    }
-}
+#[path = "deprecation_tests.rs"]
+mod tests;

@@ -9,6 +9,7 @@ use crate::fbc::model::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 use pretty_assertions::assert_eq;
 use serde_json::json;
+use std::collections::HashSet;
 
 /// (name, version, replaces, skips, skipRange) in one channel.
 type Entry<'a> = (

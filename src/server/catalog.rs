@@ -14,6 +14,8 @@
 //! `metas?package=`) cost neither reads nor compression; other bodies are streamed and
 //! compressed on the fly by tower-http.
 
+mod conditional;
+
 use crate::fbc::store::{
     CATALOG_FILE, Index, Section, current_dir, read_index, validate_catalog_name,
 };
@@ -23,12 +25,15 @@ use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use conditional::{
+    Precondition, RangeSpec, check_preconditions, http_date, if_range_holds, parse_range,
+};
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate, SizeAbove};
 
@@ -158,23 +163,11 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = tx.send(());
-    });
-    tokio::select! {
-        r = server => r,
-        _ = async {
-            if rx.await.is_ok() {
-                tokio::time::sleep(SHUTDOWN_GRACE).await;
-            } else {
-                std::future::pending::<()>().await;
-            }
-        } => {
-            tracing::warn!("catalog server: graceful shutdown timed out, closing connections");
-            Ok(())
-        }
-    }
+    let server = axum::serve(listener, router).with_graceful_shutdown(signal_after(shutdown, tx));
+    with_grace(server, rx).await.unwrap_or_else(|| {
+        tracing::warn!("catalog server: graceful shutdown timed out, closing connections");
+        Ok(())
+    })
 }
 
 /// [`serve`] over TLS with the given server configuration (see [`super::tls::server_config`]).
@@ -189,19 +182,30 @@ where
 {
     let listener = super::tls::TlsListener::new(listener, tls)?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = tx.send(());
-    });
+    let server = axum::serve(listener, router).with_graceful_shutdown(signal_after(shutdown, tx));
+    with_grace(server, rx).await.unwrap_or(Ok(()))
+}
+
+/// `shutdown`, then a signal on `tx` that starts [`with_grace`]'s grace period.
+async fn signal_after<F: Future<Output = ()>>(shutdown: F, tx: tokio::sync::oneshot::Sender<()>) {
+    shutdown.await;
+    let _ = tx.send(());
+}
+
+/// Runs `server` to its end, or until [`SHUTDOWN_GRACE`] after `started` fires (`None`).
+async fn with_grace(
+    server: impl IntoFuture<Output = std::io::Result<()>>,
+    started: tokio::sync::oneshot::Receiver<()>,
+) -> Option<std::io::Result<()>> {
     tokio::select! {
-        r = server => r,
+        r = server.into_future() => Some(r),
         _ = async {
-            if rx.await.is_ok() {
+            if started.await.is_ok() {
                 tokio::time::sleep(SHUTDOWN_GRACE).await;
             } else {
                 std::future::pending::<()>().await;
             }
-        } => Ok(()),
+        } => None,
     }
 }
 
@@ -294,79 +298,6 @@ fn load(dir: &Path) -> Result<Loaded, ApiError> {
     })
 }
 
-fn http_date(t: SystemTime) -> String {
-    let secs = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or_default();
-    jiff::Timestamp::from_second(secs)
-        .map(|ts| {
-            jiff::fmt::rfc2822::DateTimePrinter::new()
-                .timestamp_to_rfc9110_string(&ts)
-                .unwrap_or_default()
-        })
-        .unwrap_or_default()
-}
-
-fn parse_http_date(v: &HeaderValue) -> Option<i64> {
-    let s = v.to_str().ok()?;
-    jiff::fmt::rfc2822::DateTimeParser::new()
-        .parse_timestamp(s)
-        .ok()
-        .map(|t| t.as_second())
-}
-
-fn unix_secs(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or_default()
-}
-
-/// Whether an `If-Match`/`If-None-Match` list contains `etag` (`*` matches anything).
-fn etag_matches(list: &HeaderValue, etag: &HeaderValue, weak: bool) -> bool {
-    let Ok(list) = list.to_str() else {
-        return false;
-    };
-    let ours = etag.to_str().unwrap_or_default();
-    list.split(',')
-        .map(str::trim)
-        .any(|t| t == "*" || t == ours || (weak && t.strip_prefix("W/").is_some_and(|t| t == ours)))
-}
-
-enum Precondition {
-    Proceed,
-    NotModified,
-    Failed,
-}
-
-/// RFC 9110 §13.2.2 evaluation order, as Go's `checkPreconditions`.
-fn check_preconditions(headers: &HeaderMap, l: &Loaded) -> Precondition {
-    let modified = unix_secs(l.modified);
-    if let Some(im) = headers.get(header::IF_MATCH) {
-        if !etag_matches(im, &l.etag, false) {
-            return Precondition::Failed;
-        }
-    } else if let Some(ius) = headers
-        .get(header::IF_UNMODIFIED_SINCE)
-        .and_then(parse_http_date)
-        && modified > ius
-    {
-        return Precondition::Failed;
-    }
-    if let Some(inm) = headers.get(header::IF_NONE_MATCH) {
-        if etag_matches(inm, &l.etag, true) {
-            return Precondition::NotModified;
-        }
-    } else if let Some(ims) = headers
-        .get(header::IF_MODIFIED_SINCE)
-        .and_then(parse_http_date)
-        && modified <= ims
-    {
-        return Precondition::NotModified;
-    }
-    Precondition::Proceed
-}
-
 fn base_response(status: StatusCode, l: &Loaded) -> http::response::Builder {
     Response::builder()
         .status(status)
@@ -433,67 +364,6 @@ async fn all(
         sections_body(&l.file, vec![section], section[1])?
     };
     Ok(build(builder, body))
-}
-
-fn if_range_holds(headers: &HeaderMap, l: &Loaded) -> bool {
-    let Some(ir) = headers.get(header::IF_RANGE) else {
-        return true;
-    };
-    let Ok(s) = ir.to_str() else { return false };
-    if s.starts_with('"') {
-        return s == l.etag.to_str().unwrap_or_default();
-    }
-    parse_http_date(ir) == Some(unix_secs(l.modified))
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum RangeSpec {
-    Full,
-    Unsatisfiable,
-    Part(u64, u64),
-}
-
-/// One `bytes=` range; several ranges or a malformed header serve the whole content.
-fn parse_range(v: &HeaderValue, size: u64) -> RangeSpec {
-    let Some(spec) = v
-        .to_str()
-        .ok()
-        .and_then(|s| s.trim().strip_prefix("bytes="))
-    else {
-        return RangeSpec::Full;
-    };
-    if spec.contains(',') {
-        return RangeSpec::Full;
-    }
-    let Some((a, b)) = spec.trim().split_once('-') else {
-        return RangeSpec::Full;
-    };
-    let (a, b) = (a.trim(), b.trim());
-    if a.is_empty() {
-        let Ok(n) = b.parse::<u64>() else {
-            return RangeSpec::Full;
-        };
-        if n == 0 || size == 0 {
-            return RangeSpec::Unsatisfiable;
-        }
-        let n = n.min(size);
-        return RangeSpec::Part(size - n, n);
-    }
-    let Ok(start) = a.parse::<u64>() else {
-        return RangeSpec::Full;
-    };
-    if start >= size {
-        return RangeSpec::Unsatisfiable;
-    }
-    let end = if b.is_empty() {
-        size - 1
-    } else {
-        match b.parse::<u64>() {
-            Ok(e) if e >= start => e.min(size - 1),
-            _ => return RangeSpec::Full,
-        }
-    };
-    RangeSpec::Part(start, end - start + 1)
 }
 
 async fn metas(

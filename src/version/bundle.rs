@@ -10,7 +10,6 @@
 //! Order: semver precedence (build ignored), then release, where any release is
 //! greater than none and two releases compare like pre-release identifiers.
 
-use crate::fbc::model::{Bundle, PROPERTY_PACKAGE};
 use semver::{BuildMetadata, Prerelease, Version};
 use std::cmp::Ordering;
 use std::fmt;
@@ -136,22 +135,6 @@ impl BundleVersion {
         })
     }
 
-    /// The version and release of an FBC bundle from its `olm.package` property.
-    pub fn of_bundle(bundle: &Bundle) -> Result<BundleVersion, VersionError> {
-        let prop = bundle
-            .properties
-            .iter()
-            .find(|p| p.type_ == PROPERTY_PACKAGE)
-            .ok_or(VersionError::MissingProperty)?;
-        let version = prop
-            .value
-            .get("version")
-            .and_then(|v| v.as_str())
-            .ok_or(VersionError::MissingVersion)?;
-        let release = prop.value.get("release").and_then(|v| v.as_str());
-        BundleVersion::new(version, release)
-    }
-
     /// The version as `status.install.bundle.version` shows it: legacy bundles
     /// re-embed the release as build metadata (`1.0.0+2`).
     pub fn status_version(&self) -> String {
@@ -205,7 +188,6 @@ impl Ord for BundleVersion {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn bv(v: &str, r: Option<&str>) -> BundleVersion {
         BundleVersion::new(v, r).unwrap()
@@ -267,29 +249,5 @@ mod tests {
             assert!(BundleVersion::new(v, None).is_err(), "{v}");
         }
         assert!(BundleVersion::new_lenient("v1.0.0", None).is_ok());
-    }
-
-    #[test]
-    fn from_bundle_property() {
-        let mut b = Bundle {
-            name: "x.v1".into(),
-            ..Default::default()
-        };
-        assert_eq!(
-            BundleVersion::of_bundle(&b),
-            Err(VersionError::MissingProperty)
-        );
-        b.properties.push(crate::fbc::model::Property {
-            type_: "olm.package".into(),
-            value: json!({"packageName": "x", "version": "1.2.3", "release": "4"}),
-        });
-        let v = BundleVersion::of_bundle(&b).unwrap();
-        assert_eq!(v.status_version(), "1.2.3");
-        assert_eq!(v.status_release(), "4");
-        b.properties[0].value = json!({"packageName": "x"});
-        assert_eq!(
-            BundleVersion::of_bundle(&b),
-            Err(VersionError::MissingVersion)
-        );
     }
 }

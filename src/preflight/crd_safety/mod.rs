@@ -308,8 +308,24 @@ pub fn check_with_stored_versions(
         }
     }
 
-    // Served versions of the new CRD against each other: with no conversion webhook an
-    // object is only relabelled between versions, so it must fit every served schema.
+    // Served versions of the new CRD against each other.
+    for (location, r) in served_pair_findings(live, new) {
+        push(location, r.path, r.rule, r.detail);
+    }
+
+    findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    findings.dedup();
+    findings
+}
+
+/// Served versions of the new CRD against each other: with no conversion webhook an
+/// object is only relabelled between versions, so it must fit every served schema.
+/// Problems the live CRD already had between the same pair are not reported (ratchet).
+fn served_pair_findings(
+    live: &CustomResourceDefinition,
+    new: &CustomResourceDefinition,
+) -> Vec<(Location, schema::RawFinding)> {
+    let mut out = Vec::new();
     let webhook = new
         .spec
         .conversion
@@ -340,16 +356,13 @@ pub fn check_with_stored_versions(
                             from: a.name.clone(),
                             to: b.name.clone(),
                         };
-                        push(location, r.path, r.rule, r.detail);
+                        out.push((location, r));
                     }
                 }
             }
         }
     }
-
-    findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
-    findings.dedup();
-    findings
+    out
 }
 
 fn schema_of(v: &CustomResourceDefinitionVersion) -> &JSONSchemaProps {

@@ -64,7 +64,38 @@ pub enum Permission {
     },
 }
 
+/// The parts of a [`Permission::Resource`], borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceParts<'a> {
+    pub namespace: &'a str,
+    pub group: &'a str,
+    pub resource: &'a str,
+    /// `""` = any name.
+    pub name: &'a str,
+    pub verb: &'a str,
+}
+
 impl Permission {
+    /// The parts of a resource permission; `None` for a non-resource URL.
+    pub fn resource_parts(&self) -> Option<ResourceParts<'_>> {
+        match self {
+            Permission::Resource {
+                namespace,
+                group,
+                resource,
+                name,
+                verb,
+            } => Some(ResourceParts {
+                namespace,
+                group,
+                resource,
+                name,
+                verb,
+            }),
+            Permission::NonResource { .. } => None,
+        }
+    }
+
     pub fn resource(namespace: &str, group: &str, resource: &str, name: &str, verb: &str) -> Self {
         Permission::Resource {
             namespace: namespace.to_owned(),
@@ -90,145 +121,12 @@ pub struct ResourceMap {
     map: BTreeMap<(String, String), ResourceInfo>,
 }
 
-const BUILTIN: &[(&str, &str, &str, bool)] = &[
-    ("", "Namespace", "namespaces", false),
-    ("", "ServiceAccount", "serviceaccounts", true),
-    ("", "Secret", "secrets", true),
-    ("", "ConfigMap", "configmaps", true),
-    ("", "Service", "services", true),
-    ("", "PersistentVolume", "persistentvolumes", false),
-    ("", "PersistentVolumeClaim", "persistentvolumeclaims", true),
-    ("", "ResourceQuota", "resourcequotas", true),
-    ("", "LimitRange", "limitranges", true),
-    ("", "Pod", "pods", true),
-    ("", "Endpoints", "endpoints", true),
-    ("apps", "Deployment", "deployments", true),
-    ("apps", "StatefulSet", "statefulsets", true),
-    ("apps", "DaemonSet", "daemonsets", true),
-    ("apps", "ReplicaSet", "replicasets", true),
-    ("batch", "Job", "jobs", true),
-    ("batch", "CronJob", "cronjobs", true),
-    (RBAC_GROUP, "ClusterRole", "clusterroles", false),
-    (
-        RBAC_GROUP,
-        "ClusterRoleBinding",
-        "clusterrolebindings",
-        false,
-    ),
-    (RBAC_GROUP, "Role", "roles", true),
-    (RBAC_GROUP, "RoleBinding", "rolebindings", true),
-    (
-        "apiextensions.k8s.io",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-        false,
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "ValidatingWebhookConfiguration",
-        "validatingwebhookconfigurations",
-        false,
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "MutatingWebhookConfiguration",
-        "mutatingwebhookconfigurations",
-        false,
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "ValidatingAdmissionPolicy",
-        "validatingadmissionpolicies",
-        false,
-    ),
-    (
-        "admissionregistration.k8s.io",
-        "ValidatingAdmissionPolicyBinding",
-        "validatingadmissionpolicybindings",
-        false,
-    ),
-    ("apiregistration.k8s.io", "APIService", "apiservices", false),
-    (
-        "scheduling.k8s.io",
-        "PriorityClass",
-        "priorityclasses",
-        false,
-    ),
-    ("storage.k8s.io", "StorageClass", "storageclasses", false),
-    (
-        "networking.k8s.io",
-        "NetworkPolicy",
-        "networkpolicies",
-        true,
-    ),
-    ("networking.k8s.io", "Ingress", "ingresses", true),
-    (
-        "policy",
-        "PodDisruptionBudget",
-        "poddisruptionbudgets",
-        true,
-    ),
-    (
-        "autoscaling",
-        "HorizontalPodAutoscaler",
-        "horizontalpodautoscalers",
-        true,
-    ),
-    (
-        "autoscaling.k8s.io",
-        "VerticalPodAutoscaler",
-        "verticalpodautoscalers",
-        true,
-    ),
-    (
-        "monitoring.coreos.com",
-        "ServiceMonitor",
-        "servicemonitors",
-        true,
-    ),
-    ("monitoring.coreos.com", "PodMonitor", "podmonitors", true),
-    (
-        "monitoring.coreos.com",
-        "PrometheusRule",
-        "prometheusrules",
-        true,
-    ),
-    ("cert-manager.io", "Certificate", "certificates", true),
-    ("cert-manager.io", "Issuer", "issuers", true),
-    ("cert-manager.io", "ClusterIssuer", "clusterissuers", false),
-    (
-        "console.openshift.io",
-        "ConsoleYAMLSample",
-        "consoleyamlsamples",
-        false,
-    ),
-    (
-        "console.openshift.io",
-        "ConsoleQuickStart",
-        "consolequickstarts",
-        false,
-    ),
-    (
-        "console.openshift.io",
-        "ConsoleCLIDownload",
-        "consoleclidownloads",
-        false,
-    ),
-    ("console.openshift.io", "ConsoleLink", "consolelinks", false),
-    (
-        "console.openshift.io",
-        "ConsolePlugin",
-        "consoleplugins",
-        false,
-    ),
-];
-
 impl ResourceMap {
     /// Built-in kinds plus the kinds defined by the CRDs among `objects`.
     pub fn offline(objects: &[Value]) -> Self {
         let mut map = ResourceMap::default();
-        for (group, kind, resource, namespaced) in BUILTIN {
-            map.insert(group, kind, resource, *namespaced);
+        for (group, kind, resource, namespaced) in crate::kinds::builtin_resources() {
+            map.insert(group, kind, resource, namespaced);
         }
         for obj in objects {
             if kind_of(obj) != Some("CustomResourceDefinition") {
@@ -320,6 +218,13 @@ pub struct ObjectInfo {
     /// `""` for cluster-scoped objects.
     pub namespace: String,
     pub name: String,
+}
+
+impl ObjectInfo {
+    /// `verb` on this object's resource in its namespace, for `name` (`""` = any name).
+    fn permission(&self, name: &str, verb: &str) -> Permission {
+        Permission::resource(&self.namespace, &self.group, &self.resource, name, verb)
+    }
 }
 
 fn kind_of(obj: &Value) -> Option<&str> {
@@ -454,22 +359,10 @@ pub fn requirements(objects: &[Value], infos: &[ObjectInfo], extension: &str) ->
     ));
     for info in infos {
         for verb in NAMED_VERBS {
-            req.required.insert(Permission::resource(
-                &info.namespace,
-                &info.group,
-                &info.resource,
-                &info.name,
-                verb,
-            ));
+            req.required.insert(info.permission(&info.name, verb));
         }
         for verb in RESOURCE_VERBS {
-            req.required.insert(Permission::resource(
-                &info.namespace,
-                &info.group,
-                &info.resource,
-                "",
-                verb,
-            ));
+            req.required.insert(info.permission("", verb));
         }
     }
     for (obj, info) in objects.iter().zip(infos) {
@@ -503,13 +396,7 @@ pub fn requirements(objects: &[Value], infos: &[ObjectInfo], extension: &str) ->
 pub fn add_deletions(req: &mut Requirements, infos: &[ObjectInfo]) {
     for info in infos {
         for verb in ["get", "delete"] {
-            req.required.insert(Permission::resource(
-                &info.namespace,
-                &info.group,
-                &info.resource,
-                &info.name,
-                verb,
-            ));
+            req.required.insert(info.permission(&info.name, verb));
         }
     }
 }
@@ -569,22 +456,13 @@ pub fn missing_lines(missing: &BTreeSet<Permission>) -> Vec<String> {
     let mut resources: BTreeMap<(&str, &str, &str, &str), BTreeSet<&str>> = BTreeMap::new();
     let mut urls: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for p in missing {
-        match p {
-            Permission::Resource {
-                namespace,
-                group,
-                resource,
-                name,
-                verb,
-            } => {
-                resources
-                    .entry((namespace, group, resource, name))
-                    .or_default()
-                    .insert(verb);
-            }
-            Permission::NonResource { path, verb } => {
-                urls.entry(path).or_default().insert(verb);
-            }
+        if let Some(r) = p.resource_parts() {
+            resources
+                .entry((r.namespace, r.group, r.resource, r.name))
+                .or_default()
+                .insert(r.verb);
+        } else if let Permission::NonResource { path, verb } = p {
+            urls.entry(path).or_default().insert(verb);
         }
     }
     let join = |verbs: &BTreeSet<&str>| verbs.iter().copied().collect::<Vec<_>>().join(",");

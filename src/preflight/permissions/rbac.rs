@@ -110,49 +110,29 @@ fn role_cover(role: &BundledRole, mode: BundledRbac) -> BTreeSet<Permission> {
 fn cluster_wide(perms: &BTreeSet<Permission>) -> BTreeSet<Permission> {
     perms
         .iter()
-        .map(|p| match p {
-            Permission::Resource {
-                group,
-                resource,
-                name,
-                verb,
-                ..
-            } => Permission::resource("", group, resource, name, verb),
-            other => other.clone(),
+        .map(|p| match p.resource_parts() {
+            Some(r) => Permission::resource("", r.group, r.resource, r.name, r.verb),
+            None => p.clone(),
         })
         .collect()
 }
 
 /// Drops named permissions that an unnamed permission for the same verb already covers.
 fn drop_covered(perms: BTreeSet<Permission>) -> BTreeSet<Permission> {
-    let unnamed: BTreeSet<(String, String, String)> = perms
+    let unnamed: BTreeSet<(&str, &str, &str)> = perms
         .iter()
-        .filter_map(|p| match p {
-            Permission::Resource {
-                group,
-                resource,
-                name,
-                verb,
-                ..
-            } if name.is_empty() => Some((group.clone(), resource.clone(), verb.clone())),
-            _ => None,
-        })
+        .filter_map(Permission::resource_parts)
+        .filter(|r| r.name.is_empty())
+        .map(|r| (r.group, r.resource, r.verb))
         .collect();
     perms
-        .into_iter()
-        .filter(|p| match p {
-            Permission::Resource {
-                group,
-                resource,
-                name,
-                verb,
-                ..
-            } => {
-                name.is_empty()
-                    || !unnamed.contains(&(group.clone(), resource.clone(), verb.clone()))
-            }
-            Permission::NonResource { .. } => true,
+        .iter()
+        .filter(|p| {
+            p.resource_parts().is_none_or(|r| {
+                r.name.is_empty() || !unnamed.contains(&(r.group, r.resource, r.verb))
+            })
         })
+        .cloned()
         .collect()
 }
 
@@ -288,15 +268,9 @@ pub fn added_rules(
     let new = generated_permissions(new, extension, mode)?;
     let covered = |p: &Permission| {
         old.contains(p)
-            || match p {
-                Permission::Resource {
-                    group,
-                    resource,
-                    verb,
-                    ..
-                } => old.contains(&Permission::resource("", group, resource, "", verb)),
-                Permission::NonResource { .. } => false,
-            }
+            || p.resource_parts().is_some_and(|r| {
+                old.contains(&Permission::resource("", r.group, r.resource, "", r.verb))
+            })
     };
     let added: BTreeSet<Permission> = new.into_iter().filter(|p| !covered(p)).collect();
     Ok(rules_from_permissions(&added))

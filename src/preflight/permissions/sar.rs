@@ -45,34 +45,25 @@ fn review(user: &str, groups: &[String], p: &Permission) -> SubjectAccessReview 
         groups: Some(groups.to_vec()),
         ..Default::default()
     };
-    match p {
-        Permission::Resource {
-            namespace,
-            group,
-            resource,
-            name,
-            verb,
-        } => {
-            let (resource, sub) = match resource.split_once('/') {
-                Some((r, s)) => (r, Some(s.to_owned())),
-                None => (resource.as_str(), None),
-            };
-            spec.resource_attributes = Some(ResourceAttributes {
-                namespace: Some(namespace.clone()).filter(|s| !s.is_empty()),
-                group: Some(group.clone()),
-                resource: Some(resource.to_owned()),
-                subresource: sub,
-                name: Some(name.clone()).filter(|s| !s.is_empty()),
-                verb: Some(verb.clone()),
-                ..Default::default()
-            });
-        }
-        Permission::NonResource { path, verb } => {
-            spec.non_resource_attributes = Some(NonResourceAttributes {
-                path: Some(path.clone()),
-                verb: Some(verb.clone()),
-            });
-        }
+    if let Some(r) = p.resource_parts() {
+        let (resource, sub) = match r.resource.split_once('/') {
+            Some((r, s)) => (r, Some(s.to_owned())),
+            None => (r.resource, None),
+        };
+        spec.resource_attributes = Some(ResourceAttributes {
+            namespace: Some(r.namespace.to_owned()).filter(|s| !s.is_empty()),
+            group: Some(r.group.to_owned()),
+            resource: Some(resource.to_owned()),
+            subresource: sub,
+            name: Some(r.name.to_owned()).filter(|s| !s.is_empty()),
+            verb: Some(r.verb.to_owned()),
+            ..Default::default()
+        });
+    } else if let Permission::NonResource { path, verb } = p {
+        spec.non_resource_attributes = Some(NonResourceAttributes {
+            path: Some(path.clone()),
+            verb: Some(verb.clone()),
+        });
     }
     SubjectAccessReview {
         spec,
@@ -83,16 +74,9 @@ fn review(user: &str, groups: &[String], p: &Permission) -> SubjectAccessReview 
 /// The unnamed form of a named resource permission (`None` for others). For RBAC an
 /// allowed unnamed request implies every name is allowed.
 pub fn unnamed(p: &Permission) -> Option<Permission> {
-    match p {
-        Permission::Resource {
-            namespace,
-            group,
-            resource,
-            name,
-            verb,
-        } if !name.is_empty() => Some(Permission::resource(namespace, group, resource, "", verb)),
-        _ => None,
-    }
+    p.resource_parts()
+        .filter(|r| !r.name.is_empty())
+        .map(|r| Permission::resource(r.namespace, r.group, r.resource, "", r.verb))
 }
 
 /// The checks of the first round: every permission, named ones replaced by their

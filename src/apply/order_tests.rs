@@ -1,0 +1,92 @@
+//! Tests of the apply order.
+
+use super::*;
+use serde_json::json;
+
+fn obj(api_version: &str, kind: &str, name: &str) -> Value {
+    json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}})
+}
+
+#[test]
+fn phases_follow_the_dependency_order() {
+    let objects = vec![
+        obj(
+            "admissionregistration.k8s.io/v1",
+            "ValidatingWebhookConfiguration",
+            "w",
+        ),
+        obj("example.com/v1", "Widget", "cr"),
+        obj("apps/v1", "Deployment", "d"),
+        obj("monitoring.coreos.com/v1", "ServiceMonitor", "m"),
+        obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "crb"),
+        obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "crd"),
+        obj("v1", "ConfigMap", "cm"),
+        obj("v1", "ServiceAccount", "sa"),
+        obj("v1", "Namespace", "ns"),
+        obj("rbac.authorization.k8s.io/v1", "ClusterRole", "cr"),
+        obj("v1", "Service", "svc"),
+        obj("autoscaling/v2", "HorizontalPodAutoscaler", "hpa"),
+        obj("networking.k8s.io/v1", "NetworkPolicy", "np"),
+        obj("v1", "PersistentVolumeClaim", "pvc"),
+        obj("cert-manager.io/v1", "Certificate", "cert"),
+        obj("v1", "Secret", "s"),
+    ];
+    let phases = apply_order(&objects);
+    let kinds: Vec<PhaseKind> = phases.iter().map(|p| p.kind).collect();
+    use PhaseKind::*;
+    assert_eq!(
+        kinds,
+        vec![
+            Namespaces,
+            Policies,
+            ServiceAccounts,
+            Config,
+            Storage,
+            Crds,
+            Roles,
+            Bindings,
+            Services,
+            Workloads,
+            Autoscalers,
+            Monitoring,
+            Other,
+            Webhooks
+        ]
+    );
+    let names = |p: &Phase| -> Vec<&str> {
+        p.objects
+            .iter()
+            .map(|i| objects[*i]["metadata"]["name"].as_str().unwrap())
+            .collect()
+    };
+    // input order inside a phase
+    assert_eq!(names(&phases[3]), vec!["cm", "s"]);
+    assert_eq!(names(&phases[8]), vec!["svc", "cert"]);
+    // every object exactly once
+    let mut all: Vec<usize> = phases.iter().flat_map(|p| p.objects.clone()).collect();
+    all.sort();
+    assert_eq!(all, (0..objects.len()).collect::<Vec<_>>());
+}
+
+#[test]
+fn kind_alone_does_not_decide_the_phase() {
+    // A custom kind named like a built-in one is not a built-in.
+    assert_eq!(phase_of("example.com", "Deployment"), PhaseKind::Other);
+    assert_eq!(phase_of("apps", "Deployment"), PhaseKind::Workloads);
+    assert_eq!(phase_of("", "Secret"), PhaseKind::Config);
+}
+
+#[test]
+fn empty_input_has_no_phases() {
+    assert!(apply_order(&[]).is_empty());
+}
+
+#[test]
+fn uninstall_reverses_and_puts_crds_last() {
+    use PhaseKind::*;
+    let order = uninstall_order(&[Crds, Namespaces, Workloads, Webhooks, Other, Roles, Crds]);
+    assert_eq!(
+        order,
+        vec![Webhooks, Other, Workloads, Roles, Namespaces, Crds]
+    );
+}

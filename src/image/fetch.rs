@@ -1,0 +1,328 @@
+//! The registry requests of one pull: manifests, the image config, and blobs streamed
+//! to disk (or memory, for the config) while their size is bounded and their sha256 is
+//! verified. Every request goes through the puller's retry policy.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures::StreamExt;
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::errors::{DigestError, OciDistributionError};
+use oci_client::manifest::{OciDescriptor, OciManifest};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
+use tokio::io::AsyncWriteExt;
+
+use super::error::{Classified, classify, error_chain};
+use super::{
+    Credentials, DockerConfig, ImageError, ImagePuller, MANIFEST_MEDIA_TYPES, validate_digest,
+};
+
+/// The registry side of one pull: the image as asked for (for messages), its registry
+/// host, and the client and credentials to reach it.
+#[derive(Clone, Copy)]
+pub(super) struct Remote<'a> {
+    pub image: &'a str,
+    pub registry: &'a str,
+    pub client: &'a Client,
+    pub auth: &'a RegistryAuth,
+}
+
+impl ImagePuller {
+    /// The client for `creds` (one per credential set, created on first use).
+    fn client(&self, creds: Option<&Credentials>) -> Result<Arc<Client>, ImageError> {
+        let key = creds.cloned();
+        let mut map = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = map.get(&key) {
+            return Ok(c.clone());
+        }
+        if map.len() > 64 {
+            map.clear();
+        }
+        let extra = self
+            .config
+            .ca_bundle_pem
+            .iter()
+            .map(|pem| Certificate {
+                encoding: CertificateEncoding::Pem,
+                data: pem.clone(),
+            })
+            .collect();
+        let cfg = ClientConfig {
+            protocol: ClientProtocol::HttpsExcept(self.config.insecure_registries.clone()),
+            extra_root_certificates: extra,
+            platform_resolver: None,
+            connect_timeout: Some(self.config.connect_timeout),
+            read_timeout: Some(self.config.read_timeout),
+            user_agent: concat!("olmv1/", env!("CARGO_PKG_VERSION")),
+            ..Default::default()
+        };
+        let client = Arc::new(Client::new(cfg));
+        map.insert(key, client.clone());
+        Ok(client)
+    }
+
+    /// The client and the credentials for `r`'s registry.
+    pub(super) fn client_and_auth(
+        &self,
+        r: &Reference,
+        secrets: &DockerConfig,
+    ) -> Result<(Arc<Client>, RegistryAuth), ImageError> {
+        let creds = secrets.credentials_for(r.registry());
+        let auth = match creds {
+            Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
+            None => RegistryAuth::Anonymous,
+        };
+        Ok((self.client(creds)?, auth))
+    }
+
+    /// Runs `op` until it succeeds, fails for good, or the retry policy gives up.
+    pub(super) async fn retry<T, F, Fut>(&self, image: &str, mut op: F) -> Result<T, ImageError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Classified>>,
+    {
+        let policy = &self.config.retry;
+        let mut delay = policy.initial_backoff;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match op().await {
+                Ok(v) => return Ok(v),
+                Err(Classified::Fail(e)) => return Err(e),
+                Err(Classified::Retry(detail)) => {
+                    if attempt >= policy.max_attempts.max(1) {
+                        return Err(ImageError::Unavailable {
+                            image: image.to_string(),
+                            attempts: attempt,
+                            detail,
+                        });
+                    }
+                    tracing::debug!(image, attempt, %detail, "registry call failed, retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(policy.max_backoff);
+                }
+            }
+        }
+    }
+
+    /// The digest `r` points at: its own, or the registry's answer for a tag.
+    pub(super) async fn top_digest(
+        &self,
+        image: &str,
+        r: &Reference,
+        client: &Client,
+        auth: &RegistryAuth,
+    ) -> Result<String, ImageError> {
+        if let Some(d) = r.digest() {
+            validate_digest(image, d)?;
+            return Ok(d.to_string());
+        }
+        let registry = r.registry().to_string();
+        let d = self
+            .retry(image, || async {
+                self.counters
+                    .manifest_requests
+                    .fetch_add(1, Ordering::Relaxed);
+                client
+                    .fetch_manifest_digest(r, auth)
+                    .await
+                    .map_err(|e| classify(image, &registry, e))
+            })
+            .await?;
+        validate_digest(image, &d)?;
+        Ok(d)
+    }
+
+    /// The manifest or index `r` points at.
+    pub(super) async fn fetch_manifest(
+        &self,
+        remote: &Remote<'_>,
+        r: &Reference,
+    ) -> Result<OciManifest, ImageError> {
+        let Remote {
+            image,
+            registry,
+            client,
+            auth,
+        } = *remote;
+        let (body, _digest) = self
+            .retry(image, || async {
+                self.counters
+                    .manifest_requests
+                    .fetch_add(1, Ordering::Relaxed);
+                client
+                    .pull_manifest_raw(r, auth, MANIFEST_MEDIA_TYPES)
+                    .await
+                    .map_err(|e| classify(image, registry, e))
+            })
+            .await?;
+        serde_json::from_slice::<OciManifest>(&body).map_err(|e| ImageError::Unsupported {
+            image: image.to_string(),
+            detail: format!(
+                "manifest {} is not an image manifest or index: {e}",
+                r.whole()
+            ),
+        })
+    }
+
+    /// The labels of the image config blob `desc`.
+    pub(super) async fn fetch_config(
+        &self,
+        remote: &Remote<'_>,
+        r: &Reference,
+        desc: &OciDescriptor,
+    ) -> Result<BTreeMap<String, String>, ImageError> {
+        let image = remote.image;
+        validate_digest(image, &desc.digest)?;
+        let max = self.config.max_config_bytes;
+        let data = self
+            .retry(image, || async {
+                let mut buf = Vec::new();
+                self.stream_blob(remote, r, desc, max, &mut buf).await?;
+                Ok(buf)
+            })
+            .await?;
+        #[derive(Deserialize)]
+        struct Cfg {
+            #[serde(default)]
+            config: Option<Inner>,
+        }
+        #[derive(Deserialize)]
+        struct Inner {
+            #[serde(default, rename = "Labels")]
+            labels: Option<BTreeMap<String, String>>,
+        }
+        let cfg: Cfg = serde_json::from_slice(&data).map_err(|e| ImageError::Unsupported {
+            image: image.to_string(),
+            detail: format!("image config {} is not valid JSON: {e}", desc.digest),
+        })?;
+        Ok(cfg.config.and_then(|c| c.labels).unwrap_or_default())
+    }
+
+    /// Layer blob `desc` into the file `path`, at most `max` bytes; its size.
+    pub(super) async fn download_layer(
+        &self,
+        remote: &Remote<'_>,
+        r: &Reference,
+        desc: &OciDescriptor,
+        path: &Path,
+        max: u64,
+    ) -> Result<u64, ImageError> {
+        let image = remote.image;
+        self.retry(image, || async {
+            let mut file = tokio::fs::File::create(path)
+                .await
+                .map_err(|e| Classified::Fail(ImageError::io(image, path, e)))?;
+            let n = self.stream_blob(remote, r, desc, max, &mut file).await?;
+            file.flush()
+                .await
+                .map_err(|e| Classified::Fail(ImageError::io(image, path, e)))?;
+            Ok(n)
+        })
+        .await
+    }
+
+    /// Stream one blob into `out`, hashing as it goes; never buffers the whole blob
+    /// unless `out` does. At most `max` bytes (and never more than the descriptor's size).
+    async fn stream_blob<W: tokio::io::AsyncWrite + Unpin>(
+        &self,
+        remote: &Remote<'_>,
+        r: &Reference,
+        desc: &OciDescriptor,
+        max: u64,
+        out: &mut W,
+    ) -> Result<u64, Classified> {
+        let Remote {
+            image,
+            registry,
+            client,
+            ..
+        } = *remote;
+        let declared = u64::try_from(desc.size).unwrap_or(0);
+        if declared > max {
+            return Err(Classified::Fail(ImageError::LimitExceeded {
+                image: image.to_string(),
+                layer: desc.digest.clone(),
+                what: format!("blob size ({declared} bytes)"),
+                limit: max,
+            }));
+        }
+        let mut stream = client
+            .pull_blob_stream(r, desc)
+            .await
+            .map_err(|e| classify(image, registry, e))?;
+        self.counters
+            .blobs_downloaded
+            .fetch_add(1, Ordering::Relaxed);
+        let mut hasher = Sha256::new();
+        let mut total: u64 = 0;
+        let cap = if declared > 0 { declared } else { max };
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| blob_stream_error(image, &desc.digest, e))?;
+            total += chunk.len() as u64;
+            self.counters
+                .bytes_downloaded
+                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            if total > cap {
+                return Err(Classified::Fail(if declared > 0 {
+                    ImageError::DigestMismatch {
+                        image: image.to_string(),
+                        what: format!("size of blob {}", desc.digest),
+                        expected: format!("{cap} bytes"),
+                        actual: format!("more than {cap} bytes"),
+                    }
+                } else {
+                    ImageError::LimitExceeded {
+                        image: image.to_string(),
+                        layer: desc.digest.clone(),
+                        what: "blob size".to_string(),
+                        limit: cap,
+                    }
+                }));
+            }
+            hasher.update(&chunk);
+            out.write_all(&chunk)
+                .await
+                .map_err(|e| Classified::Fail(ImageError::io(image, Path::new("(blob)"), e)))?;
+        }
+        let actual = format!(
+            "sha256:{}",
+            data_encoding::HEXLOWER.encode(&hasher.finalize())
+        );
+        if actual != desc.digest {
+            return Err(Classified::Fail(ImageError::DigestMismatch {
+                image: image.to_string(),
+                what: format!("blob {}", desc.digest),
+                expected: desc.digest.clone(),
+                actual,
+            }));
+        }
+        Ok(total)
+    }
+}
+
+fn blob_stream_error(image: &str, digest: &str, e: std::io::Error) -> Classified {
+    if let Some(DigestError::VerificationError { expected, actual }) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<DigestError>())
+    {
+        return Classified::Fail(ImageError::DigestMismatch {
+            image: image.to_string(),
+            what: format!("blob {digest}"),
+            expected: expected.clone(),
+            actual: actual.clone(),
+        });
+    }
+    if let Some(oci) = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<OciDistributionError>())
+    {
+        return Classified::Retry(oci.to_string());
+    }
+    Classified::Retry(format!("reading blob {digest}: {}", error_chain(&e)))
+}
