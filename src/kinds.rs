@@ -4,7 +4,8 @@
 //! into the install namespace), and the phase it is applied in. Bundle validation and
 //! rendering, the permission preflight and the apply order all read [`KINDS`]; a kind
 //! missing here is "unknown" to all of them (custom resources, discovery-only kinds).
-//! Pure data and lookups; no I/O, no dependency on any other module of the crate.
+//! [`ResourceMap`] extends the table with the kinds CRDs and discovery define. Pure
+//! data and lookups; no I/O, no dependency on any other module of the crate.
 
 /// One apply phase; phases run in declaration order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -75,6 +76,10 @@ const fn row(
         phase,
     }
 }
+
+mod resources;
+
+pub use resources::{ResourceInfo, ResourceMap, guess_plural, kind_of, split_api_version};
 
 use BundleOther::{AsIs, InstallNamespace as InNs, Unsupported as No};
 use PhaseKind as P;

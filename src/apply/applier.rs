@@ -200,8 +200,8 @@ impl Resolver {
 pub async fn resource_map(
     resolver: &Resolver,
     objects: &[Value],
-) -> Result<crate::preflight::permissions::ResourceMap, ApplyError> {
-    let mut map = crate::preflight::permissions::ResourceMap::offline(objects);
+) -> Result<crate::kinds::ResourceMap, ApplyError> {
+    let mut map = crate::kinds::ResourceMap::offline(objects);
     for (group, version, kind) in map.unknown_kinds(objects) {
         let r = ObjectRef {
             group: group.clone(),

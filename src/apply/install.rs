@@ -1,5 +1,5 @@
 //! One install or upgrade step as the reconciler calls it once the preflights passed
-//! ([`crate::preflight::run`]): record (pending) → apply → prune → record (installed).
+//! (`preflight::run`): record (pending) → apply → prune → record (installed).
 //! Every write of bundle content goes through the installer client.
 
 use super::applier::{ApplyError, ApplyOptions, ApplyReport, apply, prune};

@@ -3,7 +3,7 @@
 //! ownerReferences and the takeover refusal ([`ownership`]), the durable revision record
 //! ([`record`]), and the I/O of server-side apply, pruning and uninstall ([`applier`]).
 //!
-//! Typical reconcile: [`crate::preflight::run`] → [`apply`] → record the revision with
+//! Typical reconcile: the preflights (`preflight::run`) → [`apply`] → record the revision with
 //! [`RevisionHistory::begin`] before and [`RevisionHistory::complete`] after → [`prune`]
 //! the [`RevisionHistory::prune_candidates`] → [`RevisionStore::save`].
 

@@ -44,7 +44,7 @@ impl ObjectRef {
     /// The reference of a rendered object (`None` without kind, apiVersion or name).
     pub fn from_object(obj: &Value) -> Option<ObjectRef> {
         let api_version = obj.get("apiVersion")?.as_str()?;
-        let (group, version) = crate::preflight::permissions::split_api_version(api_version)?;
+        let (group, version) = crate::kinds::split_api_version(api_version)?;
         Some(ObjectRef {
             group: group.to_owned(),
             version: version.to_owned(),
