@@ -57,6 +57,16 @@ impl ObjectRef {
         })
     }
 
+    /// A stand-in object with this reference's apiVersion, kind and metadata (the inverse
+    /// of [`ObjectRef::from_object`]), for checks that only need those.
+    pub fn to_stub(&self) -> Value {
+        let mut meta = json!({"name": self.name});
+        if !self.namespace.is_empty() {
+            meta["namespace"] = json!(self.namespace);
+        }
+        json!({"apiVersion": self.api_version(), "kind": self.kind, "metadata": meta})
+    }
+
     /// Identity independent of the API version (a served-version change is the same object).
     pub fn identity(&self) -> (&str, &str, &str, &str) {
         (&self.group, &self.kind, &self.namespace, &self.name)

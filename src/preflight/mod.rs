@@ -15,7 +15,7 @@ use crd_safety::{Enforcement, Verdict};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use permissions::{EvaluateError, PermissionError, add_deletions, describe, requirements};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// What one preflight run checks.
 pub struct Preflight<'a> {
@@ -147,7 +147,7 @@ pub async fn check_permissions(
         .map(|h| h.dropped_by(objects))
         .unwrap_or_default()
         .iter()
-        .map(ref_object)
+        .map(ObjectRef::to_stub)
         .collect();
     let mut all = objects.to_vec();
     all.extend(dropped.iter().cloned());
@@ -157,13 +157,4 @@ pub async fn check_permissions(
     add_deletions(&mut req, &describe(&dropped, &map)?);
     permissions::preflight(controller, account_namespace, account_name, &req).await?;
     Ok(())
-}
-
-/// A stand-in object for a recorded reference (what permission checks need of it).
-fn ref_object(r: &ObjectRef) -> Value {
-    let mut meta = json!({"name": r.name});
-    if !r.namespace.is_empty() {
-        meta["namespace"] = json!(r.namespace);
-    }
-    json!({"apiVersion": r.api_version(), "kind": r.kind, "metadata": meta})
 }
