@@ -19,3 +19,4 @@ pub mod resolve;
 pub mod server;
 pub mod testenv;
 pub mod version;
+pub mod yaml;
