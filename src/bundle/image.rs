@@ -46,6 +46,39 @@ impl BundleImageError {
             _ => false,
         }
     }
+
+    /// Whether the failure is final for this image reference, so the extension should be
+    /// reported Blocked rather than retried: an invalid reference always is; content that
+    /// cannot be used (bad YAML, alias bomb, not a bundle, unsafe or oversized layers) is
+    /// when the reference is pinned by digest, as the same bytes will always fail (a tag
+    /// may be re-pushed with a fix). Registry, network and local I/O errors never are.
+    /// The image content errors are those the catalog controller treats the same way.
+    pub fn is_terminal(&self, image_ref_is_digest: bool) -> bool {
+        match self {
+            BundleImageError::Pull(ImageError::InvalidReference { .. }) => true,
+            BundleImageError::Pull(
+                ImageError::MissingLabel { .. }
+                | ImageError::LabelOutsideImage { .. }
+                | ImageError::DirectoryMissing { .. }
+                | ImageError::UnsafeEntry { .. }
+                | ImageError::LimitExceeded { .. }
+                | ImageError::Unsupported { .. },
+            ) => image_ref_is_digest,
+            BundleImageError::Pull(_) | BundleImageError::Interrupted { .. } => false,
+            BundleImageError::Load {
+                source: LoadError::Io { .. },
+                ..
+            } => false,
+            BundleImageError::NotRegistryV1 { .. } | BundleImageError::Load { .. } => {
+                image_ref_is_digest
+            }
+        }
+    }
+}
+
+/// Whether `reference` names an image by digest (`…@sha256:…`), so its content can never change.
+pub fn is_digest_reference(reference: &str) -> bool {
+    reference.contains('@')
 }
 
 /// Decides from the image config labels whether the image may be a registry+v1 bundle:
@@ -148,5 +181,52 @@ mod tests {
             "{e}"
         );
         assert!(!e.is_retryable());
+    }
+
+    #[test]
+    fn content_errors_are_terminal_only_for_digest_pinned_images() {
+        let load = |source| BundleImageError::Load {
+            image: "r/b@sha256:00".into(),
+            source,
+        };
+        let parse = load(LoadError::Parse {
+            path: "manifests/csv.yaml".into(),
+            message: "YAML alias expansion too large at line 5".into(),
+        });
+        assert!(parse.is_terminal(true));
+        assert!(!parse.is_terminal(false));
+        let not_bundle = BundleImageError::NotRegistryV1 {
+            image: "r/b:1".into(),
+            reason: "x".into(),
+        };
+        assert!(not_bundle.is_terminal(true) && !not_bundle.is_terminal(false));
+        let io = load(LoadError::Io {
+            path: "/cache/x".into(),
+            source: std::io::Error::other("disk"),
+        });
+        assert!(!io.is_terminal(true));
+        let interrupted = BundleImageError::Interrupted {
+            image: "r/b:1".into(),
+            detail: "shutdown".into(),
+        };
+        assert!(!interrupted.is_terminal(true));
+    }
+
+    #[test]
+    fn pull_errors_are_terminal_only_for_invalid_references() {
+        let invalid = BundleImageError::Pull(ImageError::InvalidReference {
+            reference: "UPPER/case".into(),
+            reason: "invalid reference format".into(),
+        });
+        assert!(invalid.is_terminal(false) && invalid.is_terminal(true));
+        let oversized = BundleImageError::Pull(ImageError::LimitExceeded {
+            image: "r/b@sha256:00".into(),
+            layer: "(manifest)".into(),
+            what: "number of layers (1000)".into(),
+            limit: 128,
+        });
+        assert!(oversized.is_terminal(true) && !oversized.is_terminal(false));
+        assert!(is_digest_reference("r/b@sha256:00"));
+        assert!(!is_digest_reference("r/b:1"));
     }
 }

@@ -22,7 +22,7 @@ use crate::apply::{
 };
 use crate::bundle::{self, CertProvider, RenderOptions};
 use crate::content::ContentClient;
-use crate::image::{ImageError, ImagePuller};
+use crate::image::ImagePuller;
 use crate::preflight::crd_safety::{self, Enforcement, Verdict};
 use crate::resolve::deprecation::{CatalogData, deprecation_conditions};
 use crate::resolve::{self, ResolveRequest, UpgradePolicy};
@@ -765,11 +765,12 @@ async fn install(
         &bundle::LoadOptions::default(),
     )
     .await
-    .map_err(|e| match e {
-        bundle::BundleImageError::Pull(ImageError::InvalidReference { .. }) => {
+    .map_err(|e| {
+        if e.is_terminal(bundle::is_digest_reference(&target.image)) {
             InstallFailure::Blocked(e.to_string())
+        } else {
+            InstallFailure::Retry(e.to_string())
         }
-        other => InstallFailure::Retry(other.to_string()),
     })?;
     ctx.metrics.phase(Phase::pull, pull_started.elapsed());
 
