@@ -36,7 +36,7 @@ pub const MAX_ANCHORS: usize = 50_000;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AliasError {
     #[error(
-        "YAML alias expansion too large at line {line}: aliases (*name) and anchors (&name) would add {added_nodes} nodes / {added_bytes} bytes to the {written_nodes} nodes / {written_bytes} bytes written in the input (allowed: twice the written amount plus {ALIAS_NODE_ALLOWANCE} nodes / {ALIAS_BYTE_ALLOWANCE} bytes); write the repeated content out instead of using aliases"
+        "YAML alias expansion too large at line {line}: aliases (*name) and anchors (&name) would add at least {added_nodes} nodes / {added_bytes} bytes, against {written_nodes} nodes / {written_bytes} bytes written in the input up to there (allowed: twice the written amount plus {ALIAS_NODE_ALLOWANCE} nodes / {ALIAS_BYTE_ALLOWANCE} bytes); write the repeated content out instead of using aliases"
     )]
     Expansion {
         /// Line (1-based) of the alias or anchored node at which the budget was exceeded.
