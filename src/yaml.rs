@@ -16,10 +16,9 @@
 //! [`ALIAS_NODE_ALLOWANCE`] (scalar bytes likewise, plus [`ALIAS_BYTE_ALLOWANCE`]): an
 //! anchor may hold the whole document and be aliased once. So aliases can at most triple
 //! what the same text would cost without them, plus about a megabyte; a bomb is refused
-//! during one pass over its own text, in microseconds. Text
-//! without a `&` has no anchor, hence nothing to expand, and skips the scan.
-//! Deserialization then runs with `serde_saphyr`'s replay limit set to the same budget as
-//! a second line of defence.
+//! during one pass over its own text, in microseconds. Text without a `&` has no anchor,
+//! hence nothing to expand, and skips the scan. Deserialization then runs with
+//! `serde_saphyr`'s replay limit set to the same budget, as a second line of defence.
 
 use serde::de::DeserializeOwned;
 use serde_saphyr::granit_parser::{Event, Parser};
