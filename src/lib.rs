@@ -20,3 +20,4 @@ pub mod resolve;
 pub mod server;
 pub mod testenv;
 pub mod version;
+pub mod yaml;

@@ -125,7 +125,7 @@ fn read_config(path: &PathBuf) -> Result<Value, String> {
     }
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    serde_saphyr::from_str::<Value>(&text)
+    crate::yaml::from_str::<Value>(&text, serde_saphyr::Options::default())
         .map_err(|e| format!("config file {}: {e}", path.display()))
 }
 

@@ -46,6 +46,39 @@ impl BundleImageError {
             _ => false,
         }
     }
+
+    /// Whether the failure is final for this image reference, so the extension should be
+    /// reported Blocked rather than retried: an invalid reference always is; content that
+    /// cannot be used (bad YAML, alias bomb, not a bundle, unsafe or oversized layers) is
+    /// when the reference is pinned by digest, as the same bytes will always fail (a tag
+    /// may be re-pushed with a fix). Registry, network and local I/O errors never are.
+    /// The image content errors are those the catalog controller treats the same way.
+    pub fn is_terminal(&self, image_ref_is_digest: bool) -> bool {
+        match self {
+            BundleImageError::Pull(ImageError::InvalidReference { .. }) => true,
+            BundleImageError::Pull(
+                ImageError::MissingLabel { .. }
+                | ImageError::LabelOutsideImage { .. }
+                | ImageError::DirectoryMissing { .. }
+                | ImageError::UnsafeEntry { .. }
+                | ImageError::LimitExceeded { .. }
+                | ImageError::Unsupported { .. },
+            ) => image_ref_is_digest,
+            BundleImageError::Pull(_) | BundleImageError::Interrupted { .. } => false,
+            BundleImageError::Load {
+                source: LoadError::Io { .. },
+                ..
+            } => false,
+            BundleImageError::NotRegistryV1 { .. } | BundleImageError::Load { .. } => {
+                image_ref_is_digest
+            }
+        }
+    }
+}
+
+/// Whether `reference` names an image by digest (`…@sha256:…`), so its content can never change.
+pub fn is_digest_reference(reference: &str) -> bool {
+    reference.contains('@')
 }
 
 /// Decides from the image config labels whether the image may be a registry+v1 bundle:

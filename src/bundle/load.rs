@@ -1,8 +1,8 @@
 //! Loading a registry+v1 bundle from a directory (an unpacked bundle image has the same
 //! layout): `metadata/annotations.yaml`, optional `metadata/properties.yaml` and
 //! `metadata/dependencies.yaml`, and every YAML/JSON document in `manifests/` (reference
-//! §5.1). All reading is bounded (file sizes, file count, YAML nesting and node budgets);
-//! this module checks structure only, [`super::validate`] checks content.
+//! §5.1). All reading is bounded (file sizes, file count, YAML nesting and node budgets,
+//! alias expansion); this module checks structure only, [`super::validate`] checks content.
 
 use super::{Bundle, CSV_KIND};
 use serde_json::Value;
@@ -463,18 +463,20 @@ fn yaml_options(opts: &LoadOptions) -> serde_saphyr::Options {
 }
 
 /// Parses every YAML (or JSON) document of a file: the event-level fast path for plain
-/// Kubernetes YAML, else the full (budgeted) deserializer.
+/// Kubernetes YAML, else the full deserializer, budgeted and with alias expansion bounded
+/// ([`crate::yaml`]).
 fn parse_documents(rel: &str, text: &str, opts: &LoadOptions) -> Result<Vec<Value>, LoadError> {
     if let Some(docs) =
         super::fast_yaml::parse_documents(text, opts.max_yaml_depth, opts.max_yaml_nodes)
     {
         return Ok(docs);
     }
-    let mut docs = serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options(opts))
-        .map_err(|e| LoadError::Parse {
+    let mut docs = crate::yaml::from_multiple::<Value>(text, yaml_options(opts)).map_err(|e| {
+        LoadError::Parse {
             path: rel.to_string(),
             message: first_line(&e.to_string()),
-        })?;
+        }
+    })?;
     docs.iter_mut().for_each(shrink);
     Ok(docs)
 }

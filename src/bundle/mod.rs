@@ -21,7 +21,7 @@ mod tests;
 
 pub use config::{BundleConfig, ConfigError, DeploymentConfig, InstallMode, InstallModeSet};
 pub use csv::{Csv, CsvError, WebhookDescription, WebhookType};
-pub use image::{BundleImageError, MEDIATYPE_LABEL, check_labels, load_image};
+pub use image::{BundleImageError, MEDIATYPE_LABEL, check_labels, is_digest_reference, load_image};
 pub use load::{LoadError, LoadOptions, load_dir};
 pub use render::{
     CertProvider, RenderError, RenderOptions, render, render_owned, to_yaml_documents,

@@ -249,7 +249,7 @@ fn decode_object(v: &Value) -> Option<Value> {
         .ok()?;
     serde_json::from_slice(&bytes).ok().or_else(|| {
         let text = String::from_utf8(bytes).ok()?;
-        serde_saphyr::from_str::<Value>(&text).ok()
+        crate::yaml::from_str::<Value>(&text, serde_saphyr::Options::default()).ok()
     })
 }
 

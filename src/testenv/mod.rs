@@ -13,6 +13,7 @@ pub mod demo;
 pub mod manifests;
 pub mod pki;
 pub mod process;
+pub mod yaml_bombs;
 
 pub use control_plane::{
     Binaries, ControlPlane, Options, client_from_kubeconfig, write_kubeconfig,

@@ -11,7 +11,6 @@ use super::{ExtensionContext, certs, prune};
 use crate::api::{BundleIdentity, ClusterExtension, CrdUpgradeSafetyEnforcement};
 use crate::apply::{self, ApplyError, InstallError, ObjectRef, Owner, RevisionHistory};
 use crate::bundle::{self, Bundle, CertProvider, RenderOptions};
-use crate::image::ImageError;
 use crate::preflight::{self, Preflight, crd_safety::Enforcement};
 use crate::server::metrics::Phase;
 use serde_json::Value;
@@ -108,11 +107,13 @@ async fn pull(
         &bundle::LoadOptions::default(),
     )
     .await
-    .map_err(|e| match e {
-        bundle::BundleImageError::Pull(ImageError::InvalidReference { .. }) => {
+    .map_err(|e| {
+        // Content errors of an image pinned by digest never fix themselves.
+        if e.is_terminal(bundle::is_digest_reference(&target.image)) {
             InstallFailure::Blocked(e.to_string())
+        } else {
+            InstallFailure::Retry(e.to_string())
         }
-        other => InstallFailure::Retry(other.to_string()),
     })?;
     ctx.metrics.phase(Phase::pull, started.elapsed());
     Ok((loaded, pulled.reference))

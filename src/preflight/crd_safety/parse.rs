@@ -1,5 +1,6 @@
 //! Reading one CustomResourceDefinition from YAML or JSON text supplied by a user
-//! (`crd-diff`): bounded nesting, clear errors for v1beta1 CRDs, other kinds, several CRDs.
+//! (`crd-diff`): bounded nesting and alias expansion ([`crate::yaml`]), clear errors for
+//! v1beta1 CRDs, other kinds, several CRDs.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
@@ -43,12 +44,15 @@ pub fn parse_crd(text: &str) -> Result<CustomResourceDefinition, CrdInputError> 
         budget.max_depth = MAX_DOCUMENT_DEPTH;
         let mut options = serde_saphyr::Options::default();
         options.budget = Some(budget);
-        serde_saphyr::from_multiple_with_options(text, options).map_err(|e| {
-            let msg = e.to_string();
-            if msg.contains("depth") {
-                CrdInputError::TooDeep
-            } else {
-                CrdInputError::Syntax(msg)
+        crate::yaml::from_multiple(text, options).map_err(|e| match e {
+            crate::yaml::YamlError::Alias(a) => CrdInputError::Syntax(a.to_string()),
+            crate::yaml::YamlError::Parse(e) => {
+                let msg = e.to_string();
+                if msg.contains("depth") {
+                    CrdInputError::TooDeep
+                } else {
+                    CrdInputError::Syntax(msg)
+                }
             }
         })?
     };

@@ -569,7 +569,7 @@ pub fn read_manifests(path: &Path) -> Result<Vec<Value>, String> {
         }
         let text =
             std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+        let docs: Vec<Value> = crate::yaml::from_multiple(&text, serde_saphyr::Options::default())
             .map_err(|e| format!("{}: invalid YAML: {e}", file.display()))?;
         for doc in docs {
             flatten(doc, &mut objects);

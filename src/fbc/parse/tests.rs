@@ -1,0 +1,180 @@
+use super::*;
+use std::io::Write;
+
+fn collect(dir: &Path, limits: &Limits) -> Result<Vec<(String, u64, String)>, FbcError> {
+    let mut out = Vec::new();
+    walk_catalog(dir, limits, &mut |b| {
+        let name = b.path.file_name().unwrap().to_string_lossy().to_string();
+        out.push((name, b.line, String::from_utf8(b.json.to_vec()).unwrap()));
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::File::create(p)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+}
+
+#[test]
+fn json_stream_concatenated_pretty_and_compact() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "a.json",
+        "{\"schema\":\"olm.package\",\"name\":\"p\"}{\"schema\":\"x\"}\n\n{\n  \"schema\": \"olm.channel\",\n  \"name\": \"s p\\\"}\"\n}\n",
+    );
+    let blobs = collect(d.path(), &Limits::default()).unwrap();
+    assert_eq!(blobs.len(), 3);
+    assert_eq!(blobs[0].2, r#"{"schema":"olm.package","name":"p"}"#);
+    assert_eq!(blobs[1].2, r#"{"schema":"x"}"#);
+    assert_eq!(blobs[2].1, 3);
+    assert_eq!(blobs[2].2, r#"{"schema":"olm.channel","name":"s p\"}"}"#);
+}
+
+#[test]
+fn yaml_multi_document_and_any_extension_and_order() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "b/catalog.yaml",
+        "---\nschema: olm.package\nname: p\n---\n# only a comment\n---\nschema: olm.bundle\nname: b\npackage: p\n",
+    );
+    write(d.path(), "a/z.txt", "{\"schema\":\"first\"}");
+    let blobs = collect(d.path(), &Limits::default()).unwrap();
+    let names: Vec<_> = blobs.iter().map(|b| b.2.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            r#"{"schema":"first"}"#,
+            r#"{"schema":"olm.package","name":"p"}"#,
+            r#"{"schema":"olm.bundle","name":"b","package":"p"}"#
+        ]
+    );
+    assert_eq!(blobs[2].1, 7);
+}
+
+#[test]
+fn indexignore_excludes_files_and_directories() {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), ".indexignore", "README.md\n/docs/\n");
+    write(d.path(), "README.md", "# not fbc\n");
+    write(d.path(), "docs/x.json", "not json");
+    write(d.path(), "pkg/.indexignore", "*.bak\n");
+    write(d.path(), "pkg/c.json.bak", "broken {");
+    write(
+        d.path(),
+        "pkg/c.json",
+        "{\"schema\":\"olm.package\",\"name\":\"p\"}",
+    );
+    let blobs = collect(d.path(), &Limits::default()).unwrap();
+    assert_eq!(blobs.len(), 1);
+}
+
+#[test]
+fn invalid_json_names_file_blob_and_line() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "c.json",
+        "{\"schema\":\"a\"}\n{\n \"schema\": \"b\",\n \"name\": \"x\" \"y\"\n}\n",
+    );
+    let err = collect(d.path(), &Limits::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("c.json"), "{err}");
+    assert!(err.contains("blob 2 starting at line 2"), "{err}");
+    assert!(err.contains("line 4,"), "{err}");
+}
+
+#[test]
+fn whitespace_between_scalars_is_not_glued() {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "c.json", "{\"schema\":\"a\",\"n\": 1 2}");
+    assert!(collect(d.path(), &Limits::default()).is_err());
+}
+
+#[test]
+fn invalid_yaml_names_file_and_absolute_line() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "c.yaml",
+        "schema: olm.package\nname: p\n---\nschema: olm.channel\nname: [unclosed\npackage: p\n",
+    );
+    let err = collect(d.path(), &Limits::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("c.yaml"), "{err}");
+    assert!(err.contains("document 2 starting at line 4"), "{err}");
+    assert!(err.contains("line 5") || err.contains("line 6"), "{err}");
+}
+
+#[test]
+fn unknown_schema_with_odd_fields_is_kept_but_missing_schema_is_not() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "a.json",
+        "{\"schema\":\"my.thing\",\"entries\":\"text\",\"properties\":7}",
+    );
+    assert_eq!(collect(d.path(), &Limits::default()).unwrap().len(), 1);
+    write(d.path(), "b.json", "{\"name\":\"x\"}");
+    let err = collect(d.path(), &Limits::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("b.json") && err.contains("schema"), "{err}");
+}
+
+#[test]
+fn limits_are_enforced() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "a.json",
+        &format!("{{\"schema\":\"x\",\"v\":\"{}\"}}", "a".repeat(5000)),
+    );
+    let small = Limits {
+        max_blob_bytes: 1000,
+        ..Limits::default()
+    };
+    let err = collect(d.path(), &small).unwrap_err().to_string();
+    assert!(
+        err.contains("max_blob_bytes") && err.contains("a.json:1"),
+        "{err}"
+    );
+    let total = Limits {
+        max_total_bytes: 100,
+        ..Limits::default()
+    };
+    assert!(
+        collect(d.path(), &total)
+            .unwrap_err()
+            .to_string()
+            .contains("max_total_bytes")
+    );
+    for i in 0..5 {
+        write(d.path(), &format!("f{i}.json"), "{\"schema\":\"x\"}");
+    }
+    let files = Limits {
+        max_files: 3,
+        ..Limits::default()
+    };
+    assert!(
+        collect(d.path(), &files)
+            .unwrap_err()
+            .to_string()
+            .contains("max_files")
+    );
+}
+
+#[test]
+fn compact_keeps_strings() {
+    let mut out = Vec::new();
+    compact_json(b"{ \"a b\" : [ 1 , \"x\\\" y\" ] }", &mut out);
+    assert_eq!(out, br#"{"a b":[1,"x\" y"]}"#);
+}
