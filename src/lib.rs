@@ -14,6 +14,7 @@ pub mod content;
 pub mod controller;
 pub mod fbc;
 pub mod image;
+pub mod metrics;
 pub mod preflight;
 pub mod resolve;
 pub mod server;

@@ -12,7 +12,7 @@ pub mod options;
 pub use options::ControllerArgs;
 
 use crate::server::health::{self, Readiness};
-use crate::server::metrics::{CountApiRequests, Metrics};
+use crate::metrics::{CountApiRequests, Metrics};
 use anyhow::{Context, Result};
 use kube::Client;
 use std::sync::Arc;
@@ -189,9 +189,9 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     let health = health::serve(health_listener, readiness.clone(), client.clone());
-    let metrics_server = crate::server::metrics::serve(metrics_listener, metrics.clone());
+    let metrics_server = crate::metrics::serve(metrics_listener, metrics.clone());
     let router = crate::server::catalog::router(storage_dir).layer(
-        axum::middleware::from_fn_with_state(metrics.clone(), crate::server::metrics::track_http),
+        axum::middleware::from_fn_with_state(metrics.clone(), crate::metrics::track_http),
     );
     type Serving = std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>>;
     let catalogs: Serving = match tls {

@@ -13,7 +13,7 @@ pub mod status;
 use crate::api::{self, AvailabilityMode, ClusterCatalog, ClusterCatalogStatus};
 use crate::fbc::{self, FbcError};
 use crate::image::{DockerConfig, Extract, ImageError, ImagePuller, PulledImage};
-use crate::server::metrics::{Controller as MetricsController, Metrics};
+use crate::metrics::{Controller as MetricsController, Metrics};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
