@@ -10,6 +10,7 @@
 pub mod api;
 pub mod apply;
 pub mod bundle;
+pub mod cli;
 pub mod content;
 pub mod controller;
 pub mod fbc;
