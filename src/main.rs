@@ -31,9 +31,6 @@ enum Command {
     Crds,
     /// Run the controllers (ClusterExtension, ClusterCatalog and the catalog server).
     Controller(olmv1::controller::ControllerArgs),
-    /// Start or stop a loopback test control plane (used by hack/control-plane.sh).
-    #[command(hide = true)]
-    Testenv(olmv1::testenv::cli::TestEnvArgs),
     /// Check whether a new CRD can safely replace an installed one (exit 0 safe, 1 unsafe, 2 bad input).
     CrdDiff(olmv1::cli::crd_diff::CrdDiffArgs),
     /// Query a file-based catalog: packages, channels, bundles, raw blobs.
@@ -59,7 +56,6 @@ fn main() -> ExitCode {
             Err(e) => fail(anyhow::anyhow!("serializing CRDs: {e}")),
         },
         Command::Controller(args) => block_on(olmv1::controller::run(args)),
-        Command::Testenv(args) => block_on(olmv1::testenv::cli::run(args)),
         Command::CrdDiff(args) => olmv1::cli::crd_diff::run(args),
         Command::Catalog(args) => olmv1::cli::catalog::run(args),
         Command::Resolve(args) => olmv1::cli::resolve::run(args),
