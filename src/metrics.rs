@@ -100,21 +100,6 @@ struct VerbLabel {
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
-/// Registers `metric` (a clone shares its values) and returns it.
-fn registered<M: prometheus_client::registry::Metric + Clone>(
-    registry: &mut Registry,
-    name: &str,
-    help: &str,
-    unit: Option<Unit>,
-    metric: M,
-) -> M {
-    match unit {
-        Some(unit) => registry.register_with_unit(name, help, unit, metric.clone()),
-        None => registry.register(name, help, metric.clone()),
-    }
-    metric
-}
-
 fn duration_histogram() -> Histogram {
     // 5 ms … ~82 s
     Histogram::new(exponential_buckets(0.005, 2.0, 15))
@@ -156,36 +141,96 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut r = Registry::with_prefix("olmv1");
-        let extension_info = registered(&mut r, "clusterextension_info", "Installed bundle of each ClusterExtension (value 1)", None, Family::<ExtensionInfo, Gauge>::default());
-        let extension_condition = registered(&mut r, "clusterextension_condition", "ClusterExtension conditions: 1 for the current status, 0 for the others", None, Family::<ExtensionCondition, Gauge>::default());
-        let phase_duration: HistogramFamily<PhaseLabel> = registered(&mut r, "clusterextension_phase_duration", "Duration of the resolve, pull, render and apply steps of ClusterExtension reconciles", Some(Unit::Seconds), Family::new_with_constructor(duration_histogram));
-        let reconcile_duration: HistogramFamily<ControllerLabel> = registered(&mut r, "reconcile_duration", "Duration of whole reconciles", Some(Unit::Seconds), Family::new_with_constructor(duration_histogram));
-        let errors = registered(&mut r, "reconcile_errors", "Failed reconciles by reason", None, Family::<ErrorLabels, Counter>::default());
-        let catalog_condition = registered(&mut r, "clustercatalog_condition", "ClusterCatalog conditions: 1 for the current status, 0 for the others", None, Family::<CatalogCondition, Gauge>::default());
-        let catalog_ingest = registered(&mut r, "clustercatalog_ingest_duration", "Time to pull, validate and store a catalog's content", Some(Unit::Seconds), duration_histogram());
-        let catalog_bytes = registered(&mut r, "clustercatalog_content_size", "Size of the FBC content stored for each ClusterCatalog", Some(Unit::Bytes), Family::<CatalogLabel, Gauge>::default());
-        // 64 KiB … 4 GiB
-        let catalog_size = registered(&mut r, "clustercatalog_ingest_size", "Size of the FBC content of each ingest", Some(Unit::Bytes), Histogram::new(exponential_buckets(65536.0, 4.0, 9)));
-        let http_duration: HistogramFamily<CodeLabel> = registered(&mut r, "catalog_http_request_duration", "Requests to the catalog content server by status code", Some(Unit::Seconds), Family::new_with_constructor(duration_histogram));
-        let leader = registered(&mut r, "leader", "1 while this replica holds the leader lease (or leader election is off)", None, Gauge::default());
-        let api_requests = registered(&mut r, "kube_api_requests", "Requests the controller's own client sent to the API server", None, Family::<VerbLabel, Counter>::default());
-        Metrics {
-            registry: r,
-            extension_info,
-            extension_condition,
-            phase_duration,
-            reconcile_duration,
-            errors,
-            catalog_condition,
-            catalog_ingest,
-            catalog_bytes,
-            catalog_size,
-            http_duration,
-            leader,
-            api_requests,
+        let mut metrics = Metrics {
+            registry: Registry::with_prefix("olmv1"),
+            extension_info: Family::default(),
+            extension_condition: Family::default(),
+            phase_duration: Family::new_with_constructor(duration_histogram),
+            reconcile_duration: Family::new_with_constructor(duration_histogram),
+            errors: Family::default(),
+            catalog_condition: Family::default(),
+            catalog_ingest: duration_histogram(),
+            catalog_bytes: Family::default(),
+            // 64 KiB … 4 GiB
+            catalog_size: Histogram::new(exponential_buckets(65536.0, 4.0, 9)),
+            http_duration: Family::new_with_constructor(duration_histogram),
+            leader: Gauge::default(),
+            api_requests: Family::default(),
             known: Mutex::default(),
-        }
+        };
+        metrics.register();
+        metrics
+    }
+
+    /// Registers every metric (a registered clone shares the values).
+    fn register(&mut self) {
+        let r = &mut self.registry;
+        r.register(
+            "clusterextension_info",
+            "Installed bundle of each ClusterExtension (value 1)",
+            self.extension_info.clone(),
+        );
+        r.register(
+            "clusterextension_condition",
+            "ClusterExtension conditions: 1 for the current status, 0 for the others",
+            self.extension_condition.clone(),
+        );
+        r.register_with_unit(
+            "clusterextension_phase_duration",
+            "Duration of the resolve, pull, render and apply steps of ClusterExtension reconciles",
+            Unit::Seconds,
+            self.phase_duration.clone(),
+        );
+        r.register_with_unit(
+            "reconcile_duration",
+            "Duration of whole reconciles",
+            Unit::Seconds,
+            self.reconcile_duration.clone(),
+        );
+        r.register(
+            "reconcile_errors",
+            "Failed reconciles by reason",
+            self.errors.clone(),
+        );
+        r.register(
+            "clustercatalog_condition",
+            "ClusterCatalog conditions: 1 for the current status, 0 for the others",
+            self.catalog_condition.clone(),
+        );
+        r.register_with_unit(
+            "clustercatalog_ingest_duration",
+            "Time to pull, validate and store a catalog's content",
+            Unit::Seconds,
+            self.catalog_ingest.clone(),
+        );
+        r.register_with_unit(
+            "clustercatalog_content_size",
+            "Size of the FBC content stored for each ClusterCatalog",
+            Unit::Bytes,
+            self.catalog_bytes.clone(),
+        );
+        r.register_with_unit(
+            "clustercatalog_ingest_size",
+            "Size of the FBC content of each ingest",
+            Unit::Bytes,
+            self.catalog_size.clone(),
+        );
+        r.register_with_unit(
+            "catalog_http_request_duration",
+            "Requests to the catalog content server by status code",
+            Unit::Seconds,
+            self.http_duration.clone(),
+        );
+        r.register(
+            "leader",
+            "1 while this replica holds the leader lease (or leader election is off)",
+            self.leader.clone(),
+        );
+        r.register(
+            "kube_api_requests",
+            "Requests the controller's own client sent to the API server",
+            self.api_requests.clone(),
+        );
     }
 
     /// The OpenMetrics text exposition of everything.

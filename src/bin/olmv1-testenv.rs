@@ -8,11 +8,11 @@
 //! Hidden helpers for `hack/demo.sh`: `registry` runs a loopback OCI registry until
 //! interrupted, `demo-catalog` publishes synthetic bundles and a catalog to it.
 
+use anyhow::{Context, Result};
 use clap::Parser;
 use olmv1::testenv::demo::{self, BundleSpec};
 use olmv1::testenv::registry::TestRegistry;
 use olmv1::testenv::{Binaries, ControlPlane, Lifetime, Options, manifests, process};
-use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -175,9 +175,8 @@ async fn registry(dir: PathBuf) -> Result<()> {
     std::fs::write(&env, format!("REGISTRY={}\n", registry.host()))
         .with_context(|| format!("writing {}", env.display()))?;
     println!("registry serving at {}", registry.host());
-    let mut term =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("installing the SIGTERM handler")?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
@@ -205,19 +204,16 @@ async fn demo_catalog(
     )
     .await?;
     if let (Some(dir), Some(ns)) = (render_dir, namespace) {
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         for v in versions {
-            let objects =
-                demo::render(&BundleSpec::new(package, v), &ns)?;
+            let objects = demo::render(&BundleSpec::new(package, v), &ns)?;
             let path = dir.join(format!("{v}.json"));
             let text = objects
                 .iter()
                 .map(|o| o.to_string())
                 .collect::<Vec<_>>()
                 .join("\n---\n");
-            std::fs::write(&path, text)
-                .with_context(|| format!("writing {}", path.display()))?;
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
         }
     }
     println!("{reference}");

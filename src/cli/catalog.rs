@@ -286,14 +286,8 @@ fn bundle_table(rows: &[BundleRecord]) -> Vec<Vec<String>> {
 fn show(a: ShowArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let source = CatalogSource::parse(&a.source.catalog);
     let (schema, name) = match (&a.channel, &a.bundle) {
-        (Some(c), _) => (
-            Some(SCHEMA_CHANNEL.to_string()),
-            Some(c.clone()),
-        ),
-        (_, Some(b)) => (
-            Some(SCHEMA_BUNDLE.to_string()),
-            Some(b.clone()),
-        ),
+        (Some(c), _) => (Some(SCHEMA_CHANNEL.to_string()), Some(c.clone())),
+        (_, Some(b)) => (Some(SCHEMA_BUNDLE.to_string()), Some(b.clone())),
         _ => (a.schema.clone(), a.name.clone()),
     };
     let keep = |want: &Option<String>, have: &str| {

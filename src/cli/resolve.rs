@@ -6,8 +6,8 @@
 use super::source::{CatalogSource, FetchArgs};
 use crate::fbc::model::PackageContent;
 use crate::resolve::{
-    Availability, BundleExplanation, CatalogInput, Explanation, InstalledBundle,
-    ResolveRequest, UpgradePolicy, explain, resolve,
+    Availability, BundleExplanation, CatalogInput, Explanation, InstalledBundle, ResolveRequest,
+    UpgradePolicy, explain, resolve,
 };
 use crate::version::BundleVersion;
 use std::collections::BTreeMap;
@@ -222,15 +222,15 @@ fn print_result(
 pub fn explanation_table(rows: &[BundleExplanation]) -> String {
     let header = ["CATALOG", "BUNDLE", "VERSION", "VERDICT"].map(String::from);
     let cells = rows.iter().map(|r| {
-            let mut verdict = r
-                .reasons
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ");
-            if r.deprecated && !verdict.contains("deprecated") {
-                verdict.push_str(" (deprecated)");
-            }
+        let mut verdict = r
+            .reasons
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        if r.deprecated && !verdict.contains("deprecated") {
+            verdict.push_str(" (deprecated)");
+        }
         vec![
             r.catalog.clone(),
             r.bundle.clone(),

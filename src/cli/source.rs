@@ -8,8 +8,8 @@
 //! is; the I/O is in the async methods, with blocking wrappers for the synchronous
 //! command handlers.
 
-use crate::content::{ContentClient, ContentConfig, ContentError, endpoint};
 use crate::api::ClusterCatalog;
+use crate::content::{ContentClient, ContentConfig, ContentError, endpoint};
 use crate::fbc::model::PackageContent;
 use crate::image::{DockerConfig, Extract, ImagePuller, PullerConfig};
 use std::path::{Path, PathBuf};

@@ -11,8 +11,8 @@ pub mod options;
 
 pub use options::ControllerArgs;
 
-use crate::server::health::{self, Readiness};
 use crate::metrics::{CountApiRequests, Metrics};
+use crate::server::health::{self, Readiness};
 use anyhow::{Context, Result};
 use kube::Client;
 use std::sync::Arc;

@@ -56,14 +56,18 @@ fn extension_info_and_conditions_are_labelled_and_replaced() {
     );
     let conditions = lines(&m, "olmv1_clusterextension_condition{");
     assert_eq!(conditions.len(), 6, "{conditions:#?}");
-    assert!(conditions.contains(
-        &r#"olmv1_clusterextension_condition{name="argocd",type="Installed",status="True"} 1"#
-            .to_string()
-    ));
-    assert!(conditions.contains(
-        &r#"olmv1_clusterextension_condition{name="argocd",type="Installed",status="False"} 0"#
-            .to_string()
-    ));
+    assert!(
+        conditions.contains(
+            &r#"olmv1_clusterextension_condition{name="argocd",type="Installed",status="True"} 1"#
+                .to_string()
+        )
+    );
+    assert!(
+        conditions.contains(
+            &r#"olmv1_clusterextension_condition{name="argocd",type="Installed",status="False"} 0"#
+                .to_string()
+        )
+    );
 
     // A resolution of a newer bundle does not relabel the installed one; its
     // install replaces the info series.

@@ -9,7 +9,6 @@
 //! [`classify_diff`] decide which form an argument is, [`find_bundle`] is the catalog
 //! lookup; the I/O (files, registries, catalogs) stays in [`run`].
 
-
 mod input;
 mod lookup;
 #[cfg(test)]

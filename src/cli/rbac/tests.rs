@@ -64,8 +64,8 @@ fn prints_rbac_and_upgrade_diffs() {
 
 #[test]
 fn bundle_directories_are_rendered_first() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src/bundle/testdata/bundles/all-namespaces");
+    let dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bundle/testdata/bundles/all-namespaces");
     let args = RbacArgs {
         namespace: "team-a".into(),
         extension: "demo".into(),

@@ -23,10 +23,10 @@ use crate::apply::{
 use crate::bundle::{self, CertProvider, RenderOptions};
 use crate::content::ContentClient;
 use crate::image::{ImageError, ImagePuller};
+use crate::metrics::{Controller as MetricsController, Metrics, Phase};
 use crate::preflight::crd_safety::{self, Enforcement, Verdict};
 use crate::resolve::deprecation::{CatalogData, deprecation_conditions};
 use crate::resolve::{self, ResolveRequest, UpgradePolicy};
-use crate::metrics::{Controller as MetricsController, Metrics, Phase};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
