@@ -7,6 +7,9 @@
 //!
 //! `cargo run --release --example bench_catalog [-- <file.jsonl.zst>...]`
 
+mod common;
+
+use common::status_kib;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -16,17 +19,6 @@ const CATALOGS: [&str; 2] = [
 ];
 const CONCURRENCY: [usize; 2] = [4, 16];
 const LOAD_SECONDS: u64 = 3;
-
-fn status_kib(key: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
-}
 
 fn reset_hwm() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()

@@ -10,35 +10,18 @@
 //! `cargo run --release --example bench_content [-- <file.jsonl.zst>]`
 //! Targets (issue 4): cache ≤ 32 MiB, p99 ≤ 1 ms.
 
+mod common;
+
+use common::{oldest_installed, pct, status_kib};
 use olmv1::api::ClusterCatalog;
 use olmv1::content::{ContentClient, ContentConfig};
-use olmv1::resolve::{Availability, CatalogInput, InstalledBundle, ResolveRequest, resolve};
-use olmv1::version::BundleVersion;
+use olmv1::resolve::{Availability, CatalogInput, ResolveRequest, resolve};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const ROUNDS: usize = 5;
-
-fn status_kib(key: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
-}
-
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
 
 fn mib(b: f64) -> f64 {
     b / (1024.0 * 1024.0)
@@ -173,17 +156,8 @@ fn main() -> anyhow::Result<()> {
                 resolve_only.push(t2.elapsed());
                 fresh.push(t.elapsed());
                 failures += usize::from(r.is_err());
-                let oldest = content
-                    .bundles
-                    .iter()
-                    .filter_map(|b| BundleVersion::of_bundle(b).ok().map(|v| (v, b)))
-                    .min_by(|a, b| a.0.cmp(&b.0));
-                if let Some((v, b)) = oldest {
-                    request.installed = Some(InstalledBundle {
-                        name: b.name.clone(),
-                        version: v.status_version(),
-                        release: None,
-                    });
+                if let Some(installed) = oldest_installed(&content) {
+                    request.installed = Some(installed);
                     let t = Instant::now();
                     let content = client.package(&catalog, p).await?;
                     let input = [CatalogInput {

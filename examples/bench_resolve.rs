@@ -6,9 +6,11 @@
 //!
 //! `cargo run --release --example bench_resolve [-- <file.jsonl.zst>]`
 
+mod common;
+
+use common::{oldest_installed, pct};
 use olmv1::fbc::model::{Bundle, PackageContent, Property};
-use olmv1::resolve::{Availability, CatalogInput, InstalledBundle, ResolveRequest, resolve};
-use olmv1::version::BundleVersion;
+use olmv1::resolve::{Availability, CatalogInput, ResolveRequest, resolve};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -129,14 +131,6 @@ fn rss_bytes() -> usize {
         .map_or(0, |pages| pages * 4096)
 }
 
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
 fn mib(b: usize) -> f64 {
     b as f64 / (1024.0 * 1024.0)
 }
@@ -241,17 +235,8 @@ fn main() -> anyhow::Result<()> {
             fresh.push(t.elapsed());
             failures += usize::from(r.is_err());
             note(&r);
-            let oldest = content
-                .bundles
-                .iter()
-                .filter_map(|b| BundleVersion::of_bundle(b).ok().map(|v| (v, b)))
-                .min_by(|a, b| a.0.cmp(&b.0));
-            if let Some((v, b)) = oldest {
-                request.installed = Some(InstalledBundle {
-                    name: b.name.clone(),
-                    version: v.status_version(),
-                    release: None,
-                });
+            if let Some(installed) = oldest_installed(content) {
+                request.installed = Some(installed);
                 let t = Instant::now();
                 let r = resolve(&request, &cats);
                 upgrade.push(t.elapsed());

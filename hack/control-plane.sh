@@ -4,20 +4,25 @@
 # identity bound to the ClusterRole in config/.
 #   hack/control-plane.sh up   [dir]   # default dir: .cache/testenv
 #   hack/control-plane.sh down [dir]
-# OLMV1_BIN=<path> / OLMV1_ETCD=<path> use that olmv1 / etcd binary instead of building.
+# The work is done by `olmv1-testenv`, the test-environment binary (built with the cargo
+# feature `testenv`; the shipped `olmv1` binary does not contain it).
+# OLMV1_TESTENV_BIN=<path> / OLMV1_ETCD=<path> use that olmv1-testenv / etcd binary
+# instead of building.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmd="${1:-}"; dir="${2:-.cache/testenv}"
+testenv() {
+  [ -n "${OLMV1_TESTENV_BIN:-}" ] || cargo build --quiet --features testenv --bin olmv1-testenv
+  "${OLMV1_TESTENV_BIN:-${CARGO_TARGET_DIR:-target}/debug/olmv1-testenv}" "$@"
+}
 case "$cmd" in
   up)
     hack/build-kube.sh
     etcd="${OLMV1_ETCD:-$(hack/etcd-path.sh)}"
-    [ -n "${OLMV1_BIN:-}" ] || cargo build --quiet --bin olmv1
-    "${OLMV1_BIN:-${CARGO_TARGET_DIR:-target}/debug/olmv1}" testenv up --dir "$dir" --etcd "$etcd"
+    testenv up --dir "$dir" --etcd "$etcd"
     ;;
   down)
-    [ -n "${OLMV1_BIN:-}" ] || cargo build --quiet --bin olmv1
-    "${OLMV1_BIN:-${CARGO_TARGET_DIR:-target}/debug/olmv1}" testenv down --dir "$dir"
+    testenv down --dir "$dir"
     ;;
   *)
     echo "usage: $0 up|down [dir]" >&2; exit 2 ;;

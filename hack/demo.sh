@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, locally, in one command (walk-through: hack/DEMO.md):
 #   1. a loopback Kubernetes control plane (hack/control-plane.sh up),
-#   2. a loopback OCI registry (`olmv1 testenv registry`),
+#   2. a loopback OCI registry (`olmv1-testenv registry`),
 #   3. a demo catalog of generated bundles (package demo-operator 1.0.0 and 1.1.0),
 #   4. the controller running as its own least-privilege ServiceAccount,
 #   5. a ClusterCatalog and a ClusterExtension installed through an installer
@@ -9,7 +9,9 @@
 # then shows `kubectl get clustercatalogs,clusterextensions` and waits for Ctrl-C.
 # Everything it started is stopped on exit, Ctrl-C or error.
 #   usage: hack/demo.sh [--no-wait]     (--no-wait: exit after showing the tables)
-#   OLMV1_BIN=<path> uses that olmv1 binary instead of building one.
+#   OLMV1_BIN=<path> / OLMV1_TESTENV_BIN=<path> use those olmv1 / olmv1-testenv
+#   binaries instead of building them (olmv1-testenv: the test environment, built with
+#   the cargo feature `testenv`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,13 +29,16 @@ package=demo-operator
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 
-if [ -z "${OLMV1_BIN:-}" ]; then
-  cargo build --quiet --bin olmv1
-  OLMV1_BIN="$(pwd)/${CARGO_TARGET_DIR:-target}/debug/olmv1"
-  case "${CARGO_TARGET_DIR:-}" in /*) OLMV1_BIN="$CARGO_TARGET_DIR/debug/olmv1" ;; esac
+if [ -z "${OLMV1_BIN:-}" ] || [ -z "${OLMV1_TESTENV_BIN:-}" ]; then
+  cargo build --quiet --features testenv --bin olmv1 --bin olmv1-testenv
+  target="$(pwd)/${CARGO_TARGET_DIR:-target}"
+  case "${CARGO_TARGET_DIR:-}" in /*) target="$CARGO_TARGET_DIR" ;; esac
+  OLMV1_BIN="${OLMV1_BIN:-$target/debug/olmv1}"
+  OLMV1_TESTENV_BIN="${OLMV1_TESTENV_BIN:-$target/debug/olmv1-testenv}"
 fi
-export OLMV1_BIN
+export OLMV1_BIN OLMV1_TESTENV_BIN
 bin="$OLMV1_BIN"
+testenv="$OLMV1_TESTENV_BIN"
 
 kubectl_() {
   if command -v kubectl >/dev/null 2>&1; then kubectl "$@"; else
@@ -70,7 +75,7 @@ source "$dir/env.sh"
 
 # 2. Registry.
 rm -f "$dir/registry.env"
-"$bin" testenv registry --dir "$dir" >"$dir/registry.log" 2>&1 &
+"$testenv" registry --dir "$dir" >"$dir/registry.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 200); do [ -s "$dir/registry.env" ] && break; sleep 0.1; done
 [ -s "$dir/registry.env" ] || { echo "the registry did not start: $(cat "$dir/registry.log")" >&2; exit 1; }
@@ -80,13 +85,14 @@ echo "registry serving at $REGISTRY"
 
 # 3. Demo catalog (and the bundles rendered for the installer RBAC).
 rm -rf "$dir/rendered"
-catalog_image="$("$bin" testenv demo-catalog --registry "$REGISTRY" --package "$package" \
+catalog_image="$("$testenv" demo-catalog --registry "$REGISTRY" --package "$package" \
   --version 1.0.0 --version 1.1.0 --tag v1 --render-dir "$dir/rendered" --namespace "$ns")"
 echo "published catalog $catalog_image ($package 1.0.0, 1.1.0)"
 cat >"$dir/demo.env" <<EOF
 export KUBECONFIG=$KUBECONFIG
 export REGISTRY=$REGISTRY
 export OLMV1_BIN=$bin
+export OLMV1_TESTENV_BIN=$testenv
 EOF
 
 # 4. The controller, as its own ServiceAccount (RBAC from config/).

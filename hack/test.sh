@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
+deny_version=0.20.2
 
 hack/build-kube.sh
 hack/registry.sh check
@@ -15,6 +16,29 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --quiet --all-targets -- -D warnings
+
+echo "== cargo clippy --lib --bins -- -D warnings (without the testenv feature, as shipped)"
+cargo clippy --quiet --lib --bins -- -D warnings
+
+# Dependencies: licenses, duplicate versions, sources (deny.toml). The advisories check
+# needs the RustSec database from GitHub: it runs with OLMV1_DENY_ADVISORIES=1, or
+# offline when a database is already on disk.
+echo "== cargo deny check licenses bans sources"
+if ! command -v cargo-deny >/dev/null 2>&1; then
+  echo "cargo-deny is not installed: installing it from crates.io (cargo install --locked cargo-deny@$deny_version); this takes a few minutes, once"
+  cargo install --quiet --locked "cargo-deny@$deny_version"
+fi
+cargo deny --log-level error check licenses bans sources
+advisory_dbs="${CARGO_HOME:-$HOME/.cargo}/advisory-dbs"
+if [ "${OLMV1_DENY_ADVISORIES:-0}" = 1 ]; then
+  echo "== cargo deny check advisories"
+  cargo deny --log-level error check advisories
+elif [ -n "$(ls -A "$advisory_dbs" 2>/dev/null)" ]; then
+  echo "== cargo deny check advisories (offline, database in $advisory_dbs)"
+  cargo deny --log-level error check --disable-fetch advisories
+else
+  echo "(cargo deny advisories skipped: no RustSec database here; OLMV1_DENY_ADVISORIES=1 fetches it)"
+fi
 
 echo "== cargo test"
 log=$(mktemp)

@@ -5,19 +5,25 @@
 //! The path of one ClusterExtension is spec → [`resolve`] → bundle image →
 //! [`image`] pull/unpack → [`bundle`] render → [`preflight`] → [`apply`] → status.
 //! Decisions live in pure functions; only [`apply`], [`image`], [`controller`] and
-//! [`server`] touch the outside world.
+//! [`server`] touch the outside world. [`cli`] holds the offline subcommands of the
+//! binary (nothing else imports it); [`metrics`] is what the controller process reports.
+//! The test environment (`testenv`) exists only in tests and with the `testenv`
+//! feature, so the shipped binary does not contain it.
 
 pub mod api;
 pub mod apply;
 pub mod bundle;
+pub mod cli;
 pub mod content;
 pub mod controller;
 pub mod fbc;
 pub mod image;
 pub mod kinds;
+pub mod metrics;
 pub mod preflight;
 pub mod resolve;
 pub mod server;
+#[cfg(any(test, feature = "testenv"))]
 pub mod testenv;
 pub mod version;
 pub mod yaml;

@@ -31,19 +31,16 @@ enum Command {
     Crds,
     /// Run the controllers (ClusterExtension, ClusterCatalog and the catalog server).
     Controller(olmv1::controller::ControllerArgs),
-    /// Start or stop a loopback test control plane (used by hack/control-plane.sh).
-    #[command(hide = true)]
-    Testenv(olmv1::testenv::cli::TestEnvArgs),
     /// Check whether a new CRD can safely replace an installed one (exit 0 safe, 1 unsafe, 2 bad input).
-    CrdDiff(olmv1::preflight::crd_safety::cli::CrdDiffArgs),
+    CrdDiff(olmv1::cli::crd_diff::CrdDiffArgs),
     /// Query a file-based catalog: packages, channels, bundles, raw blobs.
-    Catalog(olmv1::fbc::cli::CatalogArgs),
+    Catalog(olmv1::cli::catalog::CatalogArgs),
     /// Resolve a package against catalogs and print the bundle that would be installed.
-    Resolve(olmv1::resolve::cli::ResolveArgs),
+    Resolve(olmv1::cli::resolve::ResolveArgs),
     /// Render a registry+v1 bundle into the Kubernetes objects that would be applied.
-    Render(olmv1::bundle::cli::RenderArgs),
+    Render(olmv1::cli::render::RenderArgs),
     /// Print the least-privilege RBAC an installer ServiceAccount needs for a bundle.
-    Rbac(olmv1::preflight::permissions::cli::RbacArgs),
+    Rbac(olmv1::cli::rbac::RbacArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,12 +56,11 @@ fn main() -> ExitCode {
             Err(e) => fail(anyhow::anyhow!("serializing CRDs: {e}")),
         },
         Command::Controller(args) => block_on(olmv1::controller::run(args)),
-        Command::Testenv(args) => block_on(olmv1::testenv::cli::run(args)),
-        Command::CrdDiff(args) => olmv1::preflight::crd_safety::cli::run(args),
-        Command::Catalog(args) => olmv1::fbc::cli::run(args),
-        Command::Resolve(args) => olmv1::resolve::cli::run(args),
-        Command::Render(args) => olmv1::bundle::cli::run(args),
-        Command::Rbac(args) => olmv1::preflight::permissions::cli::run(args),
+        Command::CrdDiff(args) => olmv1::cli::crd_diff::run(args),
+        Command::Catalog(args) => olmv1::cli::catalog::run(args),
+        Command::Resolve(args) => olmv1::cli::resolve::run(args),
+        Command::Render(args) => olmv1::cli::render::run(args),
+        Command::Rbac(args) => olmv1::cli::rbac::run(args),
     }
 }
 

@@ -727,6 +727,5 @@ async fn pull_secret_of_the_controller_account_unlocks_an_authenticated_registry
 }
 
 fn base64_encode(data: &[u8]) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.encode(data)
+    data_encoding::BASE64.encode(data)
 }

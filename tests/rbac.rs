@@ -7,7 +7,7 @@
 mod support;
 
 use clap::Parser;
-use olmv1::preflight::permissions::cli::{RbacArgs, execute};
+use olmv1::cli::rbac::{RbacArgs, execute};
 use olmv1::testenv::demo::{self, BundleSpec};
 use olmv1::testenv::registry;
 use serde_json::{Value, json};

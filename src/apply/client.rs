@@ -70,7 +70,7 @@ type Transport =
 pub struct InstallerClients {
     base: kube::Config,
     shared: Option<Shared>,
-    count: Option<crate::server::metrics::CountApiRequests>,
+    count: Option<crate::metrics::CountApiRequests>,
     cache: Mutex<HashMap<(String, String), kube::Client>>,
 }
 
@@ -119,8 +119,8 @@ impl InstallerClients {
 
     /// Counts the requests of the installer clients made from now on
     /// (`olmv1_kube_api_requests_total`).
-    pub fn count_requests(&mut self, metrics: Arc<crate::server::metrics::Metrics>) {
-        self.count = Some(crate::server::metrics::CountApiRequests(metrics));
+    pub fn count_requests(&mut self, metrics: Arc<crate::metrics::Metrics>) {
+        self.count = Some(crate::metrics::CountApiRequests(metrics));
     }
 
     /// Whether the installer clients share the controller's connections.
@@ -238,7 +238,7 @@ impl InstallerClients {
 fn client_over(
     transport: Option<&Transport>,
     config: &kube::Config,
-    count: Option<crate::server::metrics::CountApiRequests>,
+    count: Option<crate::metrics::CountApiRequests>,
 ) -> Result<kube::Client, kube::Error> {
     let Some(transport) = transport else {
         let builder = kube::client::ClientBuilder::try_from(config.clone())?;
@@ -263,7 +263,7 @@ fn client_over(
 /// opening and keeping a TLS connection), counting requests into `count`.
 pub fn controller_client(
     config: &kube::Config,
-    count: Option<crate::server::metrics::CountApiRequests>,
+    count: Option<crate::metrics::CountApiRequests>,
 ) -> Result<kube::Client, kube::Error> {
     if config.proxy_url.is_some() {
         return client_over(None, config, count);

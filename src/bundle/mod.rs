@@ -5,7 +5,6 @@
 //! [`render`] (pure, deterministic: same input, byte-identical output). Ownership labels
 //! and ownerReferences (§5.6) are added later by the applier, not here.
 
-pub mod cli;
 mod config;
 mod csv;
 mod deployment_config;

@@ -10,13 +10,11 @@
 //! line by line (never held whole for `/all`), gzip is accepted, and errors name the
 //! catalog and the URL.
 //!
-//! [`source`] is the catalog source shared by the command-line tools (`olmv1 resolve
-//! --catalog`, `olmv1 catalog --catalog`): an FBC file or directory, an image, or a
-//! ClusterCatalog read through this client.
+//! The command-line tools (`olmv1 resolve --catalog`, `olmv1 catalog --catalog`) read
+//! ClusterCatalogs through this client too (`crate::cli::source`).
 
 pub mod compact;
 mod http;
-pub mod source;
 
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,7 @@
 //!
 //! Nothing here decides anything about catalogs or extensions.
 
-use crate::server::metrics::{Controller as MetricsController, Metrics};
+use crate::metrics::{Controller as MetricsController, Metrics};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;

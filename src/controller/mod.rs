@@ -13,8 +13,8 @@ pub mod options;
 pub use common::backoff;
 pub use options::ControllerArgs;
 
+use crate::metrics::{CountApiRequests, Metrics};
 use crate::server::health::{self, Readiness};
-use crate::server::metrics::{CountApiRequests, Metrics};
 use anyhow::{Context, Result};
 use kube::Client;
 use std::sync::Arc;
@@ -164,7 +164,7 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     let health = health::serve(listeners.health, readiness.clone(), client.clone());
-    let metrics_server = crate::server::metrics::serve(listeners.metrics, metrics.clone());
+    let metrics_server = crate::metrics::serve(listeners.metrics, metrics.clone());
     let catalogs = serve_catalogs(listeners.catalog, storage_dir, tls, metrics.clone());
 
     // Leader election: the reconcilers run only on the lease holder; the others follow
@@ -278,7 +278,7 @@ fn serve_catalogs(
     metrics: Arc<Metrics>,
 ) -> Serving {
     let router = crate::server::catalog::router(storage_dir).layer(
-        axum::middleware::from_fn_with_state(metrics, crate::server::metrics::track_http),
+        axum::middleware::from_fn_with_state(metrics, crate::metrics::track_http),
     );
     match tls {
         Some(config) => Box::pin(crate::server::catalog::serve_tls(

@@ -3,7 +3,6 @@
 //! catalog invariants ([`validate`]), on-disk storage with an index ([`store`]) and the
 //! `olmv1 catalog` query command ([`cli`]).
 
-pub mod cli;
 pub mod ignore;
 pub mod model;
 pub mod parse;

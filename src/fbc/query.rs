@@ -9,7 +9,6 @@ use super::model::{
     SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE,
 };
 use super::{FbcError, Limits, walk_catalog};
-use base64::Engine;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -244,9 +243,7 @@ fn supported_modes(modes: &Value) -> Vec<String> {
 /// The manifest inside an `olm.bundle.object` property (`{"data": base64}`).
 fn decode_object(v: &Value) -> Option<Value> {
     let data = v.get("data")?.as_str()?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(data)
-        .ok()?;
+    let bytes = data_encoding::BASE64.decode(data.as_bytes()).ok()?;
     serde_json::from_slice(&bytes).ok().or_else(|| {
         let text = String::from_utf8(bytes).ok()?;
         crate::yaml::from_str::<Value>(&text, serde_saphyr::Options::default()).ok()

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
 use serde::Deserialize;
 
 use super::error::ImageError;
@@ -65,8 +64,8 @@ impl DockerConfig {
                     Credentials { username, password }
                 }
                 (_, _, Some(auth)) if !auth.is_empty() => {
-                    let decoded = base64::engine::general_purpose::STANDARD
-                        .decode(auth.trim())
+                    let decoded = data_encoding::BASE64
+                        .decode(auth.trim().as_bytes())
                         .map_err(|e| err(format!("auths[{key:?}].auth is not base64: {e}")))?;
                     let text = String::from_utf8(decoded)
                         .map_err(|_| err(format!("auths[{key:?}].auth is not UTF-8")))?;

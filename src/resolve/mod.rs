@@ -9,7 +9,6 @@
 //! [`explain`] runs the same walk and says for every bundle why it was or was not
 //! chosen. [`deprecation::deprecation_conditions`] computes the condition family.
 
-pub mod cli;
 pub mod deprecation;
 mod identity;
 pub mod selector;

@@ -1,7 +1,7 @@
 //! HTTP servers: the catalogd-compatible catalog API ([`catalog`]), optional TLS for
-//! it ([`tls`]), health probes ([`health`]) and Prometheus metrics ([`metrics`]).
+//! it ([`tls`]) and health probes ([`health`]); the Prometheus metrics are
+//! [`crate::metrics`].
 
 pub mod catalog;
 pub mod health;
-pub mod metrics;
 pub mod tls;

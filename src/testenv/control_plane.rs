@@ -351,8 +351,7 @@ pub fn write_kubeconfig(
     token: &str,
     user: &str,
 ) -> Result<(), TestEnvError> {
-    use base64::Engine;
-    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let ca = data_encoding::BASE64.encode(ca_pem.as_bytes());
     let doc = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Config",

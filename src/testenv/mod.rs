@@ -5,9 +5,10 @@
 //!
 //! Nothing here is used by the controller itself; it is the project's test tooling,
 //! kept in the library so that the test harness, `hack/control-plane.sh` and the demo
-//! share one implementation.
+//! share one implementation. It is compiled only for the crate's own unit tests and
+//! with the cargo feature `testenv` (which the integration tests, examples and the
+//! `olmv1-testenv` binary get), so the shipped `olmv1` binary does not contain it.
 
-pub mod cli;
 pub mod control_plane;
 pub mod demo;
 pub mod manifests;

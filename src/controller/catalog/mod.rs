@@ -14,7 +14,7 @@ use crate::api::{self, AvailabilityMode, ClusterCatalog};
 use crate::controller::common::{self, Failures};
 use crate::fbc::{self, FbcError};
 use crate::image::{DockerConfig, Extract, ImageError, ImagePuller, PulledImage};
-use crate::server::metrics::{Controller as MetricsController, Metrics};
+use crate::metrics::{Controller as MetricsController, Metrics};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};

@@ -11,7 +11,7 @@ use super::plan::Note;
 use crate::api::{self, ClusterExtension};
 use crate::apply::{self, ApplyError, UninstallOptions, UninstallReport};
 use crate::controller::common;
-use crate::server::metrics::Controller as MetricsController;
+use crate::metrics::Controller as MetricsController;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 

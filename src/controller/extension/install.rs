@@ -11,8 +11,8 @@ use super::{ExtensionContext, certs, prune};
 use crate::api::{BundleIdentity, ClusterExtension, CrdUpgradeSafetyEnforcement};
 use crate::apply::{self, ApplyError, InstallError, ObjectRef, Owner, RevisionHistory};
 use crate::bundle::{self, Bundle, CertProvider, RenderOptions};
+use crate::metrics::Phase;
 use crate::preflight::{self, Preflight, crd_safety::Enforcement};
-use crate::server::metrics::Phase;
 use serde_json::Value;
 use std::time::Instant;
 

@@ -32,7 +32,7 @@ use crate::bundle::CertProvider;
 use crate::content::ContentClient;
 use crate::controller::common::{self, Failures};
 use crate::image::ImagePuller;
-use crate::server::metrics::{Controller as MetricsController, Metrics};
+use crate::metrics::{Controller as MetricsController, Metrics};
 use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::ResourceExt;

@@ -11,7 +11,6 @@
 //! (non-terminal) Progressing/Retrying message, `Warn` must still be logged and emitted as
 //! a Warning Event. A CRD that does not exist yet passes without a check.
 
-pub mod cli;
 mod parse;
 mod schema;
 #[cfg(test)]

@@ -13,7 +13,6 @@
 //! with blockOwnerDeletion). For every bundled ClusterRole/Role the account must either
 //! hold every permission it grants, or have both `bind` and `escalate` on it by name.
 
-pub mod cli;
 pub mod rbac;
 mod sar;
 

@@ -369,31 +369,14 @@ fn rules_group_names_with_the_same_verbs() {
 
 #[test]
 fn rbac_yaml_parses_back() {
-    let text = cli::rbac_yaml(&bundle(), "inst", "ext").unwrap();
+    let text = installer_rbac(&bundle(), "inst", "ext", BundledRbac::Include)
+        .unwrap()
+        .to_yaml()
+        .unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
     assert_eq!(docs.len(), 3);
     assert_eq!(docs[1]["kind"], "ClusterRole");
     assert_eq!(docs[1]["rules"][0]["resourceNames"], json!(["ext"]));
-}
-
-#[test]
-fn manifests_are_read_from_files_and_directories() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("a.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: n}\n---\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: s, namespace: n}}\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("b.json"),
-        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"b","namespace":"n"}}"#,
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("notes.txt"), "ignored").unwrap();
-    let objs = cli::read_manifests(dir.path()).unwrap();
-    let kinds: Vec<&str> = objs.iter().map(|o| o["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, vec!["ConfigMap", "Secret", "Service"]);
-    assert!(cli::read_manifests(&dir.path().join("missing")).is_err());
 }
 
 proptest::proptest! {

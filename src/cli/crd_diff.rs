@@ -2,7 +2,9 @@
 //! files (or the live CRD from a cluster and one file), prints the findings and exits
 //! 0 (safe), 1 (unsafe) or 2 (bad input or cluster error).
 
-use super::{Finding, check_with_stored_versions, message, parse_crd, stored_versions};
+use crate::preflight::crd_safety::{
+    Finding, check_with_stored_versions, message, parse_crd, stored_versions,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -93,18 +95,13 @@ fn read_crd(path: &Path) -> Result<CustomResourceDefinition, String> {
 }
 
 fn fetch_live(name: &str) -> Result<CustomResourceDefinition, String> {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("starting the async runtime: {e}"))?;
-    rt.block_on(async {
+    super::block_on(async {
         let client = kube::Client::try_default()
             .await
             .map_err(|e| format!("connecting to the cluster: {e}"))?;
         let api: kube::Api<CustomResourceDefinition> = kube::Api::all(client);
         api.get(name).await.map_err(|e| fetch_error(name, &e))
-    })
+    })?
 }
 
 /// A readable error for a failed GET of the live CRD (kube's own text repeats the whole

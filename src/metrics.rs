@@ -141,105 +141,96 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("olmv1");
-        let extension_info = Family::<ExtensionInfo, Gauge>::default();
-        registry.register(
+        let mut metrics = Metrics {
+            registry: Registry::with_prefix("olmv1"),
+            extension_info: Family::default(),
+            extension_condition: Family::default(),
+            phase_duration: Family::new_with_constructor(duration_histogram),
+            reconcile_duration: Family::new_with_constructor(duration_histogram),
+            errors: Family::default(),
+            catalog_condition: Family::default(),
+            catalog_ingest: duration_histogram(),
+            catalog_bytes: Family::default(),
+            // 64 KiB … 4 GiB
+            catalog_size: Histogram::new(exponential_buckets(65536.0, 4.0, 9)),
+            http_duration: Family::new_with_constructor(duration_histogram),
+            leader: Gauge::default(),
+            api_requests: Family::default(),
+            known: Mutex::default(),
+        };
+        metrics.register();
+        metrics
+    }
+
+    /// Registers every metric (a registered clone shares the values).
+    fn register(&mut self) {
+        let r = &mut self.registry;
+        r.register(
             "clusterextension_info",
             "Installed bundle of each ClusterExtension (value 1)",
-            extension_info.clone(),
+            self.extension_info.clone(),
         );
-        let extension_condition = Family::<ExtensionCondition, Gauge>::default();
-        registry.register(
+        r.register(
             "clusterextension_condition",
             "ClusterExtension conditions: 1 for the current status, 0 for the others",
-            extension_condition.clone(),
+            self.extension_condition.clone(),
         );
-        let phase_duration: HistogramFamily<PhaseLabel> =
-            Family::new_with_constructor(duration_histogram);
-        registry.register_with_unit(
+        r.register_with_unit(
             "clusterextension_phase_duration",
             "Duration of the resolve, pull, render and apply steps of ClusterExtension reconciles",
             Unit::Seconds,
-            phase_duration.clone(),
+            self.phase_duration.clone(),
         );
-        let reconcile_duration: HistogramFamily<ControllerLabel> =
-            Family::new_with_constructor(duration_histogram);
-        registry.register_with_unit(
+        r.register_with_unit(
             "reconcile_duration",
             "Duration of whole reconciles",
             Unit::Seconds,
-            reconcile_duration.clone(),
+            self.reconcile_duration.clone(),
         );
-        let errors = Family::<ErrorLabels, Counter>::default();
-        registry.register(
+        r.register(
             "reconcile_errors",
             "Failed reconciles by reason",
-            errors.clone(),
+            self.errors.clone(),
         );
-        let catalog_condition = Family::<CatalogCondition, Gauge>::default();
-        registry.register(
+        r.register(
             "clustercatalog_condition",
             "ClusterCatalog conditions: 1 for the current status, 0 for the others",
-            catalog_condition.clone(),
+            self.catalog_condition.clone(),
         );
-        let catalog_ingest = duration_histogram();
-        registry.register_with_unit(
+        r.register_with_unit(
             "clustercatalog_ingest_duration",
             "Time to pull, validate and store a catalog's content",
             Unit::Seconds,
-            catalog_ingest.clone(),
+            self.catalog_ingest.clone(),
         );
-        let catalog_bytes = Family::<CatalogLabel, Gauge>::default();
-        registry.register_with_unit(
+        r.register_with_unit(
             "clustercatalog_content_size",
             "Size of the FBC content stored for each ClusterCatalog",
             Unit::Bytes,
-            catalog_bytes.clone(),
+            self.catalog_bytes.clone(),
         );
-        // 64 KiB … 4 GiB
-        let catalog_size = Histogram::new(exponential_buckets(65536.0, 4.0, 9));
-        registry.register_with_unit(
+        r.register_with_unit(
             "clustercatalog_ingest_size",
             "Size of the FBC content of each ingest",
             Unit::Bytes,
-            catalog_size.clone(),
+            self.catalog_size.clone(),
         );
-        let http_duration: HistogramFamily<CodeLabel> =
-            Family::new_with_constructor(duration_histogram);
-        registry.register_with_unit(
+        r.register_with_unit(
             "catalog_http_request_duration",
             "Requests to the catalog content server by status code",
             Unit::Seconds,
-            http_duration.clone(),
+            self.http_duration.clone(),
         );
-        let leader = Gauge::default();
-        registry.register(
+        r.register(
             "leader",
             "1 while this replica holds the leader lease (or leader election is off)",
-            leader.clone(),
+            self.leader.clone(),
         );
-        let api_requests = Family::<VerbLabel, Counter>::default();
-        registry.register(
+        r.register(
             "kube_api_requests",
             "Requests the controller's own client sent to the API server",
-            api_requests.clone(),
+            self.api_requests.clone(),
         );
-        Metrics {
-            registry,
-            extension_info,
-            extension_condition,
-            phase_duration,
-            reconcile_duration,
-            errors,
-            catalog_condition,
-            catalog_ingest,
-            catalog_bytes,
-            catalog_size,
-            http_duration,
-            leader,
-            api_requests,
-            known: Mutex::default(),
-        }
     }
 
     /// The OpenMetrics text exposition of everything.
@@ -559,164 +550,4 @@ pub async fn serve(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::{BundleMetadata, ClusterExtensionInstallStatus};
-
-    fn condition(type_: &str, status: &str) -> Condition {
-        Condition {
-            type_: type_.into(),
-            status: status.into(),
-            reason: "Reason".into(),
-            message: String::new(),
-            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                jiff::Timestamp::UNIX_EPOCH,
-            ),
-            observed_generation: None,
-        }
-    }
-
-    fn installed(version: &str, conditions: Vec<Condition>) -> ClusterExtensionStatus {
-        ClusterExtensionStatus {
-            conditions,
-            install: Some(ClusterExtensionInstallStatus {
-                bundle: BundleMetadata {
-                    name: format!("argocd.v{version}"),
-                    version: version.into(),
-                    ..Default::default()
-                },
-            }),
-            ..Default::default()
-        }
-    }
-
-    fn lines(m: &Metrics, prefix: &str) -> Vec<String> {
-        let text = m.encode().unwrap();
-        text.lines()
-            .filter(|l| l.starts_with(prefix))
-            .map(str::to_string)
-            .collect()
-    }
-
-    #[test]
-    fn extension_info_and_conditions_are_labelled_and_replaced() {
-        let m = Metrics::new();
-        let status = installed(
-            "1.0.0",
-            vec![
-                condition("Installed", "True"),
-                condition("Progressing", "True"),
-            ],
-        );
-        m.resolved_from("argocd", "argocd.v1.0.0", "operatorhub");
-        m.extension_status("argocd", "argocd-operator", &status);
-        assert_eq!(
-            lines(&m, "olmv1_clusterextension_info"),
-            vec![
-                r#"olmv1_clusterextension_info{name="argocd",package="argocd-operator",version="1.0.0",bundle="argocd.v1.0.0",catalog="operatorhub"} 1"#
-            ]
-        );
-        let conditions = lines(&m, "olmv1_clusterextension_condition{");
-        assert_eq!(conditions.len(), 6, "{conditions:#?}");
-        assert!(conditions.contains(
-            &r#"olmv1_clusterextension_condition{name="argocd",type="Installed",status="True"} 1"#
-                .to_string()
-        ));
-        assert!(conditions.contains(
-            &r#"olmv1_clusterextension_condition{name="argocd",type="Installed",status="False"} 0"#
-                .to_string()
-        ));
-
-        // A resolution of a newer bundle does not relabel the installed one; its
-        // install replaces the info series.
-        m.resolved_from("argocd", "argocd.v1.1.0", "community");
-        m.extension_status("argocd", "argocd-operator", &status);
-        let info = lines(&m, "olmv1_clusterextension_info");
-        assert!(info[0].contains(r#"catalog="operatorhub""#), "{info:#?}");
-        let status = installed(
-            "1.1.0",
-            vec![
-                condition("Installed", "True"),
-                condition("Progressing", "False"),
-            ],
-        );
-        m.extension_status("argocd", "argocd-operator", &status);
-        let info = lines(&m, "olmv1_clusterextension_info");
-        assert_eq!(info.len(), 1, "{info:#?}");
-        assert!(
-            info[0].contains(r#"version="1.1.0""#) && info[0].contains(r#"catalog="community""#),
-            "{info:#?}"
-        );
-        assert!(lines(&m, "olmv1_clusterextension_condition{").contains(
-            &r#"olmv1_clusterextension_condition{name="argocd",type="Progressing",status="False"} 1"#
-                .to_string()
-        ));
-
-        m.forget_extension("argocd");
-        assert!(lines(&m, "olmv1_clusterextension_info{").is_empty());
-        assert!(lines(&m, "olmv1_clusterextension_condition{").is_empty());
-    }
-
-    #[test]
-    fn catalog_series_errors_and_durations() {
-        let m = Metrics::new();
-        let status = ClusterCatalogStatus {
-            conditions: vec![
-                condition("Progressing", "True"),
-                condition("Serving", "False"),
-            ],
-            ..Default::default()
-        };
-        m.catalog_status("operatorhub", &status);
-        m.error(Controller::clustercatalog, "Retrying");
-        m.error(Controller::clustercatalog, "Retrying");
-        m.error(Controller::clusterextension, "Blocked");
-        m.catalog_ingested("operatorhub", Duration::from_millis(300), 4096);
-        m.phase(Phase::resolve, Duration::from_millis(20));
-        m.reconciled(Controller::clusterextension, Duration::from_millis(20));
-        m.http_request(200, Duration::from_millis(1));
-        m.set_leader(true);
-        m.api_request("GET");
-        m.api_request("WATCH");
-        assert_eq!(m.api_requests_total(), 2);
-
-        let text = m.encode().unwrap();
-        for expected in [
-            r#"olmv1_clustercatalog_condition{catalog="operatorhub",type="Serving",status="False"} 1"#,
-            r#"olmv1_reconcile_errors_total{controller="clustercatalog",reason="Retrying"} 2"#,
-            r#"olmv1_reconcile_errors_total{controller="clusterextension",reason="Blocked"} 1"#,
-            r#"olmv1_clustercatalog_content_size_bytes{catalog="operatorhub"} 4096"#,
-            "olmv1_clustercatalog_ingest_duration_seconds_count 1",
-            "olmv1_clustercatalog_ingest_size_bytes_count 1",
-            r#"olmv1_clusterextension_phase_duration_seconds_count{phase="resolve"} 1"#,
-            r#"olmv1_reconcile_duration_seconds_count{controller="clusterextension"} 1"#,
-            r#"olmv1_catalog_http_request_duration_seconds_count{code="200"} 1"#,
-            "olmv1_leader 1",
-            r#"olmv1_kube_api_requests_total{verb="WATCH"} 1"#,
-            "# TYPE olmv1_reconcile_errors counter",
-            "# EOF",
-        ] {
-            assert!(text.contains(expected), "missing {expected:?} in\n{text}");
-        }
-
-        m.forget_catalog("operatorhub");
-        let text = m.encode().unwrap();
-        assert!(!text.contains(r#"catalog="operatorhub""#), "{text}");
-    }
-
-    #[test]
-    fn watches_are_counted_as_watch() {
-        let get = http::Request::get("/api/v1/namespaces?limit=500")
-            .body(())
-            .unwrap();
-        let watch = http::Request::get("/apis/x/v1/things?watch=true&resourceVersion=1")
-            .body(())
-            .unwrap();
-        let patch = http::Request::patch("/apis/x/v1/things/a")
-            .body(())
-            .unwrap();
-        assert_eq!(request_verb(&get), "GET");
-        assert_eq!(request_verb(&watch), "WATCH");
-        assert_eq!(request_verb(&patch), "PATCH");
-    }
-}
+mod tests;

@@ -2,7 +2,7 @@
 //! objects as YAML documents (or every problem, exit code 1). The bundle comes from a
 //! directory or from an image pulled into the local cache.
 
-use super::{
+use crate::bundle::{
     Bundle, CertProvider, LoadOptions, RenderOptions, load_dir, load_image, render_owned,
     to_yaml_documents,
 };
@@ -90,19 +90,14 @@ pub fn pull_bundle_blocking(
     let mut config = PullerConfig::new(cache_dir);
     config.insecure_registries = insecure_registries.to_vec();
     let puller = ImagePuller::new(config).map_err(|e| e.to_string())?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("starting the async runtime: {e}"))?;
-    runtime
-        .block_on(load_image(
-            &puller,
-            reference,
-            &DockerConfig::default(),
-            &LoadOptions::default(),
-        ))
-        .map(|(bundle, _)| bundle)
-        .map_err(|e| e.to_string())
+    super::block_on(load_image(
+        &puller,
+        reference,
+        &DockerConfig::default(),
+        &LoadOptions::default(),
+    ))?
+    .map(|(bundle, _)| bundle)
+    .map_err(|e| e.to_string())
 }
 
 fn pull_bundle(reference: &str, args: &RenderArgs) -> Result<Bundle, String> {

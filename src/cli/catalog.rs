@@ -2,11 +2,12 @@
 //! command line instead of `opm render | jq` (every query of the product documentation's
 //! tables 10.1–10.3 is one command; see `QUERIES.md`). The source is given with
 //! `--catalog`: a local file or directory, a catalog image (pulled into a local cache),
-//! or an on-cluster ClusterCatalog name (read over its HTTP API), see
-//! [`crate::content::source`].
+//! or an on-cluster ClusterCatalog name (read over its HTTP API), see [`super::source`].
 
-use super::query::{self, BundleRecord, ChannelRecord, Filter, PackageRecord};
-use super::{FbcError, Limits, walk_catalog};
+use super::source::{CatalogSource, FetchArgs, SourceError};
+use crate::fbc::model::{SCHEMA_BUNDLE, SCHEMA_CHANNEL};
+use crate::fbc::query::{self, BundleRecord, ChannelRecord, Filter, PackageRecord};
+use crate::fbc::{FbcError, Limits, walk_catalog};
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
@@ -40,7 +41,7 @@ pub struct SourceArgs {
     pub output: Output,
     /// How images and ClusterCatalogs are read (shared with `olmv1 resolve`).
     #[command(flatten)]
-    pub fetch: crate::content::source::FetchArgs,
+    pub fetch: FetchArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -94,17 +95,6 @@ pub enum Output {
     Yaml,
 }
 
-/// Where catalog content comes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CatalogSource {
-    /// A file-based catalog file or directory.
-    Local(PathBuf),
-    /// A catalog image reference.
-    Image(String),
-    /// An on-cluster ClusterCatalog, read through its HTTP API.
-    ClusterCatalog(String),
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     #[error(transparent)]
@@ -112,40 +102,9 @@ pub enum CliError {
     #[error("{0}")]
     Unsupported(String),
     #[error(transparent)]
-    Source(#[from] crate::content::source::SourceError),
+    Source(#[from] SourceError),
     #[error("writing output: {0}")]
     Output(String),
-}
-
-impl CatalogSource {
-    /// An existing path (or one that looks like a path) is local; something with `/`,
-    /// `:` or `@` is an image reference; anything else is a ClusterCatalog name.
-    pub fn parse(s: &str) -> Self {
-        let path = PathBuf::from(s);
-        if path.exists() || s.starts_with(['.', '/', '~']) {
-            CatalogSource::Local(path)
-        } else if s.contains(['/', ':', '@']) {
-            CatalogSource::Image(s.to_string())
-        } else {
-            CatalogSource::ClusterCatalog(s.to_string())
-        }
-    }
-
-    /// The catalog as FBC on the local disk (see [`crate::content::source`]): images are
-    /// pulled, ClusterCatalogs downloaded (only `package`, when given).
-    fn local(
-        &self,
-        package: Option<&str>,
-        fetch: &crate::content::source::FetchArgs,
-    ) -> Result<crate::content::source::LocalCatalog, CliError> {
-        use crate::content::source::CatalogSource as Shared;
-        let shared = match self {
-            CatalogSource::Local(p) => Shared::Path(p.clone()),
-            CatalogSource::Image(r) => Shared::Image(r.clone()),
-            CatalogSource::ClusterCatalog(n) => Shared::ClusterCatalog(n.clone()),
-        };
-        Ok(shared.local_blocking(package, fetch)?)
-    }
 }
 
 pub fn run(args: CatalogArgs) -> ExitCode {
@@ -187,7 +146,7 @@ pub fn execute(args: CatalogArgs, out: &mut dyn Write) -> Result<(), CliError> {
 
 fn load(a: &QueryArgs) -> Result<(query::CatalogData, Filter), CliError> {
     let source = CatalogSource::parse(&a.source.catalog);
-    let local = source.local(a.package.as_deref(), &a.source.fetch)?;
+    let local = source.local_blocking(a.package.as_deref(), &a.source.fetch)?;
     let data = query::load(&local.path, a.package.as_deref())?;
     let f = Filter {
         package: a.package.clone(),
@@ -239,22 +198,8 @@ fn emit<T: Serialize>(
 }
 
 fn write_table(out: &mut dyn Write, rows: &[Vec<String>]) -> Result<(), CliError> {
-    let cols = rows.first().map(Vec::len).unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    for r in rows {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            if c + 1 == cols {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:<w$}   ", w = widths[c]));
-            }
-        }
-        writeln!(out, "{}", line.trim_end()).map_err(out_err)?;
-    }
-    Ok(())
+    out.write_all(super::format_table(rows, "   ").as_bytes())
+        .map_err(out_err)
 }
 
 fn row(cells: &[&str]) -> Vec<String> {
@@ -341,14 +286,8 @@ fn bundle_table(rows: &[BundleRecord]) -> Vec<Vec<String>> {
 fn show(a: ShowArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let source = CatalogSource::parse(&a.source.catalog);
     let (schema, name) = match (&a.channel, &a.bundle) {
-        (Some(c), _) => (
-            Some(super::model::SCHEMA_CHANNEL.to_string()),
-            Some(c.clone()),
-        ),
-        (_, Some(b)) => (
-            Some(super::model::SCHEMA_BUNDLE.to_string()),
-            Some(b.clone()),
-        ),
+        (Some(c), _) => (Some(SCHEMA_CHANNEL.to_string()), Some(c.clone())),
+        (_, Some(b)) => (Some(SCHEMA_BUNDLE.to_string()), Some(b.clone())),
         _ => (a.schema.clone(), a.name.clone()),
     };
     let keep = |want: &Option<String>, have: &str| {
@@ -358,7 +297,7 @@ fn show(a: ShowArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if a.source.output == Output::Json {
         out.write_all(b"[").map_err(out_err)?;
     }
-    let local = source.local(a.package.as_deref(), &a.source.fetch)?;
+    let local = source.local_blocking(a.package.as_deref(), &a.source.fetch)?;
     walk_catalog(&local.path, &Limits::default(), &mut |blob| {
         let v = blob.view;
         if !(keep(&schema, v.schema()) && keep(&a.package, v.package()) && keep(&name, v.name())) {
@@ -549,18 +488,7 @@ mod tests {
 
     #[test]
     fn sources() {
-        assert_eq!(
-            CatalogSource::parse("quay.io/org/cat:v1"),
-            CatalogSource::Image("quay.io/org/cat:v1".into())
-        );
-        assert_eq!(
-            CatalogSource::parse("operatorhubio"),
-            CatalogSource::ClusterCatalog("operatorhubio".into())
-        );
-        assert_eq!(
-            CatalogSource::parse("./x"),
-            CatalogSource::Local("./x".into())
-        );
+        // How a --catalog value is read: see `super::super::source` (its tests).
         // Images are pulled (here: a reference the puller rejects before any I/O).
         let cache = tempfile::tempdir().unwrap();
         let e = run_args(&[

@@ -3,11 +3,12 @@
 //! sources are a [`CatalogSource`]: FBC files and directories, catalog images, and
 //! ClusterCatalogs (read through the catalog content client).
 
-use super::{
-    Availability, CatalogInput, Explanation, InstalledBundle, ResolveRequest, UpgradePolicy,
-    explain, resolve,
-};
+use super::source::{CatalogSource, FetchArgs};
 use crate::fbc::model::PackageContent;
+use crate::resolve::{
+    Availability, BundleExplanation, CatalogInput, Explanation, InstalledBundle, ResolveRequest,
+    UpgradePolicy, explain, resolve,
+};
 use crate::version::BundleVersion;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -53,8 +54,6 @@ pub enum Output {
     Text,
     Json,
 }
-
-pub use crate::content::source::{CatalogSource, FetchArgs, SourceError};
 
 /// Turns `--installed` into an installed-bundle record: a bundle name found in a
 /// catalog gives its version; a version finds the bundle's name; a name ending in
@@ -116,26 +115,7 @@ fn run_inner(args: &ResolveArgs) -> Result<ExitCode, String> {
             args.catalogs.len()
         ));
     }
-    let sources: Vec<CatalogSource> = args
-        .catalogs
-        .iter()
-        .map(|c| CatalogSource::parse(c))
-        .collect();
-    let mut contents: Vec<PackageContent> = Vec::with_capacity(sources.len());
-    let mut priorities: Vec<i32> = Vec::with_capacity(sources.len());
-    for (i, source) in sources.iter().enumerate() {
-        let loaded = source
-            .load_package_blocking(&args.package, &args.source)
-            .map_err(|e| e.to_string())?;
-        priorities.push(
-            args.priorities
-                .get(i)
-                .copied()
-                .or(loaded.priority)
-                .unwrap_or(0),
-        );
-        contents.push(loaded.content);
-    }
+    let (contents, priorities) = load_catalogs(args)?;
     let installed = args
         .installed
         .as_deref()
@@ -171,6 +151,45 @@ fn run_inner(args: &ResolveArgs) -> Result<ExitCode, String> {
             bundles: Vec::new(),
         }
     };
+    print_result(args, &result, &bundles)?;
+    match result {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            if args.output == Output::Text {
+                eprintln!("{e}");
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// The package's content from every `--catalog`, with each catalog's priority.
+fn load_catalogs(args: &ResolveArgs) -> Result<(Vec<PackageContent>, Vec<i32>), String> {
+    let mut contents: Vec<PackageContent> = Vec::with_capacity(args.catalogs.len());
+    let mut priorities: Vec<i32> = Vec::with_capacity(args.catalogs.len());
+    for (i, catalog) in args.catalogs.iter().enumerate() {
+        let loaded = CatalogSource::parse(catalog)
+            .load_package_blocking(&args.package, &args.source)
+            .map_err(|e| e.to_string())?;
+        priorities.push(
+            args.priorities
+                .get(i)
+                .copied()
+                .or(loaded.priority)
+                .unwrap_or(0),
+        );
+        contents.push(loaded.content);
+    }
+    Ok((contents, priorities))
+}
+
+/// Prints the chosen bundle (and with `--explain` the table), as text or JSON; a
+/// resolution error is printed by the caller.
+fn print_result(
+    args: &ResolveArgs,
+    result: &Result<crate::resolve::Resolution, crate::resolve::ResolveError>,
+    bundles: &[BundleExplanation],
+) -> Result<(), String> {
     match args.output {
         Output::Json => {
             let doc = serde_json::json!({
@@ -185,10 +204,10 @@ fn run_inner(args: &ResolveArgs) -> Result<ExitCode, String> {
         }
         Output::Text => {
             if args.explain {
-                print!("{}", explanation_table(&bundles));
+                print!("{}", explanation_table(bundles));
                 println!();
             }
-            if let Ok(r) = &result {
+            if let Ok(r) = result {
                 println!("bundle:  {}", r.bundle.name);
                 println!("version: {}", r.bundle.version);
                 println!("image:   {}", r.bundle.image);
@@ -196,64 +215,31 @@ fn run_inner(args: &ResolveArgs) -> Result<ExitCode, String> {
             }
         }
     }
-    match result {
-        Ok(_) => Ok(ExitCode::SUCCESS),
-        Err(e) => {
-            if args.output == Output::Text {
-                eprintln!("{e}");
-            }
-            Ok(ExitCode::FAILURE)
-        }
-    }
+    Ok(())
 }
 
 /// The `--explain` table: catalog, bundle, version, verdict.
-pub fn explanation_table(rows: &[super::BundleExplanation]) -> String {
-    let header = ["CATALOG", "BUNDLE", "VERSION", "VERDICT"];
-    let cells: Vec<[String; 4]> = rows
-        .iter()
-        .map(|r| {
-            let mut verdict = r
-                .reasons
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ");
-            if r.deprecated && !verdict.contains("deprecated") {
-                verdict.push_str(" (deprecated)");
-            }
-            [
-                r.catalog.clone(),
-                r.bundle.clone(),
-                r.version.clone().unwrap_or_else(|| "-".into()),
-                verdict,
-            ]
-        })
-        .collect();
-    let mut widths = header.map(str::len);
-    for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.len());
+pub fn explanation_table(rows: &[BundleExplanation]) -> String {
+    let header = ["CATALOG", "BUNDLE", "VERSION", "VERDICT"].map(String::from);
+    let cells = rows.iter().map(|r| {
+        let mut verdict = r
+            .reasons
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        if r.deprecated && !verdict.contains("deprecated") {
+            verdict.push_str(" (deprecated)");
         }
-    }
-    let mut out = String::new();
-    let line = |out: &mut String, row: [&str; 4]| {
-        let mut l = String::new();
-        for (i, c) in row.iter().enumerate() {
-            if i == 3 {
-                l.push_str(c);
-            } else {
-                l.push_str(&format!("{c:<w$}  ", w = widths[i]));
-            }
-        }
-        out.push_str(l.trim_end());
-        out.push('\n');
-    };
-    line(&mut out, header);
-    for row in &cells {
-        line(&mut out, [&row[0], &row[1], &row[2], &row[3]]);
-    }
-    out
+        vec![
+            r.catalog.clone(),
+            r.bundle.clone(),
+            r.version.clone().unwrap_or_else(|| "-".into()),
+            verdict,
+        ]
+    });
+    let table: Vec<Vec<String>> = std::iter::once(header.to_vec()).chain(cells).collect();
+    super::format_table(&table, "  ")
 }
 
 #[cfg(test)]
@@ -297,26 +283,13 @@ mod tests {
     }
 
     #[test]
-    fn catalog_sources() {
-        assert!(matches!(CatalogSource::parse("/"), CatalogSource::Path(_)));
-        assert_eq!(
-            CatalogSource::parse("quay.io/org/cat:v1"),
-            CatalogSource::Image("quay.io/org/cat:v1".into())
-        );
-        assert_eq!(
-            CatalogSource::parse("operatorhubio"),
-            CatalogSource::ClusterCatalog("operatorhubio".into())
-        );
-    }
-
-    #[test]
     fn table_is_aligned() {
-        let rows = vec![super::super::BundleExplanation {
+        let rows = vec![BundleExplanation {
             catalog: "c".into(),
             bundle: "p.v1.0.0".into(),
             version: Some("1.0.0".into()),
             deprecated: true,
-            reasons: vec![super::super::Reason::Chosen],
+            reasons: vec![crate::resolve::Reason::Chosen],
         }];
         let t = explanation_table(&rows);
         assert_eq!(

@@ -4,12 +4,12 @@
 //! — or `~/.cache/…`, or a temporary directory — and its configs directory extracted),
 //! or a ClusterCatalog name (read with the kubeconfig of `--kubeconfig` or
 //! `KUBECONFIG`; content fetched from `status.urls.base` through
-//! [`super::ContentClient`]). [`CatalogSource::parse`] decides which one a flag value
+//! [`crate::content::ContentClient`]). [`CatalogSource::parse`] decides which one a flag value
 //! is; the I/O is in the async methods, with blocking wrappers for the synchronous
 //! command handlers.
 
-use super::{ContentClient, ContentConfig, ContentError, endpoint};
 use crate::api::ClusterCatalog;
+use crate::content::{ContentClient, ContentConfig, ContentError, endpoint};
 use crate::fbc::model::PackageContent;
 use crate::image::{DockerConfig, Extract, ImagePuller, PullerConfig};
 use std::path::{Path, PathBuf};
@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 /// Options shared by the commands that take `--catalog` (flatten into their args).
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct FetchArgs {
-    /// Registry (host[:port]) reached over plain HTTP when --catalog is an image
-    /// (repeatable; for loopback test registries).
+    /// Registry (host[:port]) reached over plain HTTP for images (repeatable; for
+    /// loopback test registries).
     #[arg(long = "insecure-registry")]
     pub insecure_registries: Vec<String>,
     /// Directory for pulled catalog images (default $XDG_CACHE_HOME/olmv1/catalog-images).
@@ -181,7 +181,7 @@ impl CatalogSource {
                 priority: None,
             });
         }
-        block_on(self.load_package(package, args))?
+        super::block_on(self.load_package(package, args)).map_err(SourceError::Io)?
     }
 
     /// [`CatalogSource::local`] for synchronous callers (runs its own runtime).
@@ -196,17 +196,8 @@ impl CatalogSource {
                 _temp: None,
             });
         }
-        block_on(self.local(package, args))?
+        super::block_on(self.local(package, args)).map_err(SourceError::Io)?
     }
-}
-
-fn block_on<T>(fut: impl std::future::Future<Output = T>) -> Result<T, SourceError> {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| SourceError::Io(format!("starting the async runtime: {e}")))?;
-    Ok(rt.block_on(fut))
 }
 
 fn load_fbc(path: &Path, package: &str) -> Result<PackageContent, SourceError> {

@@ -1,0 +1,241 @@
+#![forbid(unsafe_code)]
+//! `olmv1-testenv up|down`: the loopback control plane for the demo and for manual
+//! work (`hack/control-plane.sh` calls this). Built only with the `testenv` feature
+//! (`cargo build --features testenv --bin olmv1-testenv`): the test environment is not
+//! part of the shipped `olmv1` binary. `up` leaves the processes running and
+//! writes `<dir>/env.sh` with `KUBECONFIG` (admin) and `OLMV1_CONTROLLER_KUBECONFIG`
+//! (the controller's ServiceAccount, bound to the ClusterRole in `config/`).
+//! Hidden helpers for `hack/demo.sh`: `registry` runs a loopback OCI registry until
+//! interrupted, `demo-catalog` publishes synthetic bundles and a catalog to it.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use olmv1::testenv::demo::{self, BundleSpec};
+use olmv1::testenv::registry::TestRegistry;
+use olmv1::testenv::{Binaries, ControlPlane, Lifetime, Options, manifests, process};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The loopback test environment of the project's tests and demo.
+#[derive(Parser, Debug)]
+#[command(name = "olmv1-testenv")]
+pub struct TestEnvArgs {
+    #[command(subcommand)]
+    pub command: TestEnvCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TestEnvCommand {
+    /// Start etcd, kube-apiserver and kube-controller-manager on loopback.
+    Up {
+        /// Working directory (data, logs, kubeconfigs).
+        #[arg(long, default_value = ".cache/testenv")]
+        dir: PathBuf,
+        /// etcd binary (default: $OLMV1_ETCD).
+        #[arg(long)]
+        etcd: Option<PathBuf>,
+        /// Do not start kube-controller-manager.
+        #[arg(long)]
+        no_controller_manager: bool,
+    },
+    /// Stop what `up` started and remove its data (logs are kept).
+    Down {
+        #[arg(long, default_value = ".cache/testenv")]
+        dir: PathBuf,
+    },
+    /// Run a plain-HTTP loopback registry (`docker-registry`) until SIGINT/SIGTERM;
+    /// writes `REGISTRY=127.0.0.1:<port>` to `<dir>/registry.env` once it serves.
+    #[command(hide = true)]
+    Registry {
+        #[arg(long, default_value = ".cache/testenv")]
+        dir: PathBuf,
+    },
+    /// Push synthetic bundles of `--package` (one per `--version`, each replacing the
+    /// previous one) and a catalog image `catalogs/<package>:<tag>`; prints its reference.
+    #[command(hide = true)]
+    DemoCatalog {
+        /// `host:port` of the registry.
+        #[arg(long)]
+        registry: String,
+        #[arg(long, default_value = "demo-operator")]
+        package: String,
+        #[arg(long = "version", required = true)]
+        versions: Vec<String>,
+        #[arg(long, default_value = "latest")]
+        tag: String,
+        /// Also write each bundle rendered for `--namespace` to `<dir>/<version>.json`
+        /// (input of `olmv1 rbac`).
+        #[arg(long, requires = "namespace")]
+        render_dir: Option<PathBuf>,
+        #[arg(long)]
+        namespace: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let args = TestEnvArgs::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: TestEnvArgs) -> Result<()> {
+    match args.command {
+        TestEnvCommand::Up {
+            dir,
+            etcd,
+            no_controller_manager,
+        } => up(dir, etcd, no_controller_manager).await,
+        TestEnvCommand::Registry { dir } => registry(dir).await,
+        TestEnvCommand::DemoCatalog {
+            registry,
+            package,
+            versions,
+            tag,
+            render_dir,
+            namespace,
+        } => demo_catalog(&registry, &package, &versions, &tag, render_dir, namespace).await,
+        TestEnvCommand::Down { dir } => down(dir),
+    }
+}
+
+/// Starts the control plane detached and writes `<dir>/env.sh`.
+async fn up(dir: PathBuf, etcd: Option<PathBuf>, no_controller_manager: bool) -> Result<()> {
+    let dir = std::path::absolute(&dir).context("resolving --dir")?;
+    let data_dir = dir.join("data");
+    if data_dir.join("etcd.pid").exists() {
+        anyhow::bail!(
+            "a control plane already runs from {} (run `hack/control-plane.sh down` first)",
+            dir.display()
+        );
+    }
+    let opts = Options {
+        binaries: Binaries::locate(etcd)?,
+        data_dir: data_dir.clone(),
+        log_dir: dir.join("logs"),
+        controller_manager: !no_controller_manager,
+        lifetime: Lifetime::Detached,
+    };
+    let cp = ControlPlane::start(opts).await?;
+    let admin = cp.admin_client().await?;
+    let controller_kubeconfig = data_dir.join("controller.kubeconfig");
+    manifests::install_controller_identity(
+        &admin,
+        &olmv1::testenv::project_dir(),
+        &cp.server,
+        &cp.pki.ca_pem,
+        &controller_kubeconfig,
+    )
+    .await?;
+    let (server, admin_kubeconfig) = cp.leak();
+    let env = dir.join("env.sh");
+    std::fs::write(
+        &env,
+        format!(
+            "export KUBECONFIG={}\nexport OLMV1_CONTROLLER_KUBECONFIG={}\n",
+            admin_kubeconfig.display(),
+            controller_kubeconfig.display()
+        ),
+    )
+    .with_context(|| format!("writing {}", env.display()))?;
+    println!("control plane ready at {server}");
+    println!("admin kubeconfig:      {}", admin_kubeconfig.display());
+    println!("controller kubeconfig: {}", controller_kubeconfig.display());
+    println!("logs:                  {}", dir.join("logs").display());
+    println!("use it with:           source {}", env.display());
+    Ok(())
+}
+
+/// Runs a loopback registry until SIGINT/SIGTERM.
+async fn registry(dir: PathBuf) -> Result<()> {
+    let registry = TestRegistry::start()?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let env = dir.join("registry.env");
+    std::fs::write(&env, format!("REGISTRY={}\n", registry.host()))
+        .with_context(|| format!("writing {}", env.display()))?;
+    println!("registry serving at {}", registry.host());
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    let _ = std::fs::remove_file(&env);
+    drop(registry);
+    Ok(())
+}
+
+/// Publishes the demo bundles and their catalog image; prints the catalog reference.
+async fn demo_catalog(
+    registry: &str,
+    package: &str,
+    versions: &[String],
+    tag: &str,
+    render_dir: Option<PathBuf>,
+    namespace: Option<String>,
+) -> Result<()> {
+    let registry = TestRegistry::existing(registry)?;
+    let reference = demo::publish_catalog(
+        &registry,
+        &format!("catalogs/{package}:{tag}"),
+        package,
+        versions,
+    )
+    .await?;
+    if let (Some(dir), Some(ns)) = (render_dir, namespace) {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for v in versions {
+            let objects = demo::render(&BundleSpec::new(package, v), &ns)?;
+            let path = dir.join(format!("{v}.json"));
+            let text = objects
+                .iter()
+                .map(|o| o.to_string())
+                .collect::<Vec<_>>()
+                .join("\n---\n");
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    println!("{reference}");
+    Ok(())
+}
+
+/// Stops what `up` started and removes its data (logs are kept).
+fn down(dir: PathBuf) -> Result<()> {
+    let data_dir = dir.join("data");
+    let stopped = process::stop_detached(&data_dir)?;
+    if data_dir.exists() {
+        std::fs::remove_dir_all(&data_dir)
+            .with_context(|| format!("removing {}", data_dir.display()))?;
+    }
+    let _ = std::fs::remove_file(dir.join("env.sh"));
+    println!(
+        "stopped: {}",
+        if stopped.is_empty() {
+            "nothing was running".to_string()
+        } else {
+            stopped.join(", ")
+        }
+    );
+    Ok(())
+}

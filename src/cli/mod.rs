@@ -1,0 +1,60 @@
+//! The offline subcommands of the `olmv1` binary: `catalog`, `resolve`, `render`,
+//! `crd-diff` and `rbac`, one module each. A module here owns the command's clap
+//! arguments, reading its inputs (files, images, catalogs, the cluster of the current
+//! kubeconfig) and printing; every decision (which bundle, which objects, is a CRD change
+//! safe, which rules an installer needs) is a call into the domain modules. Nothing
+//! outside `cli` imports from here, so the domain modules stay free of argument parsing
+//! and terminal output. [`source`] is the `--catalog` source the commands share.
+
+pub mod catalog;
+pub mod crd_diff;
+pub mod rbac;
+pub mod render;
+pub mod resolve;
+pub mod source;
+
+/// Runs `fut` to completion on a runtime of its own, for the synchronous command
+/// handlers (which run outside any async context).
+pub(crate) fn block_on<T>(fut: impl std::future::Future<Output = T>) -> Result<T, String> {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the async runtime: {e}"))?;
+    Ok(rt.block_on(fut))
+}
+
+/// Rows as aligned columns: every column but the last padded to its widest cell and
+/// followed by `gap`; trailing blanks trimmed, one line per row.
+pub(crate) fn format_table(rows: &[Vec<String>], gap: &str) -> String {
+    let cols = rows.first().map(Vec::len).unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == cols {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}{gap}", w = widths[c]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tables_are_aligned() {
+        let rows = vec![
+            vec!["A".to_string(), "BB".to_string(), "C".to_string()],
+            vec!["aaa".to_string(), "b".to_string(), String::new()],
+        ];
+        assert_eq!(super::format_table(&rows, "  "), "A    BB  C\naaa  b\n");
+    }
+}
