@@ -92,47 +92,7 @@ const MEDIATYPE_ANNOTATION: &str = "operators.operatorframework.io.bundle.mediat
 pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
     let mut budget = opts.max_total_bytes;
     let metadata_dir = root.join("metadata");
-    let annotations_path = metadata_dir.join(ANNOTATIONS_FILE);
-    let annotations_text = match read_optional(
-        &annotations_path,
-        "metadata/annotations.yaml",
-        opts,
-        &mut budget,
-    )? {
-        Some(t) => t,
-        None => {
-            return Err(LoadError::NotRegistryV1(
-                "metadata/annotations.yaml not found".to_string(),
-            ));
-        }
-    };
-    let annotations = parse_single("metadata/annotations.yaml", &annotations_text, opts)?;
-    let annotation_map = annotations
-        .get("annotations")
-        .and_then(Value::as_object)
-        .cloned()
-        .ok_or_else(|| LoadError::InvalidMetadata {
-            path: "metadata/annotations.yaml".into(),
-            reason: "missing the \"annotations\" map".into(),
-        })?;
-    if let Some(media) = annotation_map
-        .get(MEDIATYPE_ANNOTATION)
-        .and_then(Value::as_str)
-        && media != "registry+v1"
-    {
-        return Err(LoadError::NotRegistryV1(format!(
-            "media type annotation \"{MEDIATYPE_ANNOTATION}\" is \"{media}\", expected \"registry+v1\""
-        )));
-    }
-    let package_name = annotation_map
-        .get(PACKAGE_ANNOTATION)
-        .map(|v| match v {
-            Value::String(s) => s.clone(),
-            Value::Null => String::new(),
-            other => other.to_string(),
-        })
-        .unwrap_or_default();
-
+    let package_name = read_annotations(&metadata_dir, opts, &mut budget)?;
     let properties = read_list(
         &metadata_dir.join("properties.yaml"),
         "metadata/properties.yaml",
@@ -147,24 +107,75 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
         opts,
         &mut budget,
     )?;
-
     let manifests_dir = root.join("manifests");
-    let entries = fs::read_dir(&manifests_dir).map_err(|e| {
+    let files = list_manifests(&manifests_dir, opts)?;
+    let parsed = parse_files_parallel(&manifests_dir, &files, opts, budget)?;
+    let named = files.iter().map(|n| format!("manifests/{n}")).zip(parsed);
+    let (mut csv, crds, others) = sort_documents(named)?;
+    if !properties.is_empty() {
+        merge_properties_annotation(&mut csv, &properties);
+    }
+    Ok(Bundle {
+        package_name,
+        csv,
+        crds,
+        others,
+        properties,
+        dependencies,
+    })
+}
+
+/// `metadata/annotations.yaml`: checks the media type, returns the package name.
+fn read_annotations(
+    metadata_dir: &Path,
+    opts: &LoadOptions,
+    budget: &mut u64,
+) -> Result<String, LoadError> {
+    let rel = "metadata/annotations.yaml";
+    let Some(text) = read_optional(&metadata_dir.join(ANNOTATIONS_FILE), rel, opts, budget)? else {
+        return Err(LoadError::NotRegistryV1(format!("{rel} not found")));
+    };
+    let annotations = parse_single(rel, &text, opts)?;
+    let map = annotations
+        .get("annotations")
+        .and_then(Value::as_object)
+        .ok_or_else(|| LoadError::InvalidMetadata {
+            path: rel.into(),
+            reason: "missing the \"annotations\" map".into(),
+        })?;
+    if let Some(media) = map.get(MEDIATYPE_ANNOTATION).and_then(Value::as_str)
+        && media != "registry+v1"
+    {
+        return Err(LoadError::NotRegistryV1(format!(
+            "media type annotation \"{MEDIATYPE_ANNOTATION}\" is \"{media}\", expected \"registry+v1\""
+        )));
+    }
+    Ok(map
+        .get(PACKAGE_ANNOTATION)
+        .map(|v| match v {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            other => other.to_string(),
+        })
+        .unwrap_or_default())
+}
+
+/// The file names in `manifests/`, sorted; directories are rejected before any parsing.
+fn list_manifests(manifests_dir: &Path, opts: &LoadOptions) -> Result<Vec<String>, LoadError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| LoadError::Io { path, source }
+    };
+    let entries = fs::read_dir(manifests_dir).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             LoadError::NotRegistryV1("directory \"manifests\" not found".into())
         } else {
-            LoadError::Io {
-                path: manifests_dir.clone(),
-                source: e,
-            }
+            io(manifests_dir)(e)
         }
     })?;
     let mut files = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| LoadError::Io {
-            path: manifests_dir.clone(),
-            source: e,
-        })?;
+        let entry = entry.map_err(io(manifests_dir))?;
         files.push(entry.file_name().to_string_lossy().into_owned());
         if files.len() > opts.max_files {
             return Err(LoadError::TooManyFiles {
@@ -173,26 +184,24 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
         }
     }
     files.sort();
-
-    // Directories are rejected before any parsing.
     for name in &files {
         let path = manifests_dir.join(name);
-        let meta = fs::symlink_metadata(&path).map_err(|e| LoadError::Io {
-            path: path.clone(),
-            source: e,
-        })?;
-        if meta.is_dir() {
+        if fs::symlink_metadata(&path).map_err(io(&path))?.is_dir() {
             return Err(LoadError::ManifestsSubdirectory(format!(
                 "manifests/{name}"
             )));
         }
     }
-    let parsed = parse_files_parallel(&manifests_dir, &files, opts, budget)?;
+    Ok(files)
+}
 
+/// The manifests' documents split into the one CSV, the CRDs and the other objects.
+fn sort_documents(
+    files: impl Iterator<Item = (String, Vec<Value>)>,
+) -> Result<(Value, Vec<Value>, Vec<Value>), LoadError> {
     let mut csv: Option<(String, Value)> = None;
-    let mut crds = Vec::new();
-    let mut others = Vec::new();
-    for (rel, docs) in files.iter().map(|n| format!("manifests/{n}")).zip(parsed) {
+    let (mut crds, mut others) = (Vec::new(), Vec::new());
+    for (rel, docs) in files {
         for (i, doc) in docs.into_iter().enumerate() {
             if doc.is_null() {
                 continue;
@@ -220,20 +229,8 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
             }
         }
     }
-    let Some((_, mut csv)) = csv else {
-        return Err(LoadError::NoCsv);
-    };
-    if !properties.is_empty() {
-        merge_properties_annotation(&mut csv, &properties);
-    }
-    Ok(Bundle {
-        package_name,
-        csv,
-        crds,
-        others,
-        properties,
-        dependencies,
-    })
+    let (_, csv) = csv.ok_or(LoadError::NoCsv)?;
+    Ok((csv, crds, others))
 }
 
 /// The parsed documents of one manifest file, or why it could not be read.

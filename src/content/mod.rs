@@ -11,7 +11,7 @@
 //! catalog and the URL.
 //!
 //! The command-line tools (`olmv1 resolve --catalog`, `olmv1 catalog --catalog`) read
-//! ClusterCatalogs through this client too (`crate::cli::source`).
+//! ClusterCatalogs through this client too (`cli/source.rs`).
 
 pub mod compact;
 mod http;
