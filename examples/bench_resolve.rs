@@ -14,75 +14,11 @@ use olmv1::resolve::{Availability, CatalogInput, ResolveRequest, resolve};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::BufRead;
-use std::mem::size_of;
 use std::time::{Duration, Instant};
 
-fn value_size(v: &Value) -> usize {
-    match v {
-        Value::String(s) => s.capacity(),
-        Value::Array(a) => {
-            a.capacity() * size_of::<Value>() + a.iter().map(value_size).sum::<usize>()
-        }
-        // indexmap: entries (hash + key + value) plus the index table
-        Value::Object(m) => m
-            .iter()
-            .map(|(k, v)| {
-                8 + size_of::<String>() + k.capacity() + size_of::<Value>() + value_size(v) + 8
-            })
-            .sum(),
-        _ => 0,
-    }
-}
-
-fn props_size(p: &[Property]) -> usize {
-    p.iter()
-        .map(|p| size_of::<Property>() + p.type_.capacity() + value_size(&p.value))
-        .sum()
-}
-
-fn bundle_size(b: &Bundle) -> usize {
-    size_of::<Bundle>()
-        + b.schema.capacity()
-        + b.name.capacity()
-        + b.package.capacity()
-        + b.image.capacity()
-        + props_size(&b.properties)
-        + b.related_images
-            .iter()
-            .map(|r| 48 + r.name.capacity() + r.image.capacity())
-            .sum::<usize>()
-}
-
+/// Estimated bytes of `c` as the content cache holds it (the library's own estimate).
 fn content_size(c: &PackageContent) -> usize {
-    let pkg = c.package.as_ref().map_or(0, |p| {
-        size_of::<olmv1::fbc::model::Package>()
-            + p.name.capacity()
-            + p.default_channel.capacity()
-            + p.description.as_ref().map_or(0, String::capacity)
-            + p.icon.as_ref().map_or(0, value_size)
-            + props_size(&p.properties)
-    });
-    let channels: usize = c
-        .channels
-        .iter()
-        .map(|ch| {
-            size_of::<olmv1::fbc::model::Channel>()
-                + ch.name.capacity()
-                + ch.package.capacity()
-                + ch.schema.capacity()
-                + ch.entries
-                    .iter()
-                    .map(|e| {
-                        size_of::<olmv1::fbc::model::ChannelEntry>()
-                            + e.name.capacity()
-                            + e.replaces.as_ref().map_or(0, String::capacity)
-                            + e.skips.iter().map(|s| 24 + s.capacity()).sum::<usize>()
-                            + e.skip_range.as_ref().map_or(0, String::capacity)
-                    })
-                    .sum::<usize>()
-        })
-        .sum();
-    pkg + channels + c.bundles.iter().map(bundle_size).sum::<usize>()
+    olmv1::content::compact::estimated_size(c)
 }
 
 /// What resolution actually reads: bundle name, image, the `olm.package` property and

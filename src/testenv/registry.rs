@@ -572,17 +572,32 @@ pub async fn push_layers(
         "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": config_len},
         "layers": layer_descs,
     });
-    let body = serde_json::to_vec(&manifest)?;
+    let mut pushed = push_manifest(
+        &client,
+        &reference,
+        &manifest,
+        "application/vnd.oci.image.manifest.v1+json",
+    )
+    .await?;
+    pushed.layer_digests = layer_digests;
+    pushed.config_digest = config_digest;
+    Ok(pushed)
+}
+
+/// Pushes `manifest` (an image manifest or index of `media_type`) under `reference`.
+async fn push_manifest(
+    client: &oci_client::Client,
+    reference: &Reference,
+    manifest: &serde_json::Value,
+    media_type: &'static str,
+) -> anyhow::Result<PushedImage> {
+    let body = serde_json::to_vec(manifest)?;
     let digest = sha256_digest(&body);
     let size = body.len() as u64;
     client
-        .push_manifest_raw(
-            &reference,
-            body,
-            http::HeaderValue::from_static("application/vnd.oci.image.manifest.v1+json"),
-        )
+        .push_manifest_raw(reference, body, http::HeaderValue::from_static(media_type))
         .await
-        .context("pushing the manifest")?;
+        .with_context(|| format!("pushing the {media_type}"))?;
     Ok(PushedImage {
         reference: format!(
             "{}/{}@{}",
@@ -592,8 +607,8 @@ pub async fn push_layers(
         ),
         digest,
         manifest_size: size,
-        layer_digests,
-        config_digest,
+        layer_digests: Vec::new(),
+        config_digest: String::new(),
     })
 }
 
@@ -623,29 +638,13 @@ pub async fn push_index(
         "mediaType": "application/vnd.oci.image.index.v1+json",
         "manifests": entries,
     });
-    let body = serde_json::to_vec(&index)?;
-    let digest = sha256_digest(&body);
-    let size = body.len() as u64;
-    client
-        .push_manifest_raw(
-            &reference,
-            body,
-            http::HeaderValue::from_static("application/vnd.oci.image.index.v1+json"),
-        )
-        .await
-        .context("pushing the index")?;
-    Ok(PushedImage {
-        reference: format!(
-            "{}/{}@{}",
-            reference.registry(),
-            reference.repository(),
-            digest
-        ),
-        digest,
-        manifest_size: size,
-        layer_digests: Vec::new(),
-        config_digest: String::new(),
-    })
+    push_manifest(
+        &client,
+        &reference,
+        &index,
+        "application/vnd.oci.image.index.v1+json",
+    )
+    .await
 }
 
 /// Push a catalog image: `files` are paths relative to `/configs` (e.g.
