@@ -30,7 +30,7 @@ enum Command {
     /// Print the ClusterExtension and ClusterCatalog CRDs as YAML.
     Crds,
     /// Run the controllers (ClusterExtension, ClusterCatalog and the catalog server).
-    Controller(olmv1::controller::ControllerArgs),
+    Controller(Box<olmv1::controller::ControllerArgs>),
     /// Start or stop a loopback test control plane (used by hack/control-plane.sh).
     #[command(hide = true)]
     Testenv(olmv1::testenv::cli::TestEnvArgs),
@@ -58,7 +58,7 @@ fn main() -> ExitCode {
             }
             Err(e) => fail(anyhow::anyhow!("serializing CRDs: {e}")),
         },
-        Command::Controller(args) => block_on(olmv1::controller::run(args)),
+        Command::Controller(args) => block_on(olmv1::controller::run(*args)),
         Command::Testenv(args) => block_on(olmv1::testenv::cli::run(args)),
         Command::CrdDiff(args) => olmv1::preflight::crd_safety::cli::run(args),
         Command::Catalog(args) => olmv1::fbc::cli::run(args),
