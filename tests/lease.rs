@@ -1,8 +1,9 @@
 //! Leader election on the real control plane with short timings: two `olmv1 controller
 //! --leader-elect` processes; while idle the standby makes (almost) no API requests —
 //! it watches the Lease — and the leader one renewal per retry period; after SIGKILL of
-//! the leader the standby takes over within the lease duration. Inconsistent timings
-//! stop the process at start with an error naming the flags.
+//! the leader the standby takes over within the lease duration, after SIGTERM at once
+//! (the leader released the lease). Inconsistent timings stop the process at start
+//! with an error naming the flags.
 mod support;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -127,6 +128,47 @@ async fn standby_watches_and_takes_over_after_a_crash() {
     assert!(
         takeover <= Duration::from_secs(LEASE + 2),
         "takeover took {takeover:?}"
+    );
+
+    // SIGTERM of a leader releases the lease: a standby takes over at once, well below
+    // the lease duration.
+    let c = start("lease-c");
+    support::eventually(60, "a new standby", || async {
+        is_leader(&c).await.filter(|l| !*l)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut survivor = if leader_is_a { b.take() } else { a.take() }.expect("survivor");
+    let pid = survivor.pid().expect("pid").to_string();
+    let stopped_at = Instant::now();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let takeover = support::eventually(3 * LEASE, "takeover after SIGTERM", || async {
+        (holder(&leases).await.as_deref() == Some("lease-c") && is_leader(&c).await == Some(true))
+            .then(|| stopped_at.elapsed())
+    })
+    .await;
+    eprintln!("takeover after SIGTERM of the leader: {takeover:?} (lease {LEASE}s)");
+    assert!(
+        takeover < Duration::from_secs(3),
+        "takeover took {takeover:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = survivor.try_wait() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no exit after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        status.success(),
+        "clean exit on SIGTERM expected, got {status}"
     );
 }
 

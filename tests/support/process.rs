@@ -137,6 +137,11 @@ impl ControllerProcess {
         self.spawn();
     }
 
+    /// The process id while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The exit status once the process has exited.
     pub fn try_wait(&mut self) -> Option<ExitStatus> {
         self.child.as_mut()?.try_wait().expect("wait")
