@@ -30,7 +30,7 @@ enum Command {
     /// Print the ClusterExtension and ClusterCatalog CRDs as YAML.
     Crds,
     /// Run the controllers (ClusterExtension, ClusterCatalog and the catalog server).
-    Controller(olmv1::controller::ControllerArgs),
+    Controller(Box<olmv1::controller::ControllerArgs>),
     /// Check whether a new CRD can safely replace an installed one (exit 0 safe, 1 unsafe, 2 bad input).
     CrdDiff(olmv1::cli::crd_diff::CrdDiffArgs),
     /// Query a file-based catalog: packages, channels, bundles, raw blobs.
@@ -55,7 +55,7 @@ fn main() -> ExitCode {
             }
             Err(e) => fail(anyhow::anyhow!("serializing CRDs: {e}")),
         },
-        Command::Controller(args) => block_on(olmv1::controller::run(args)),
+        Command::Controller(args) => block_on(olmv1::controller::run(*args)),
         Command::CrdDiff(args) => olmv1::cli::crd_diff::run(args),
         Command::Catalog(args) => olmv1::cli::catalog::run(args),
         Command::Resolve(args) => olmv1::cli::resolve::run(args),

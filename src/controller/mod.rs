@@ -8,6 +8,7 @@
 pub mod catalog;
 pub mod common;
 pub mod extension;
+pub mod lease;
 pub mod options;
 
 pub use common::backoff;
@@ -123,6 +124,10 @@ pub const LEASE_NAME: &str = "olmv1-controller";
 /// Runs the controller until a termination signal arrives (or, with
 /// `--leader-elect`, until this replica loses the lease: then an error).
 pub async fn run(args: ControllerArgs) -> Result<()> {
+    if args.leader_elect {
+        args.lease_timing()
+            .map_err(|e| anyhow::anyhow!("invalid leader-election timings: {e}"))?;
+    }
     let metrics = Arc::new(Metrics::new());
     let (config, _) = connect_with_config(args.kubeconfig.as_deref()).await?;
     // The controller's own client counts its requests (olmv1_kube_api_requests_total).
@@ -326,13 +331,11 @@ async fn lead(
 
 type Election = (
     tokio::sync::watch::Receiver<bool>,
-    tokio::task::JoinHandle<
-        Result<kube_lease_manager::LeaseManager, kube_lease_manager::LeaseManagerError>,
-    >,
+    tokio::task::JoinHandle<()>,
     String,
 );
 
-/// Creates (if needed) the Lease and starts competing for it.
+/// Starts competing for the Lease (created when missing) with [`lease::Elector`].
 async fn join_election(client: &Client, args: &ControllerArgs) -> Result<Election> {
     let identity = args.leader_election_identity.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -340,40 +343,34 @@ async fn join_election(client: &Client, args: &ControllerArgs) -> Result<Electio
             .unwrap_or_else(|_| "olmv1".into());
         format!("{host}-{}", std::process::id())
     });
-    let (duration, grace) = lease_timing(args.lease_duration_seconds);
-    let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), LEASE_NAME)
-        .with_namespace(args.namespace.clone())
-        .with_identity(identity.clone())
-        .with_duration(duration)
-        .with_grace(grace)
-        .with_field_manager(format!("olmv1-{identity}"))
-        .build()
-        .await
-        .with_context(|| {
-            format!(
-                "setting up leader election with Lease {}/{LEASE_NAME}",
-                args.namespace
-            )
-        })?;
-    let (receiver, task) = manager.watch().await;
+    let timing = args
+        .lease_timing()
+        .map_err(|e| anyhow::anyhow!("invalid leader-election timings: {e}"))?;
+    tracing::info!(
+        lease_duration = ?timing.lease_duration,
+        renew_deadline = ?timing.renew_deadline,
+        retry_period = ?timing.retry_period,
+        "leader election"
+    );
+    let elector = lease::Elector {
+        api: kube::Api::namespaced(client.clone(), &args.namespace),
+        name: LEASE_NAME.to_string(),
+        identity: identity.clone(),
+        timing,
+    };
+    let (sender, receiver) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(elector.run(sender));
     Ok((receiver, task, identity))
 }
 
-/// Lease duration and renewal margin: the leader renews `grace` seconds before expiry
-/// (a third of the duration, at least 1 s), i.e. every `duration - grace` seconds.
-pub fn lease_timing(duration_seconds: u64) -> (u64, u64) {
-    let duration = duration_seconds.max(2);
-    (duration, (duration / 3).max(1))
-}
-
-/// Resolves when the lease says this replica is the leader (an error when the lease
-/// manager stopped).
+/// Resolves when the lease says this replica is the leader (an error when the
+/// elector stopped).
 async fn acquired(leader: &mut tokio::sync::watch::Receiver<bool>) -> Result<()> {
     while !*leader.borrow_and_update() {
         leader
             .changed()
             .await
-            .map_err(|_| anyhow::anyhow!("the lease manager stopped"))?;
+            .map_err(|_| anyhow::anyhow!("the leader elector stopped"))?;
     }
     Ok(())
 }

@@ -90,14 +90,39 @@ pub struct ControllerArgs {
     #[arg(long)]
     pub leader_elect: bool,
 
-    /// How long a leader's lease is valid without renewal; a standby takes over at
-    /// most this long after the leader died.
-    #[arg(long, default_value_t = 15)]
-    pub lease_duration_seconds: u64,
+    /// How long a standby waits, after the last change of the Lease it saw, before it
+    /// takes the lease (seconds, `27` or `27s`): the takeover time after a crash of the
+    /// leader. Shorter = faster failover, but the retry period must shrink with it.
+    #[arg(long, default_value = "27s", value_parser = parse_seconds)]
+    pub leader_elect_lease_duration: std::time::Duration,
+
+    /// How long the leader keeps leading without a successful renewal (shorter than
+    /// the lease duration).
+    #[arg(long, default_value = "22s", value_parser = parse_seconds)]
+    pub leader_elect_renew_deadline: std::time::Duration,
+
+    /// How often the leader renews the Lease (shorter than the renew deadline): one
+    /// request per period is all the idle API traffic of the election.
+    #[arg(long, default_value = "18s", value_parser = parse_seconds)]
+    pub leader_elect_retry_period: std::time::Duration,
+
+    /// Deprecated: sets --leader-elect-lease-duration to this, the renew deadline to
+    /// two thirds and the retry period to a third of it.
+    #[arg(long, hide = true)]
+    pub lease_duration_seconds: Option<u64>,
 
     /// This replica's identity in the lease; default: $POD_NAME, else host name and pid.
     #[arg(long, env = "POD_NAME")]
     pub leader_election_identity: Option<String>,
+}
+
+/// Whole seconds, with an optional `s` suffix (`137s`, `137`).
+pub fn parse_seconds(value: &str) -> Result<std::time::Duration, String> {
+    let digits = value.strip_suffix('s').unwrap_or(value);
+    digits
+        .parse::<u64>()
+        .map(std::time::Duration::from_secs)
+        .map_err(|_| format!("{value:?} is not a number of seconds (e.g. 27 or 27s)"))
 }
 
 fn parse_installer(
@@ -107,6 +132,21 @@ fn parse_installer(
 }
 
 impl ControllerArgs {
+    /// The leader-election timings (the deprecated --lease-duration-seconds wins when
+    /// given), validated.
+    pub fn lease_timing(&self) -> Result<crate::controller::lease::Timing, String> {
+        let timing = match self.lease_duration_seconds {
+            Some(seconds) => crate::controller::lease::Timing::from_lease_duration_seconds(seconds),
+            None => crate::controller::lease::Timing {
+                lease_duration: self.leader_elect_lease_duration,
+                renew_deadline: self.leader_elect_renew_deadline,
+                retry_period: self.leader_elect_retry_period,
+            },
+        };
+        timing.validate()?;
+        Ok(timing)
+    }
+
     /// The installer of extensions without `spec.serviceAccount`, from
     /// --default-installer-service-account or --allow-controller-identity.
     pub fn default_installer(
