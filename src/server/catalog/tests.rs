@@ -397,7 +397,11 @@ async fn replacement_is_served_and_failed_ingest_keeps_old_content() {
         format!("{CAT}{}", CAT.lines().next().unwrap()),
     )
     .unwrap();
-    let err = store(s.root.path(), "cat", src.path())
+    let strict = crate::fbc::StoreOptions {
+        strict: true,
+        ..Default::default()
+    };
+    let err = crate::fbc::store_with_options(s.root.path(), "cat", src.path(), &strict)
         .unwrap_err()
         .to_string();
     assert!(err.contains("duplicate package \"p\""), "{err}");
