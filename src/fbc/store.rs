@@ -217,7 +217,13 @@ fn write_version(
         let section = [offset, blob.json.len() as u64 + 1];
         offset += section[1];
         Index::add(&mut index.by_schema, blob.view.schema(), section);
-        Index::add(&mut index.by_package, blob.view.package(), section);
+        // catalogd indexes the `package` field as written: the `olm.package` blob (its
+        // package is its `name`) is not under its package.
+        Index::add(
+            &mut index.by_package,
+            blob.view.package.as_deref().unwrap_or_default(),
+            section,
+        );
         Index::add(&mut index.by_name, blob.view.name(), section);
         Ok(())
     })
@@ -390,7 +396,7 @@ mod tests {
         assert!(
             body[off as usize..(off + len) as usize].starts_with("{\"schema\":\"olm.channel\"")
         );
-        assert_eq!(index.by_package["p"].len(), 3);
+        assert_eq!(index.by_package["p"].len(), 2, "not the olm.package blob");
         let s2 = store(root.path(), "cat", src.path()).unwrap();
         assert_ne!(s1.version, s2.version);
         assert!(!s1.dir.exists(), "old version removed");
