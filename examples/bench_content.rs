@@ -61,7 +61,7 @@ fn main() -> anyhow::Result<()> {
     let t = Instant::now();
     // Lenient: the rendered catalog has real duplicate bundle names.
     let options = olmv1::fbc::StoreOptions {
-        lenient: true,
+        strict: false,
         ..Default::default()
     };
     let stored = olmv1::fbc::store_with_options(&root, "bench", &src, &options)?;

@@ -222,7 +222,6 @@ async fn main() -> anyhow::Result<()> {
             format!("--metrics-bind-address=127.0.0.1:{metrics}"),
             format!("--cache-dir={}", cache.display()),
             format!("--insecure-registry={}", reg.host()),
-            "--lenient-catalogs".to_string(),
         ])
         .stdout(log.try_clone()?)
         .stderr(log)

@@ -352,16 +352,71 @@ async fn image_without_the_configs_label_is_reported() {
     .await;
 }
 
+/// A catalog breaking FBC invariants is stored and served as catalogd does (the
+/// `Progressing` message stays upstream's), and one Warning Event on it lists each
+/// problem with file and line (`expected`: substrings of its note).
+async fn served_with_warnings(name: &str, file: &str, content: &[u8], expected: &[&str]) {
+    let api = api().await;
+    let name = support::unique(name);
+    let pushed = push_catalog(&format!("catalogs/{name}:v1"), &[(file, content.to_vec())]).await;
+    api.create(
+        &PostParams::default(),
+        &catalog(&name, &pushed.reference, None),
+    )
+    .await
+    .expect("create");
+    let c = wait_serving(&api, &name, &pushed.reference).await;
+    let progressing = condition(&c, "Progressing").expect("progressing");
+    assert_eq!(
+        progressing.message,
+        "Successfully unpacked and stored content from resolved source"
+    );
+    let base = c.status.and_then(|s| s.urls).expect("urls").base;
+    let (code, all) = get_body(&format!("{base}/api/v1/all")).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        all.lines().count(),
+        content
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count()
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::all(support::cluster().admin().await);
+    let note = support::eventually(60, "InvalidCatalogContent event", || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find_map(|e| {
+            let regarding = e.regarding.as_ref()?;
+            (regarding.name.as_deref() == Some(name.as_str())
+                && regarding.kind.as_deref() == Some("ClusterCatalog")
+                && e.reason.as_deref() == Some("InvalidCatalogContent")
+                && e.type_.as_deref() == Some("Warning"))
+            .then(|| e.note.clone().unwrap_or_default())
+        })
+    })
+    .await;
+    for want in expected {
+        assert!(note.contains(want), "{want:?} not in {note:?}");
+    }
+}
+
 #[tokio::test]
 async fn invalid_catalog_content_is_reported() {
     let host = support::registry().host().to_string();
-    let repo = format!("catalogs/{}:dup", support::unique("dup"));
     let mut dup = fbc("dup", &["1.0.0"], &host);
     dup.extend_from_slice(
         b"{\"schema\":\"olm.package\",\"name\":\"dup\",\"defaultChannel\":\"stable\"}\n",
     );
-    let pushed = push_catalog(&repo, &[("dup/catalog.json", dup)]).await;
-    bad_image_keeps_previous_content(&pushed.reference, "error storing fbc").await;
+    let line = dup.iter().filter(|b| **b == b'\n').count();
+    served_with_warnings(
+        "dup",
+        "dup/catalog.json",
+        &dup,
+        &[&format!(
+            "dup/catalog.json:{line}: duplicate package \"dup\""
+        )],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -630,7 +685,14 @@ async fn channel_naming_a_missing_bundle() {
     content.extend_from_slice(
         br#"{"schema":"olm.channel","name":"fast","package":"m","entries":[{"name":"m.v9.9.9"}]}"#,
     );
-    bad_catalog("missingbundle", "m/catalog.json", &content, "m.v9.9.9").await;
+    let line = content.iter().filter(|b| **b == b'\n').count() + 1;
+    served_with_warnings(
+        "missingbundle",
+        "m/catalog.json",
+        &content,
+        &[&format!("m/catalog.json:{line}: "), "m.v9.9.9"],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -639,7 +701,13 @@ async fn missing_default_channel() {
 {"schema":"olm.channel","name":"stable","package":"d","entries":[{"name":"d.v1.0.0"}]}
 {"schema":"olm.bundle","name":"d.v1.0.0","package":"d","image":"example.com/d:v1","properties":[{"type":"olm.package","value":{"packageName":"d","version":"1.0.0"}}]}
 "#;
-    bad_catalog("nodefault", "d/catalog.json", content, "nope").await;
+    served_with_warnings(
+        "nodefault",
+        "d/catalog.json",
+        content,
+        &["d/catalog.json:1: ", "nope"],
+    )
+    .await;
 }
 
 #[tokio::test]

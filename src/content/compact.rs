@@ -34,7 +34,8 @@ pub struct MetaView {
 
 impl MetaView {
     /// The package a blob belongs to: `name` for `olm.package` (whose `package` is
-    /// normally absent), else `package` — the rule the catalog index uses.
+    /// normally absent), else `package` — how `/all` is filtered client-side (the
+    /// server's `metas?package=` index, like catalogd's, uses only `package`).
     pub fn package(&self) -> &str {
         if self.schema == SCHEMA_PACKAGE && self.package.is_empty() {
             &self.name

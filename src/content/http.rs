@@ -41,8 +41,8 @@ impl ContentClient {
                 .await
             {
                 Ok(mut content) => {
-                    // catalogd versions that index `olm.package` blobs without a
-                    // package field: ask for the package blob by name.
+                    // catalogd's index (and this project's) is by the `package` field,
+                    // which the `olm.package` blob lacks: ask for it by name.
                     if content.package.is_none() && !content.is_empty() {
                         let url = self.url(
                             ep,
@@ -230,14 +230,27 @@ impl ContentClient {
         if let Some(p) = package
             && !self.lacks_metas(ep)
         {
+            // catalogd's `metas?package=` has no `olm.package` blob (its package is in
+            // `name`): ask for it first, by name, then for the package's blobs.
+            let package_blob = self.url(ep, "metas", &[("schema", SCHEMA_PACKAGE), ("name", p)])?;
             let url = self.url(ep, "metas", &[("package", p)])?;
-            self.counters.metas_requests.fetch_add(1, Ordering::Relaxed);
-            match self
-                .stream_lines(ep, &url, self.config.max_body_bytes, &mut |l| {
-                    write_line(l, true)
-                })
-                .await
-            {
+            let mut result = Ok(());
+            for u in [&package_blob, &url] {
+                self.counters.metas_requests.fetch_add(1, Ordering::Relaxed);
+                result = self
+                    .stream_lines(ep, u, self.config.max_body_bytes, &mut |l| {
+                        // Older servers also return the olm.package blob for ?package=.
+                        let again = u == &url
+                            && serde_json::from_slice::<compact::MetaView>(l)
+                                .is_ok_and(|m| m.schema == SCHEMA_PACKAGE);
+                        write_line(l, !again)
+                    })
+                    .await;
+                if result.is_err() {
+                    break;
+                }
+            }
+            match result {
                 Ok(()) => return Ok(written),
                 Err(FetchError::NoEndpoint) => {
                     self.mark_lacks_metas(ep);

@@ -254,7 +254,7 @@ fn catalog_settings(
         namespace: args.namespace.clone(),
         service_account: Some(args.service_account.clone()),
         global_pull_secret: args.global_pull_secret.clone(),
-        lenient: args.lenient_catalogs,
+        strict: args.strict_catalogs,
         limits: crate::fbc::parse::Limits {
             max_total_bytes: args.max_catalog_bytes,
             ..Default::default()

@@ -67,9 +67,15 @@ pub struct ControllerArgs {
     #[arg(long, conflicts_with = "default_installer_service_account")]
     pub allow_controller_identity: bool,
 
-    /// Store catalogs that violate FBC invariants (as catalogd does) instead of
-    /// rejecting them; the violations are logged.
+    /// Refuse catalogs that violate FBC invariants (for catalog authors' CI). By
+    /// default catalogs are stored and served as catalogd does, and the violations are
+    /// reported in a Warning Event on the ClusterCatalog.
     #[arg(long)]
+    pub strict_catalogs: bool,
+
+    /// Deprecated no-op: catalogs are now stored as catalogd does by default (see
+    /// --strict-catalogs). Accepted so that existing deployments still start.
+    #[arg(long, hide = true)]
     pub lenient_catalogs: bool,
 
     /// Largest catalog (bytes of FBC files) the catalog controller ingests.

@@ -1,8 +1,10 @@
 //! Broken and hostile catalogs, each its own test: every one must fail with a message
-//! naming the problem, and leave the previously stored content in place.
+//! naming the problem, and leave the previously stored content in place. Invariant
+//! violations fail only in strict mode ([`StoreOptions::strict`]); by default they are
+//! stored, as catalogd does, and returned as warnings.
 
 use super::store::{CATALOG_FILE, current_dir};
-use super::{FbcError, Limits, store, store_with_limits};
+use super::{FbcError, Limits, StoreOptions, store, store_with_limits, store_with_options};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -39,11 +41,63 @@ fn ingest_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
     let src = tempfile::tempdir().unwrap();
     std::fs::create_dir(src.path().join("pkg")).unwrap();
     std::fs::write(src.path().join("pkg").join(name), text).unwrap();
-    let err = store(root.path(), "cat", src.path())
+    let strict = StoreOptions {
+        strict: true,
+        ..StoreOptions::default()
+    };
+    let err = store_with_options(root.path(), "cat", src.path(), &strict)
         .unwrap_err()
         .to_string();
     assert_previous_kept(root.path());
     (root, err)
+}
+
+/// What the default (catalogd's) acceptance stores of `text`, and its warnings.
+fn ingest_default(name: &str, text: &str) -> Vec<String> {
+    let root = stored_root();
+    let src = tempfile::tempdir().unwrap();
+    std::fs::create_dir(src.path().join("pkg")).unwrap();
+    std::fs::write(src.path().join("pkg").join(name), text).unwrap();
+    let stored = store(root.path(), "cat", src.path()).unwrap();
+    let dir = current_dir(root.path(), "cat").expect("stored");
+    assert_eq!(dir, stored.dir);
+    assert_eq!(
+        std::fs::read_to_string(dir.join(CATALOG_FILE)).unwrap(),
+        text,
+        "stored as given"
+    );
+    stored.warnings
+}
+
+#[test]
+fn invariant_violations_are_stored_by_default_with_file_and_line() {
+    let text = GOOD.replace(",\"defaultChannel\":\"s\"", "").replace(
+        "{\"name\":\"p.v1\"}",
+        "{\"name\":\"p.v1\"},{\"name\":\"p.v0\"}",
+    );
+    let warnings = ingest_default("catalog.json", &text);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("pkg/catalog.json:1: ")
+            && warnings[0].contains("no defaultChannel"),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1].contains("pkg/catalog.json:2") && warnings[1].contains("p.v0"),
+        "{warnings:?}"
+    );
+    // Syntax errors still fail by default.
+    let (_r, err) = {
+        let root = stored_root();
+        let src = tempfile::tempdir().unwrap();
+        std::fs::write(src.path().join("c.json"), "[1]").unwrap();
+        let err = store(root.path(), "cat", src.path())
+            .unwrap_err()
+            .to_string();
+        assert_previous_kept(root.path());
+        (root, err)
+    };
+    assert!(err.contains("c.json"), "{err}");
 }
 
 #[test]

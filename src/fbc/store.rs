@@ -60,7 +60,8 @@ pub struct StoredCatalog {
     pub blobs: u64,
     pub summary: Summary,
     pub last_modified: SystemTime,
-    /// Invariant violations that were stored anyway ([`StoreOptions::lenient`]).
+    /// FBC invariant violations of the stored content (each naming `file:line`); as in
+    /// catalogd they do not prevent storing (unless [`StoreOptions::strict`]).
     pub warnings: Vec<String>,
 }
 
@@ -68,10 +69,11 @@ pub struct StoredCatalog {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoreOptions {
     pub limits: Limits,
-    /// Store a catalog that breaks invariants (as catalogd, which does not validate),
-    /// returning the problems as [`StoredCatalog::warnings`]. Syntax errors and limits
-    /// always fail.
-    pub lenient: bool,
+    /// Refuse a catalog that breaks FBC invariants ([`FbcError::Invalid`]). Off by
+    /// default: like catalogd, which checks only that every document is a JSON object
+    /// with string `schema`/`package`/`name`, the catalog is stored and the problems are
+    /// returned as [`StoredCatalog::warnings`]. Syntax errors and limits always fail.
+    pub strict: bool,
 }
 
 impl StoredCatalog {
@@ -144,7 +146,7 @@ pub fn store_with_limits(
         source_dir,
         &StoreOptions {
             limits: limits.clone(),
-            lenient: false,
+            strict: false,
         },
     )
 }
@@ -215,14 +217,20 @@ fn write_version(
         let section = [offset, blob.json.len() as u64 + 1];
         offset += section[1];
         Index::add(&mut index.by_schema, blob.view.schema(), section);
-        Index::add(&mut index.by_package, blob.view.package(), section);
+        // catalogd indexes the `package` field as written: the `olm.package` blob (its
+        // package is its `name`) is not under its package.
+        Index::add(
+            &mut index.by_package,
+            blob.view.package.as_deref().unwrap_or_default(),
+            section,
+        );
         Index::add(&mut index.by_name, blob.view.name(), section);
         Ok(())
     })
     .map_err(|e| relative_error(source, e))?;
     let (summary, warnings) = match validator.finish() {
         Ok(summary) => (summary, Vec::new()),
-        Err((summary, problems)) if options.lenient => (summary, problems),
+        Err((summary, problems)) if !options.strict => (summary, problems),
         Err((_, problems)) => return Err(FbcError::Invalid { problems }),
     };
     out.into_inner().map_err(|e| FbcError::Io {
@@ -388,7 +396,7 @@ mod tests {
         assert!(
             body[off as usize..(off + len) as usize].starts_with("{\"schema\":\"olm.channel\"")
         );
-        assert_eq!(index.by_package["p"].len(), 3);
+        assert_eq!(index.by_package["p"].len(), 2, "not the olm.package blob");
         let s2 = store(root.path(), "cat", src.path()).unwrap();
         assert_ne!(s1.version, s2.version);
         assert!(!s1.dir.exists(), "old version removed");
@@ -400,7 +408,11 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let good = store(root.path(), "cat", source(CAT).path()).unwrap();
         let bad = source(&CAT.replace("\"defaultChannel\":\"s\"", "\"defaultChannel\":\"x\""));
-        let err = store(root.path(), "cat", bad.path())
+        let strict = StoreOptions {
+            strict: true,
+            ..StoreOptions::default()
+        };
+        let err = store_with_options(root.path(), "cat", bad.path(), &strict)
             .unwrap_err()
             .to_string();
         assert!(err.contains("default channel \"x\" not found"), "{err}");
@@ -432,12 +444,14 @@ mod tests {
         assert!(current_dir(root.path(), "cat").is_none());
         assert!(current_dir(root.path(), "cat-b").unwrap().exists());
         let bad = source(&CAT.replace("\"defaultChannel\":\"s\"", "\"defaultChannel\":\"x\""));
-        let lenient = StoreOptions {
-            lenient: true,
-            ..StoreOptions::default()
-        };
-        let stored = store_with_options(root.path(), "cat", bad.path(), &lenient).unwrap();
+        // By default (as catalogd) the violation is stored and reported, with file:line.
+        let stored = store(root.path(), "cat", bad.path()).unwrap();
         assert_eq!(stored.warnings.len(), 1, "{:?}", stored.warnings);
+        assert!(
+            stored.warnings[0].starts_with("catalog.json:1: "),
+            "{:?}",
+            stored.warnings
+        );
         assert_eq!(stored.summary.bundles, 1);
         delete(root.path(), "cat").unwrap();
         let entries = std::fs::read_dir(root.path()).unwrap().count();

@@ -857,3 +857,49 @@ fn real_catalogs_in_two_catalogs() {
     ];
     assert_eq!(resolve(&r, &cats).unwrap().bundle.catalog, "v4.16");
 }
+
+/// Catalogs catalogd serves although they break FBC invariants (docs/catalogs.md §9.1):
+/// a package without `defaultChannel` and a channel entry naming a bundle that does not
+/// exist. Upstream resolution never reads the default channel (no channels ⇒ every
+/// channel's entries), and a missing bundle is simply not a candidate.
+#[test]
+fn catalogs_breaking_fbc_invariants_still_resolve() {
+    let mut c = content(&[
+        ("stable", &[("p.v1", "1.0.0", None, &[], None)]),
+        ("fast", &[("p.v1", "1.0.0", None, &[], None)]),
+    ]);
+    assert_eq!(c.package.as_ref().unwrap().default_channel, "");
+    // Entries naming bundles that are not in the catalog, one of them the head.
+    for ch in &mut c.channels {
+        ch.entries.push(ChannelEntry {
+            name: "p.v9".into(),
+            replaces: Some("p.v1".into()),
+            skips: vec![],
+            skip_range: None,
+        });
+    }
+    let cats = [one("cat", &c)];
+    assert_eq!(chosen(&req(), &cats), Ok("p.v1@cat".into()));
+    let with_channel = ResolveRequest {
+        channels: vec!["fast".into()],
+        ..req()
+    };
+    assert_eq!(chosen(&with_channel, &cats), Ok("p.v1@cat".into()));
+    // An upgrade whose only successor is the missing bundle stays on the installed one.
+    let upgrade = ResolveRequest {
+        installed: installed("p.v1", "1.0.0"),
+        ..with_channel
+    };
+    assert_eq!(chosen(&upgrade, &cats), Ok("p.v1@cat".into()));
+    // A channel that names only missing bundles: no bundle, the usual upstream error.
+    let mut only_missing = c.clone();
+    only_missing
+        .channels
+        .push(channel("ghost", &[("p.v7", "7.0.0", None, &[], None)]));
+    let ghost = ResolveRequest {
+        channels: vec!["ghost".into()],
+        ..req()
+    };
+    let e = chosen(&ghost, &[one("cat", &only_missing)]).unwrap_err();
+    assert!(e.contains("no bundles found for package \"p\""), "{e}");
+}

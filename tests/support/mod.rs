@@ -281,6 +281,7 @@ pub fn controller_with(
             global_pull_secret: None,
             namespace: "olmv1-system".into(),
             service_account: "olmv1-controller".into(),
+            strict_catalogs: false,
             lenient_catalogs: false,
             max_catalog_bytes: MAX_CATALOG_BYTES,
             poll_unit_seconds: 1,

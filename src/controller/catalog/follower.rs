@@ -245,7 +245,7 @@ async fn ingest(
         }
         () = stopped(stop) => return Ok(false),
     };
-    let stored_at = store_content(ctx, &name, &pulled, started)
+    let (stored_at, _warnings) = store_content(ctx, &name, &pulled, started)
         .await
         .map_err(|e| format!("error storing fbc: {e}"))?;
     let status = catalog.status.as_ref();

@@ -19,6 +19,7 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
@@ -43,8 +44,10 @@ pub struct CatalogSettings {
     pub service_account: Option<String>,
     /// A `kubernetes.io/dockerconfigjson` Secret in `namespace` used for every pull.
     pub global_pull_secret: Option<String>,
-    /// Store catalogs that break FBC invariants (as catalogd does), with a warning.
-    pub lenient: bool,
+    /// Refuse catalogs that break FBC invariants. Off by default: like catalogd, such
+    /// catalogs are stored and served, and the violations are reported in a Warning
+    /// Event ([`status::REASON_INVALID_CONTENT`]).
+    pub strict: bool,
     pub limits: fbc::parse::Limits,
 }
 
@@ -70,6 +73,8 @@ pub struct CatalogContext {
     failures: Failures,
     /// Where reconciles report durations, errors and status (metrics hook).
     pub metrics: Arc<Metrics>,
+    /// Publishes the Warning Events about invariant violations of stored content.
+    recorder: Recorder,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +85,15 @@ pub enum CatalogError {
 
 impl CatalogContext {
     pub fn new(client: kube::Client, puller: Arc<ImagePuller>, settings: CatalogSettings) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "olmv1".into(),
+                instance: None,
+            },
+        );
         CatalogContext {
+            recorder,
             client,
             puller,
             settings,
@@ -306,7 +319,13 @@ async fn unpack(
     let last_unpacked = match reusable.filter(|r| r.resolved_ref == pulled.reference) {
         Some(r) => r.last_unpacked,
         None => match store_content(ctx, &name, &pulled, started).await {
-            Ok(last_unpacked) => last_unpacked,
+            Ok((last_unpacked, warnings)) => {
+                // Once per newly stored content, not on every reconcile.
+                if let Some(message) = status::invariant_warnings_message(&warnings) {
+                    warn_event(ctx, catalog, message).await;
+                }
+                last_unpacked
+            }
             Err(e) => return fail(api, catalog, ctx, spec_ref, Failure::Store(e)).await,
         },
     };
@@ -388,20 +407,35 @@ async fn pull_content(ctx: &CatalogContext, reference: &str) -> Result<PulledIma
         .await
 }
 
+/// Publishes a Warning Event on `catalog`; a failure to publish is logged, never fails
+/// the reconcile.
+async fn warn_event(ctx: &CatalogContext, catalog: &ClusterCatalog, message: String) {
+    let event = Event {
+        type_: EventType::Warning,
+        reason: status::REASON_INVALID_CONTENT.into(),
+        note: Some(message),
+        action: "Store".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &catalog.object_ref(&())).await {
+        tracing::debug!(error = %e, "publishing event");
+    }
+}
+
 /// Parses, validates and stores pulled catalog content as `name` (the blocking work runs
 /// off the runtime and always completes once started), logs and reports it; returns
-/// `lastUnpacked` (the stored file's time, in whole seconds). On error the content
-/// served before stays.
+/// `lastUnpacked` (the stored file's time, in whole seconds) and the FBC invariant
+/// violations of the stored content. On error the content served before stays.
 async fn store_content(
     ctx: &CatalogContext,
     name: &str,
     pulled: &PulledImage,
     started: Instant,
-) -> Result<Time, FbcError> {
+) -> Result<(Time, Vec<String>), FbcError> {
     let storage = ctx.settings.storage_dir.clone();
     let options = fbc::store::StoreOptions {
         limits: ctx.settings.limits.clone(),
-        lenient: ctx.settings.lenient,
+        strict: ctx.settings.strict,
     };
     let (catalog_name, dir) = (name.to_string(), pulled.dir.clone());
     let stored = tokio::task::spawn_blocking(move || {
@@ -412,7 +446,7 @@ async fn store_content(
         message: format!("ingest task failed: {e}"),
     })??;
     for warning in &stored.warnings {
-        tracing::warn!(catalog = %name, warning, "catalog stored despite an invariant violation");
+        tracing::warn!(catalog = %name, warning, "catalog stored with an FBC invariant violation (catalogd does not check them)");
     }
     tracing::info!(
         catalog = %name,
@@ -424,7 +458,10 @@ async fn store_content(
     );
     ctx.metrics
         .catalog_ingested(name, started.elapsed(), stored.size);
-    Ok(status::truncate_to_seconds(stored.last_modified))
+    Ok((
+        status::truncate_to_seconds(stored.last_modified),
+        stored.warnings,
+    ))
 }
 
 enum Failure {

@@ -11,6 +11,42 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 pub const MSG_SERVING: &str = "Serving desired content from resolved source";
 pub const MSG_UNPACKED: &str = "Successfully unpacked and stored content from resolved source";
 pub const MSG_UNAVAILABLE: &str = "Catalog availability mode is set to Unavailable";
+/// Reason of the Warning Event listing the FBC invariant violations of stored content.
+pub const REASON_INVALID_CONTENT: &str = "InvalidCatalogContent";
+/// Longest Event note the API server accepts (events.k8s.io/v1: 1 KiB).
+const MAX_EVENT_NOTE: usize = 1024;
+
+/// The note of the [`REASON_INVALID_CONTENT`] Event for the invariant violations of newly
+/// stored content (each already `file:line: problem`), cut to what an Event holds with
+/// the number of problems left out; `None` when there are none.
+pub fn invariant_warnings_message(warnings: &[String]) -> Option<String> {
+    if warnings.is_empty() {
+        return None;
+    }
+    let head = format!(
+        "stored and served with {} FBC invariant violation(s) (catalogd does not check them; resolution of an affected package may fail): ",
+        warnings.len()
+    );
+    let mut message = head;
+    for (i, w) in warnings.iter().enumerate() {
+        let item = conditions::sanitize_message(w);
+        let sep = if i == 0 { "" } else { "; " };
+        let rest = warnings.len() - i;
+        let more = format!("; … and {rest} more");
+        if message.len() + sep.len() + item.len() + more.len() > MAX_EVENT_NOTE {
+            let tail = if i == 0 {
+                format!("… {rest} problem(s), too long to list")
+            } else {
+                more
+            };
+            message.push_str(&tail);
+            break;
+        }
+        message.push_str(sep);
+        message.push_str(&item);
+    }
+    Some(message)
+}
 
 /// The result of one reconcile of a ClusterCatalog.
 #[derive(Clone, Debug, PartialEq)]
@@ -140,6 +176,33 @@ pub fn truncate_to_seconds(t: std::time::SystemTime) -> Time {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn invariant_warnings_are_listed_and_capped() {
+        use super::invariant_warnings_message as msg;
+        assert_eq!(msg(&[]), None);
+        let two = vec![
+            "a.json:3: package \"p\" has no defaultChannel".to_string(),
+            "a.json:9: channel \"c\" of package \"p\" names missing bundle \"b\"".to_string(),
+        ];
+        let m = msg(&two).unwrap();
+        assert!(
+            m.starts_with("stored and served with 2 FBC invariant violation(s)"),
+            "{m}"
+        );
+        assert!(m.ends_with(&format!("{}; {}", two[0], two[1])), "{m}");
+        let many: Vec<String> = (0..100)
+            .map(|i| format!("catalog.json:{i}: package \"p{i}\" has no defaultChannel"))
+            .collect();
+        let m = msg(&many).unwrap();
+        assert!(m.len() <= 1024, "{}", m.len());
+        assert!(m.contains("catalog.json:0: "), "{m}");
+        assert!(m.contains(" more"), "{m}");
+        assert!(!m.contains("catalog.json:99:"), "{m}");
+        let huge = vec!["x".repeat(2000)];
+        let m = msg(&huge).unwrap();
+        assert!(m.len() <= 1024 && m.ends_with("too long to list"), "{m}");
+    }
+
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
