@@ -1,4 +1,4 @@
-//! Clients that act as an installer ServiceAccount (reference A3), cached per account
+//! Clients that act as an installer ServiceAccount (docs/installer-permissions.md A3), cached per account
 //! and sharing a few HTTP/2 connections to the API server.
 
 use hyper_rustls::HttpsConnector;

@@ -1,4 +1,4 @@
-//! Applying rendered objects as the installer ServiceAccount (reference A3, A5, A7, §5.6):
+//! Applying rendered objects as the installer ServiceAccount (docs/installer-permissions.md A3, docs/rendering.md A5, docs/api-and-status.md A7, docs/rendering.md §5.6):
 //! impersonating clients ([`client`]), the dependency order ([`order`]), ownership labels,
 //! ownerReferences and the takeover refusal ([`ownership`]), the durable revision record
 //! ([`record`]), and the I/O of server-side apply, pruning and uninstall ([`applier`]).

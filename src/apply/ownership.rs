@@ -1,4 +1,4 @@
-//! Ownership of applied objects (reference §5.6): the owner labels and the ownerReference
+//! Ownership of applied objects (docs/rendering.md §5.6): the owner labels and the ownerReference
 //! added before applying, and the decision whether an existing object may be managed.
 //! Pure.
 

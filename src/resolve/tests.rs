@@ -345,7 +345,7 @@ fn single_catalog_table() {
 
 #[test]
 fn highest_successor_wins_without_transitive_walk() {
-    // seed §10.3 example: v3 skips v2, v2 skipRange >=1.0.0 <2.0.0; from 1.0.0 both
+    // docs/resolution.md §4.4 example: v3 skips v2, v2 skipRange >=1.0.0 <2.0.0; from 1.0.0 both
     // qualify (no replaces chain concept), highest wins; v2 is found although skipped.
     let c = content(&[(
         "c",

@@ -1,4 +1,4 @@
-//! What a ClusterExtension's status says after a reconcile (reference §2.1, §3 step 9):
+//! What a ClusterExtension's status says after a reconcile (docs/api-and-status.md §2.1, §3 step 9):
 //! a pure function of the current status, what is installed, how this reconcile ended
 //! and the deprecation data of the winning catalog. Messages are capped and cleaned by
 //! [`crate::api::conditions::set_condition`]; transition times only move on flips.
@@ -17,7 +17,7 @@ pub enum Outcome {
     /// The desired bundle is installed.
     Succeeded,
     /// The installed bundle is maintained although no catalog provides its package any
-    /// more (reference §3 step 4); the message says so. Progressing stays True/Succeeded.
+    /// more (docs/api-and-status.md §3 step 4); the message says so. Progressing stays True/Succeeded.
     Maintained(String),
     /// A transient failure; retried with backoff.
     Retrying(String),
@@ -149,12 +149,12 @@ pub fn next_status(
     status
 }
 
-/// `error for resolved bundle "<name>" with version "<version>": <err>` (reference §2.1).
+/// `error for resolved bundle "<name>" with version "<version>": <err>` (docs/api-and-status.md §2.1).
 pub fn for_resolved_bundle(name: &str, version: &str, error: impl std::fmt::Display) -> String {
     format!("error for resolved bundle \"{name}\" with version \"{version}\": {error}")
 }
 
-/// The validation failure message (reference §3 step 2).
+/// The validation failure message (docs/api-and-status.md §3 step 2).
 pub fn validation_failed(errors: &[String]) -> String {
     format!(
         "operation cannot proceed due to the following validation error(s): {}",

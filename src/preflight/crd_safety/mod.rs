@@ -1,7 +1,7 @@
 //! CRD upgrade-safety preflight: decides whether replacing a live CustomResourceDefinition
 //! with a new one can break existing custom resources, and says why in messages a person
-//! can act on. Owns the rules (seed §10.4, reference §6), the finding model, message
-//! formatting (reference §6 "current" family, 32 KiB cap, deterministic order) and the
+//! can act on. Owns the rules (docs/crd-upgrade-safety.md §6), the finding model, message
+//! formatting (docs/crd-upgrade-safety.md §6 "current" family, 32 KiB cap, deterministic order) and the
 //! `crd-diff` command. Pure: it never talks to a cluster except in [`cli`] for
 //! `--from-cluster`; the reconciler fetches live CRDs and emits events/conditions.
 //!
@@ -30,7 +30,7 @@ pub const MESSAGE_LIMIT: usize = 32 * 1024;
 /// Upper bound of one finding inside a joined message (huge enum lists, long CEL rules).
 const FINDING_LIMIT: usize = 4 * 1024;
 
-/// The validator that produced a finding. Names follow reference §6.
+/// The validator that produced a finding. Names follow docs/crd-upgrade-safety.md §6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Rule {
     Scope,
@@ -124,7 +124,7 @@ pub enum Location {
 
 /// One reason why the new CRD is not a safe replacement for the live one.
 ///
-/// `Display` gives the reference §6 text without the CRD name (the joined [`message`]
+/// `Display` gives the docs/crd-upgrade-safety.md §6 text without the CRD name (the joined [`message`]
 /// starts with it); the alternate form `{:#}` prefixes `CRD "<name>": `.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Finding {

@@ -1,4 +1,4 @@
-//! Installer ServiceAccount permissions (reference §7, A3): the pure computation of every
+//! Installer ServiceAccount permissions (docs/installer-permissions.md §7, A3): the pure computation of every
 //! (verb, apiGroup, resource, resourceName, namespace) the account needs to manage a set
 //! of rendered objects, the missing-permissions message in upstream's format, the
 //! least-privilege RBAC generator behind `olmv1 rbac` ([`rbac`]), and the evaluation of
@@ -335,7 +335,7 @@ pub fn rule_permissions(rules: Option<&Value>, namespace: &str) -> BTreeSet<Perm
     out
 }
 
-/// First line of the missing-permissions message (reference §7).
+/// First line of the missing-permissions message (docs/installer-permissions.md §7).
 pub const MISSING_HEADER: &str = "pre-authorization failed: service account requires the following permissions to manage cluster extension:";
 
 /// One line per (namespace, group, resource, name) with the verbs joined, sorted; upstream's
