@@ -30,7 +30,14 @@ mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 
 if [ -z "${OLMV1_BIN:-}" ] || [ -z "${OLMV1_TESTENV_BIN:-}" ]; then
+  started=$(date +%s)
+  if [ ! -x "${CARGO_TARGET_DIR:-target}/debug/olmv1" ]; then
+    echo "== building olmv1 and olmv1-testenv (first run: about 10 minutes on 2 cores; later runs take seconds)"
+  else
+    echo "== building olmv1 and olmv1-testenv"
+  fi
   cargo build --quiet --features testenv --bin olmv1 --bin olmv1-testenv
+  echo "   built in $(( $(date +%s) - started ))s"
   target="$(pwd)/${CARGO_TARGET_DIR:-target}"
   case "${CARGO_TARGET_DIR:-}" in /*) target="$CARGO_TARGET_DIR" ;; esac
   OLMV1_BIN="${OLMV1_BIN:-$target/debug/olmv1}"
