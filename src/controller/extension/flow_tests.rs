@@ -571,13 +571,22 @@ fn resolution_runs_once_per_reconcile() {
 }
 
 #[test]
-fn without_an_installer_nothing_is_looked_up_and_the_condition_says_what_to_set() {
+fn without_an_installer_nothing_is_resolved_and_the_condition_says_what_to_set() {
     let fake = Fake {
         installer: Some(Err("spec.serviceAccount is not set …".into())),
+        record: record("1.0.0"),
         ..Fake::default()
     };
     assert_eq!(run(&ext(), &fake), Action::await_change());
-    assert_eq!(fake.calls(), ["write_status"]);
+    assert_eq!(fake.calls(), ["load_record", "write_status"]);
+    let status = fake.status.borrow().clone().expect("status");
+    assert_eq!(
+        status
+            .installed
+            .expect("what is installed stays reported")
+            .version,
+        "1.0.0"
+    );
     assert_eq!(
         fake.outcome(),
         Outcome::Blocked {

@@ -162,6 +162,10 @@ pub fn decide(spec: &ClusterExtensionSpec, facts: &Facts) -> Plan {
         return Plan::AddFinalizer;
     }
     if let Err(message) = &facts.installer {
+        // Nobody may act for the extension; the status still shows what is installed.
+        if facts.record.is_none() {
+            return Plan::LoadRecord;
+        }
         return Plan::Report(Box::new(Report {
             observation: observe(
                 facts,
