@@ -74,8 +74,11 @@ pub enum TestEnvCommand {
 
 fn main() -> ExitCode {
     let args = TestEnvArgs::parse();
+    // While the API server comes up, the readiness probes fail on purpose and kube's
+    // client logs each failure as an ERROR: not news for someone starting a control
+    // plane (a real failure ends in this tool's own error), so those lines are off.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_client=off"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
