@@ -55,16 +55,6 @@ async fn api_requests(p: &ControllerProcess) -> f64 {
         .sum()
 }
 
-async fn holder(leases: &Api<Lease>) -> Option<String> {
-    leases
-        .get_opt(olmv1::controller::LEASE_NAME)
-        .await
-        .ok()
-        .flatten()?
-        .spec?
-        .holder_identity
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn standby_watches_and_takes_over_after_a_crash() {
     let admin = support::cluster().admin().await;
@@ -73,7 +63,7 @@ async fn standby_watches_and_takes_over_after_a_crash() {
     let mut b = Some(start("lease-b"));
     let leader_is_a = support::eventually(60, "one leader", || async {
         let (la, lb) = (is_leader(a.as_ref()?).await?, is_leader(b.as_ref()?).await?);
-        let h = holder(&leases).await?;
+        let h = support::lease_holder(&leases).await?;
         (la != lb && h == if la { "lease-a" } else { "lease-b" }).then_some(la)
     })
     .await;
@@ -119,7 +109,7 @@ async fn standby_watches_and_takes_over_after_a_crash() {
     }
     let survivor = a.as_ref().or(b.as_ref()).expect("survivor");
     let takeover = support::eventually(3 * LEASE, "takeover", || async {
-        (holder(&leases).await.as_deref() == Some(standby_id.as_str())
+        (support::lease_holder(&leases).await.as_deref() == Some(standby_id.as_str())
             && is_leader(survivor).await == Some(true))
         .then(|| killed_at.elapsed())
     })
@@ -149,8 +139,9 @@ async fn standby_watches_and_takes_over_after_a_crash() {
             .success()
     );
     let takeover = support::eventually(3 * LEASE, "takeover after SIGTERM", || async {
-        (holder(&leases).await.as_deref() == Some("lease-c") && is_leader(&c).await == Some(true))
-            .then(|| stopped_at.elapsed())
+        (support::lease_holder(&leases).await.as_deref() == Some("lease-c")
+            && is_leader(&c).await == Some(true))
+        .then(|| stopped_at.elapsed())
     })
     .await;
     eprintln!("takeover after SIGTERM of the leader: {takeover:?} (lease {LEASE}s)");
@@ -174,7 +165,7 @@ async fn standby_watches_and_takes_over_after_a_crash() {
 
 /// The standby's leader gauge, checked against the lease holder.
 async fn standby_is(p: &ControllerProcess, leases: &Api<Lease>) -> Option<bool> {
-    let h = holder(leases).await?;
+    let h = support::lease_holder(leases).await?;
     assert_ne!(h, p.label, "the standby holds the lease");
     is_leader(p).await
 }
@@ -223,7 +214,10 @@ async fn measure_the_defaults() {
     };
     let mut replicas = [defaults("default-a"), defaults("default-b")];
     let leader_of = |h: &str| usize::from(h == "default-b");
-    let h = support::eventually(90, "one leader", || async { holder(&leases).await }).await;
+    let h = support::eventually(90, "one leader", || async {
+        support::lease_holder(&leases).await
+    })
+    .await;
     support::eventually(30, "leader gauge", || async {
         is_leader(&replicas[leader_of(&h)]).await.filter(|l| *l)
     })
@@ -251,7 +245,7 @@ async fn measure_the_defaults() {
     );
     let mut takeovers = Vec::new();
     for round in 0..3u64 {
-        let h = holder(&leases).await.expect("holder");
+        let h = support::lease_holder(&leases).await.expect("holder");
         let (l, s) = (leader_of(&h), 1 - leader_of(&h));
         // Kill at different points of the 18 s renewal period.
         tokio::time::sleep(Duration::from_secs(1 + round * 7)).await;
@@ -259,7 +253,7 @@ async fn measure_the_defaults() {
         replicas[l].kill();
         let survivor_id = replicas[s].label.clone();
         let took = support::eventually(60, "takeover", || async {
-            (holder(&leases).await.as_deref() == Some(survivor_id.as_str())
+            (support::lease_holder(&leases).await.as_deref() == Some(survivor_id.as_str())
                 && is_leader(&replicas[s]).await == Some(true))
             .then(|| killed_at.elapsed())
         })

@@ -102,16 +102,6 @@ fn sample(text: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
-async fn holder(leases: &Api<Lease>) -> Option<String> {
-    leases
-        .get_opt(olmv1::controller::LEASE_NAME)
-        .await
-        .ok()
-        .flatten()?
-        .spec?
-        .holder_identity
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_metrics_logs_and_takeover() {
     let admin = support::cluster().admin().await;
@@ -123,7 +113,7 @@ async fn two_replicas_metrics_logs_and_takeover() {
     let (leader_is_a, holder_id) = support::eventually(60, "one leader", || async {
         let (ra, rb) = (a.as_ref()?, b.as_ref()?);
         let (la, lb) = (ra.is_leader().await?, rb.is_leader().await?);
-        let h = holder(&leases).await?;
+        let h = support::lease_holder(&leases).await?;
         (la != lb).then_some((la, h))
     })
     .await;
@@ -136,7 +126,7 @@ async fn two_replicas_metrics_logs_and_takeover() {
     // Stays so (the standby does not steal it).
     tokio::time::sleep(Duration::from_secs(lease_seconds() + 2)).await;
     assert_eq!(
-        holder(&leases).await.as_deref(),
+        support::lease_holder(&leases).await.as_deref(),
         Some(leader.identity.as_str())
     );
     assert_eq!(standby.is_leader().await, Some(false));
@@ -316,7 +306,7 @@ async fn two_replicas_metrics_logs_and_takeover() {
         requests += 1;
         match takeover {
             None => {
-                if holder(&leases).await.as_deref() == Some(standby_id.as_str())
+                if support::lease_holder(&leases).await.as_deref() == Some(standby_id.as_str())
                     && survivor.is_leader().await == Some(true)
                 {
                     takeover = Some(killed_at.elapsed());

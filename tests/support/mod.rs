@@ -340,3 +340,17 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// The identity holding the controller's leader Lease, if any.
+#[allow(dead_code)]
+pub async fn lease_holder(
+    leases: &kube::Api<k8s_openapi::api::coordination::v1::Lease>,
+) -> Option<String> {
+    leases
+        .get_opt(olmv1::controller::LEASE_NAME)
+        .await
+        .ok()
+        .flatten()?
+        .spec?
+        .holder_identity
+}
