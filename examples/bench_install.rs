@@ -160,6 +160,7 @@ async fn main() -> anyhow::Result<()> {
         log_dir: tmp.path().join("logs"),
         controller_manager: true,
         lifetime: Lifetime::Supervised,
+        node: None,
     })
     .await?;
     let admin = cp.admin_client().await?;

@@ -37,6 +37,36 @@ pub enum TestEnvCommand {
         /// Do not start kube-controller-manager.
         #[arg(long)]
         no_controller_manager: bool,
+        /// Also start a real node: containerd + runc, kubelet, kube-scheduler,
+        /// kube-proxy, CoreDNS, and a registry pods reach (needs root and
+        /// `hack/build-node.sh`).
+        #[arg(long)]
+        node: bool,
+    },
+    /// Build a reproducible OCI image of a program (its shared libraries, a CA bundle,
+    /// a non-root user, no shell) and push it or write it as an OCI archive.
+    Image {
+        /// The program to package (at `/<name>` in the image).
+        #[arg(long)]
+        program: PathBuf,
+        /// Its name inside the image.
+        #[arg(long, default_value = "olmv1")]
+        name: String,
+        /// Push to this reference (`host[:port]/repository:tag`).
+        #[arg(long, required_unless_present = "oci_archive")]
+        push: Option<String>,
+        /// Push over plain HTTP.
+        #[arg(long, requires = "push")]
+        insecure: bool,
+        /// Write an OCI image layout archive here instead of (or besides) pushing.
+        #[arg(long)]
+        oci_archive: Option<PathBuf>,
+        /// Image labels `key=value`.
+        #[arg(long = "label")]
+        labels: Vec<String>,
+        /// The image's default arguments (`Cmd`), repeated.
+        #[arg(long = "cmd")]
+        cmd: Vec<String>,
     },
     /// Stop what `up` started and remove its data (logs are kept).
     Down {
@@ -109,7 +139,24 @@ async fn run(args: TestEnvArgs) -> Result<()> {
             dir,
             etcd,
             no_controller_manager,
-        } => up(dir, etcd, no_controller_manager).await,
+            node,
+        } => up(dir, etcd, no_controller_manager, node).await,
+        TestEnvCommand::Image {
+            program,
+            name,
+            push,
+            insecure,
+            oci_archive,
+            labels,
+            cmd,
+        } => {
+            let out = ImageOutput {
+                push,
+                insecure,
+                oci_archive,
+            };
+            image(&program, &name, &out, &labels, cmd).await
+        }
         TestEnvCommand::Registry { dir } => registry(dir).await,
         TestEnvCommand::DemoCatalog {
             registry,
@@ -124,7 +171,12 @@ async fn run(args: TestEnvArgs) -> Result<()> {
 }
 
 /// Starts the control plane detached and writes `<dir>/env.sh`.
-async fn up(dir: PathBuf, etcd: Option<PathBuf>, no_controller_manager: bool) -> Result<()> {
+async fn up(
+    dir: PathBuf,
+    etcd: Option<PathBuf>,
+    no_controller_manager: bool,
+    node: bool,
+) -> Result<()> {
     let dir = std::path::absolute(&dir).context("resolving --dir")?;
     let data_dir = dir.join("data");
     if data_dir.join("etcd.pid").exists() {
@@ -139,6 +191,11 @@ async fn up(dir: PathBuf, etcd: Option<PathBuf>, no_controller_manager: bool) ->
         log_dir: dir.join("logs"),
         controller_manager: !no_controller_manager,
         lifetime: Lifetime::Detached,
+        node: if node {
+            Some(olmv1::testenv::node::NodeBinaries::locate()?)
+        } else {
+            None
+        },
     };
     let cp = ControlPlane::start(opts).await?;
     let admin = cp.admin_client().await?;
@@ -151,18 +208,29 @@ async fn up(dir: PathBuf, etcd: Option<PathBuf>, no_controller_manager: bool) ->
         &controller_kubeconfig,
     )
     .await?;
+    let running_node = cp.node.clone();
     let (server, admin_kubeconfig) = cp.leak();
     let env = dir.join("env.sh");
-    std::fs::write(
-        &env,
-        format!(
-            "export KUBECONFIG={}\nexport OLMV1_CONTROLLER_KUBECONFIG={}\n",
-            admin_kubeconfig.display(),
-            controller_kubeconfig.display()
-        ),
-    )
-    .with_context(|| format!("writing {}", env.display()))?;
+    let mut vars = format!(
+        "export KUBECONFIG={}\nexport OLMV1_CONTROLLER_KUBECONFIG={}\n",
+        admin_kubeconfig.display(),
+        controller_kubeconfig.display()
+    );
+    if let Some(n) = &running_node {
+        vars.push_str(&format!(
+            "export OLMV1_NODE_REGISTRY={}\nexport OLMV1_WORKLOAD_IMAGE={}\n",
+            n.registry, n.workload_image
+        ));
+    }
+    std::fs::write(&env, vars).with_context(|| format!("writing {}", env.display()))?;
     println!("control plane ready at {server}");
+    if let Some(n) = &running_node {
+        println!(
+            "node:                  {} Ready (registry for pods: {})",
+            olmv1::testenv::node::NODE_NAME,
+            n.registry
+        );
+    }
     println!("admin kubeconfig:      {}", admin_kubeconfig.display());
     println!("controller kubeconfig: {}", controller_kubeconfig.display());
     println!("logs:                  {}", dir.join("logs").display());
@@ -223,10 +291,71 @@ async fn demo_catalog(
     Ok(())
 }
 
+/// Builds a program's image; pushes it and/or writes an OCI archive. Prints the
+/// digest-pinned reference (or the manifest digest).
+/// Where `image` puts what it builds.
+struct ImageOutput {
+    push: Option<String>,
+    insecure: bool,
+    oci_archive: Option<PathBuf>,
+}
+
+async fn image(
+    program: &std::path::Path,
+    name: &str,
+    out: &ImageOutput,
+    labels: &[String],
+    cmd: Vec<String>,
+) -> Result<()> {
+    use olmv1::testenv::image;
+    let created = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .map(|v| v.trim().parse::<i64>())
+        .transpose()
+        .context("SOURCE_DATE_EPOCH must be a number of seconds")?
+        .unwrap_or(0);
+    let mut run = image::RunConfig {
+        entrypoint: vec![format!("/{name}")],
+        cmd,
+        created,
+        ..Default::default()
+    };
+    for l in labels {
+        let (k, v) = l
+            .split_once('=')
+            .with_context(|| format!("--label {l}: expected key=value"))?;
+        run.labels.insert(k.to_string(), v.to_string());
+    }
+    let files = image::program_files(program, name)?;
+    let built = image::build(&files, &run)?;
+    eprintln!(
+        "image {}: {} files, layer {} bytes",
+        built.manifest_digest,
+        files.len(),
+        built.layer.len()
+    );
+    if let Some(path) = &out.oci_archive {
+        let ref_name = out.push.as_deref().unwrap_or(name);
+        image::write_oci_archive(&built, path, ref_name)?;
+        eprintln!("wrote {}", path.display());
+    }
+    match &out.push {
+        Some(reference) => println!("{}", image::push(&built, reference, out.insecure).await?),
+        None => println!("{}", built.manifest_digest),
+    }
+    Ok(())
+}
+
 /// Stops what `up` started and removes its data (logs are kept).
 fn down(dir: PathBuf) -> Result<()> {
     let data_dir = dir.join("data");
     let stopped = process::stop_detached(&data_dir)?;
+    if data_dir.join("node").exists() {
+        let proxy = olmv1::testenv::node::NodeBinaries::locate()
+            .ok()
+            .map(|b| b.kube_proxy);
+        olmv1::testenv::node::reset(proxy.as_deref());
+    }
     if data_dir.exists() {
         std::fs::remove_dir_all(&data_dir)
             .with_context(|| format!("removing {}", data_dir.display()))?;

@@ -73,6 +73,9 @@ pub struct Options {
     pub log_dir: PathBuf,
     pub controller_manager: bool,
     pub lifetime: Lifetime,
+    /// Also start a real node (see [`super::node`]): containerd, kubelet, scheduler,
+    /// kube-proxy, CoreDNS, and a registry pods can reach.
+    pub node: Option<super::node::NodeBinaries>,
 }
 
 /// A running control plane.
@@ -83,6 +86,9 @@ pub struct ControlPlane {
     pub pki: Pki,
     pub data_dir: PathBuf,
     pub log_dir: PathBuf,
+    /// With a node: its registry and images.
+    pub node: Option<super::node::RunningNode>,
+    node_binaries: Option<super::node::NodeBinaries>,
     processes: Vec<Process>,
 }
 
@@ -130,6 +136,8 @@ impl ControlPlane {
             pki,
             data_dir: opts.data_dir.clone(),
             log_dir: opts.log_dir.clone(),
+            node: None,
+            node_binaries: opts.node.clone(),
             processes: Vec::new(),
         };
         match cp.start_processes(&opts, &tokens, &kcm_token).await {
@@ -183,11 +191,12 @@ impl ControlPlane {
         .await?;
 
         self.server = format!("https://127.0.0.1:{api_port}");
+        if opts.node.is_some() {
+            super::node::prepare_host()?;
+        }
         let pki = &self.pki;
-        let api_args: Vec<String> = vec![
+        let mut api_args: Vec<String> = vec![
             format!("--etcd-servers={etcd_url}"),
-            "--bind-address=127.0.0.1".into(),
-            "--advertise-address=127.0.0.1".into(),
             format!("--secure-port={api_port}"),
             format!("--tls-cert-file={}", pki.serving_cert.display()),
             format!("--tls-private-key-file={}", pki.serving_key.display()),
@@ -200,13 +209,26 @@ impl ControlPlane {
                 pki.sa_key.display()
             ),
             format!("--service-account-key-file={}", pki.sa_pub.display()),
-            "--service-cluster-ip-range=10.0.0.0/24".into(),
-            "--disable-admission-plugins=ServiceAccount".into(),
-            "--endpoint-reconciler-type=none".into(),
+            format!("--service-cluster-ip-range={}", super::node::SERVICE_RANGE),
             "--allow-privileged=true".into(),
             "--profiling=false".into(),
             format!("--cert-dir={}", data.join("apiserver-certs").display()),
         ];
+        if opts.node.is_some() {
+            // Pods reach the API server through the `kubernetes` Service, whose endpoint
+            // is the advertised address; they get ServiceAccount tokens mounted.
+            api_args.extend([
+                "--bind-address=0.0.0.0".into(),
+                format!("--advertise-address={}", super::node::HOST_ADDRESS),
+            ]);
+        } else {
+            api_args.extend([
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                "--disable-admission-plugins=ServiceAccount".into(),
+                "--endpoint-reconciler-type=none".into(),
+            ]);
+        }
         self.processes.push(Process::spawn(
             "kube-apiserver",
             &opts.binaries.kube_apiserver,
@@ -267,6 +289,18 @@ impl ControlPlane {
                 data,
             )?);
         }
+        if let Some(binaries) = &opts.node {
+            let client = self.admin_client().await?;
+            let node = super::node::start_with_registry(
+                binaries,
+                &self.admin_kubeconfig,
+                &client,
+                opts,
+                &mut self.processes,
+            )
+            .await?;
+            self.node = Some(node);
+        }
         Ok(())
     }
 
@@ -281,6 +315,9 @@ impl ControlPlane {
             p.stop();
         }
         self.processes.clear();
+        if let Some(b) = self.node_binaries.take() {
+            super::node::reset(Some(&b.kube_proxy));
+        }
     }
 
     /// Hands the processes over: they keep running after this value is dropped (used
@@ -288,6 +325,7 @@ impl ControlPlane {
     pub fn leak(mut self) -> (String, PathBuf) {
         let processes = std::mem::take(&mut self.processes);
         std::mem::forget(processes);
+        self.node_binaries = None;
         (self.server.clone(), self.admin_kubeconfig.clone())
     }
 }
@@ -298,7 +336,7 @@ impl Drop for ControlPlane {
     }
 }
 
-async fn wait_for<F, Fut>(
+pub(super) async fn wait_for<F, Fut>(
     limit: Duration,
     what: &str,
     processes: &mut [Process],

@@ -29,6 +29,10 @@ pub struct BundleSpec {
     /// Declares a validating admission webhook served by the Deployment (such bundles
     /// need a certificate provider).
     pub webhook: bool,
+    /// The operator's image. `None`: `example.com/<package>:<version>`, which no node
+    /// can pull (fine on a control plane without nodes). On a real node: the node's
+    /// workload image, probed on `/healthz` and `/readyz` (port 8080).
+    pub operator_image: Option<String>,
 }
 
 impl BundleSpec {
@@ -43,6 +47,7 @@ impl BundleSpec {
             extra_crds: 0,
             extra_manifests: Vec::new(),
             webhook: false,
+            operator_image: None,
         }
     }
     pub fn bundle_name(&self) -> String {
@@ -104,6 +109,22 @@ fn webhook_definitions(spec: &BundleSpec) -> Value {
     }])
 }
 
+/// The operator's container.
+fn manager(spec: &BundleSpec) -> Value {
+    match &spec.operator_image {
+        None => {
+            json!({"name": "manager", "image": format!("example.com/{}:{}", spec.package, spec.version)})
+        }
+        Some(image) => json!({
+            "name": "manager", "image": image, "args": ["serve"],
+            "ports": [{"name": "http", "containerPort": 8080}],
+            "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10},
+            "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080}, "periodSeconds": 2},
+            "securityContext": {"runAsNonRoot": true, "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+        }),
+    }
+}
+
 fn csv(spec: &BundleSpec) -> Value {
     let sa = format!("{}-sa", spec.package);
     let mut csv = json!({
@@ -134,9 +155,7 @@ fn csv(spec: &BundleSpec) -> Value {
                     "selector": {"matchLabels": {"app": spec.deployment_name()}},
                     "template": {
                         "metadata": {"labels": {"app": spec.deployment_name()}},
-                        "spec": {"serviceAccountName": sa, "containers": [
-                            {"name": "manager", "image": format!("example.com/{}:{}", spec.package, spec.version)}
-                        ]}
+                        "spec": {"serviceAccountName": sa, "containers": [manager(spec)]}
                     }
                 }}]
             }}

@@ -11,7 +11,10 @@
 
 pub mod control_plane;
 pub mod demo;
+pub mod deploy;
+pub mod image;
 pub mod manifests;
+pub mod node;
 pub mod pki;
 pub mod process;
 pub mod yaml_bombs;
@@ -55,6 +58,8 @@ pub enum TestEnvError {
         log: PathBuf,
         tail: String,
     },
+    #[error("node image: {0}")]
+    Image(String),
     #[error("certificates: {0}")]
     Pki(String),
     #[error("Kubernetes API: {0}")]

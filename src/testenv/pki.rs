@@ -1,5 +1,7 @@
 //! Key material for a loopback control plane: a CA, the API server's serving
-//! certificate (127.0.0.1, localhost), and the ServiceAccount token signing key.
+//! certificate (127.0.0.1, localhost; and for a control plane with a node, the node's
+//! host address and the `kubernetes` Service's ClusterIP and names, as in-cluster
+//! clients dial them), and the ServiceAccount token signing key.
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use std::net::{IpAddr, Ipv4Addr};
@@ -37,12 +39,21 @@ pub fn generate(dir: &Path) -> Result<Pki, super::TestEnvError> {
     let serving_key = KeyPair::generate().map_err(|e| err("serving key", e))?;
     let mut params = CertificateParams::new(vec![
         "localhost".to_string(),
+        "kubernetes".to_string(),
+        "kubernetes.default".to_string(),
         "kubernetes.default.svc".to_string(),
+        "kubernetes.default.svc.cluster.local".to_string(),
     ])
     .map_err(|e| err("serving params", e))?;
-    params
-        .subject_alt_names
-        .push(SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)));
+    for ip in [
+        Ipv4Addr::LOCALHOST,
+        super::node::HOST_ADDRESS,
+        super::node::KUBERNETES_SERVICE_IP,
+    ] {
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress(IpAddr::V4(ip)));
+    }
     params
         .distinguished_name
         .push(DnType::CommonName, "kube-apiserver");

@@ -18,7 +18,7 @@ child=$!
 watcher=$!
 wait "$child"; code=$?
 kill "$watcher" 2>/dev/null
-if [ -n "$OLMV1_CLEANUP" ]; then rm -rf "$OLMV1_CLEANUP"; fi
+if [ -n "$OLMV1_CLEANUP" ]; then rm -rf --one-file-system "$OLMV1_CLEANUP"; fi
 exit $code"#;
 
 /// How long the processes live.

@@ -50,7 +50,7 @@ impl std::fmt::Debug for TestRegistry {
     }
 }
 
-fn registry_binary() -> anyhow::Result<PathBuf> {
+pub(super) fn registry_binary() -> anyhow::Result<PathBuf> {
     for p in ["/usr/bin/docker-registry", "/usr/sbin/docker-registry"] {
         if Path::new(p).exists() {
             return Ok(PathBuf::from(p));

@@ -23,9 +23,25 @@ pub struct Cluster {
     pub admin_kubeconfig: PathBuf,
     pub controller_kubeconfig: PathBuf,
     pub log_dir: Option<PathBuf>,
+    /// With [`node_cluster`]: the node's registry and images.
+    pub node: Option<testenv::node::RunningNode>,
 }
 
 static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+static WANT_NODE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The control plane of this test binary with a real node (containerd, kubelet,
+/// scheduler, kube-proxy, CoreDNS; see `olmv1::testenv::node`). Every test of the
+/// binary must call this one rather than [`cluster`].
+pub fn node_cluster() -> &'static Cluster {
+    WANT_NODE.store(true, Ordering::SeqCst);
+    let c = cluster();
+    assert!(
+        c.node.is_some(),
+        "this test needs a node: OLMV1_TEST_KUBECONFIG cannot be used with it"
+    );
+    c
+}
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// The control plane of this test binary (started on first call).
@@ -41,6 +57,7 @@ pub fn cluster() -> &'static Cluster {
                 admin_kubeconfig: admin.into(),
                 controller_kubeconfig: controller.into(),
                 log_dir: None,
+                node: None,
             };
         }
         // A runtime of its own on its own thread: the test runtimes come and go.
@@ -80,6 +97,9 @@ fn start() -> Cluster {
             log_dir: log_dir.clone(),
             controller_manager: true,
             lifetime: Lifetime::Supervised,
+            node: WANT_NODE
+                .load(Ordering::SeqCst)
+                .then(|| testenv::node::NodeBinaries::locate().unwrap_or_else(|e| panic!("{e}"))),
         };
         let cp = ControlPlane::start(opts)
             .await
@@ -95,12 +115,14 @@ fn start() -> Cluster {
         )
         .await
         .unwrap_or_else(|e| panic!("installing the controller identity from config/: {e}"));
+        let node = cp.node.clone();
         let (server, admin_kubeconfig) = cp.leak();
         Cluster {
             server,
             admin_kubeconfig,
             controller_kubeconfig,
             log_dir: Some(log_dir),
+            node,
         }
     })
 }
