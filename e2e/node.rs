@@ -1,16 +1,24 @@
 //! End-to-end on a real node (containerd + runc, kubelet, kube-scheduler, kube-proxy,
 //! CoreDNS; `olmv1::testenv::node`): pods really start, Services really route, names
-//! really resolve. The node's own smoke test is here; the in-cluster controller's
-//! suite is in `e2e/in_cluster.rs`.
+//! really resolve. First the node's own smoke test, then olmv1 deployed from `config/`
+//! with its own image (`hack/image.sh`'s builder) as users deploy it, driven end to
+//! end: install, upgrade with the leader pod deleted mid-flight, drift, catalogs served
+//! through the Service, uninstall — and the operator it installs really runs.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use olmv1::api::{ClusterCatalog, ClusterExtension};
+use olmv1::testenv::demo::{self, BundleSpec};
+use olmv1::testenv::registry::TestRegistry;
 use serde_json::json;
+use support::extensions::{create_catalog, extension, grant_installer, wait_installed};
 use support::{eventually, namespace, node_cluster};
+use tokio::sync::OnceCell;
 
 #[tokio::test]
 async fn a_pod_reaches_a_service_by_its_dns_name() {
@@ -58,33 +66,277 @@ async fn a_pod_reaches_a_service_by_its_dns_name() {
     })
     .await;
 
-    let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
+    // kube-proxy and CoreDNS follow the Service and its endpoints asynchronously: a
+    // client started right after the rollout may be early; a later one must succeed.
     let url = format!("http://echo.{ns}.svc.cluster.local/readyz");
-    let client: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "client"},
+    let mut failures = Vec::new();
+    for attempt in 0..5 {
+        let pod = format!("client-{attempt}");
+        let (phase, log) = run_pod(&admin, &ns, &pod, &["get", &url]).await;
+        if phase == "Succeeded" {
+            assert!(log.contains("200 OK"), "{log}");
+            break;
+        }
+        failures.push(log);
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    assert!(
+        failures.len() < 5,
+        "no client pod could GET {url} through the Service: {failures:?}"
+    );
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
+    pods.delete("client-0", &DeleteParams::default())
+        .await
+        .expect("delete pod");
+    eventually(60, "client pod gone", || async {
+        pods.get_opt("client-0").await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+/// Runs `args` of the workload image in a pod of `ns` to completion; its phase and log.
+async fn run_pod(admin: &kube::Client, ns: &str, name: &str, args: &[&str]) -> (String, String) {
+    let node = node_cluster().node.as_ref().expect("node");
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), ns);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
         "spec": {"restartPolicy": "Never", "containers": [{
-            "name": "get", "image": node.workload_image, "args": ["get", url],
+            "name": "run", "image": node.workload_image, "args": args,
         }]},
     }))
     .expect("pod");
-    pods.create(&PostParams::default(), &client)
+    pods.create(&PostParams::default(), &pod)
         .await
         .expect("create pod");
-    let phase = eventually(120, "client pod finished", || async {
-        let p = pods.get("client").await.ok()?;
+    let phase = eventually(120, &format!("pod {name} finished"), || async {
+        let p = pods.get(name).await.ok()?;
         let phase = p.status?.phase?;
         matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
     })
     .await;
+    let log = pods
+        .logs(name, &Default::default())
+        .await
+        .unwrap_or_else(|e| format!("(no log: {e})"));
+    (phase, log)
+}
+
+/// olmv1 deployed from `config/` (once per test binary): its image built from this
+/// build's `olmv1` binary (stripped), pushed to the node registry, `kubectl apply -k`
+/// of an overlay that pins it and lets the controller pull over plain HTTP from the
+/// node registry; waits for the rollout (two replicas, probes passing).
+async fn deploy_olmv1() -> &'static str {
+    static DEPLOYED: OnceCell<String> = OnceCell::const_new();
+    DEPLOYED
+        .get_or_init(|| async {
+            let cluster = node_cluster();
+            let node = cluster.node.as_ref().expect("node");
+            let work = tempfile::tempdir().expect("tempdir").keep();
+            let stripped = work.join("olmv1");
+            let status = std::process::Command::new("strip")
+                .arg("-o")
+                .arg(&stripped)
+                .arg(support::process::binary())
+                .status()
+                .expect("strip");
+            assert!(status.success(), "strip olmv1");
+            let files = olmv1::testenv::image::program_files(&stripped, "olmv1").expect("files");
+            let run = olmv1::testenv::image::RunConfig {
+                entrypoint: vec!["/olmv1".into()],
+                cmd: vec!["controller".into()],
+                ..Default::default()
+            };
+            let built = olmv1::testenv::image::build(&files, &run).expect("image");
+            let image = olmv1::testenv::image::push(
+                &built,
+                &format!("{}/olmv1/olmv1:test", node.registry),
+                true,
+            )
+            .await
+            .expect("push olmv1 image");
+            let kubeconfig = cluster.admin_kubeconfig.clone();
+            let args = vec![format!("--insecure-registry={}", node.registry)];
+            let image2 = image.clone();
+            tokio::task::spawn_blocking(move || {
+                olmv1::testenv::deploy::apply(
+                    &kubeconfig,
+                    &olmv1::testenv::project_dir(),
+                    &work.join("overlay"),
+                    &image2,
+                    &args,
+                    std::time::Duration::from_secs(180),
+                )
+            })
+            .await
+            .expect("join")
+            .unwrap_or_else(|e| panic!("deploying olmv1 from config/: {e}"));
+            image
+        })
+        .await
+}
+
+/// Publishes `bundles` to the node registry in a catalog image; returns its reference.
+async fn publish_on_node(name: &str, package: &str, bundles: &[BundleSpec]) -> String {
+    let node = node_cluster().node.as_ref().expect("node");
+    let registry = TestRegistry::existing(&node.registry).expect("registry");
+    let mut entries = Vec::new();
+    for b in bundles {
+        let image = demo::push_bundle(&registry, b).await.expect("push bundle");
+        entries.push((b.clone(), image));
+    }
+    let files = std::collections::BTreeMap::from([(
+        format!("{package}/catalog.json"),
+        demo::catalog_fbc(package, &entries),
+    )]);
+    let repo_tag = format!("catalogs/{name}:latest");
+    olmv1::testenv::registry::push_catalog_image(&registry, &repo_tag, &files)
+        .await
+        .expect("push catalog");
+    format!("{}/{repo_tag}", node.registry)
+}
+
+async fn wait_available(deployments: &Api<Deployment>, name: &str, what: &str) {
+    eventually(180, what, || async {
+        let d = deployments.get(name).await.ok()?;
+        let s = d.status?;
+        (s.available_replicas? >= 1 && s.updated_replicas? >= 1).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn olmv1_in_the_cluster_installs_upgrades_and_uninstalls_an_operator_that_runs() {
+    let cluster = node_cluster();
+    let node = cluster.node.as_ref().expect("node");
+    deploy_olmv1().await;
+    let admin = cluster.admin().await;
+    let package = support::unique("runs");
+    let ns = namespace(&admin, "incluster").await;
+    let name = support::unique("ext");
+    let mut v1 = BundleSpec::new(&package, "1.0.0");
+    v1.operator_image = Some(node.workload_image.clone());
+    let mut v2 = BundleSpec::new(&package, "1.1.0");
+    v2.operator_image = Some(node.workload_image.clone());
+    v2.replaces = Some(v1.bundle_name());
+    grant_installer(
+        &ns,
+        &name,
+        &[
+            support::bundles::render(&v1, &ns),
+            support::bundles::render(&v2, &ns),
+        ],
+    )
+    .await;
+    let catalog = support::unique("cat");
+    let image = publish_on_node(&catalog, &package, &[v1.clone(), v2.clone()]).await;
+    create_catalog(&catalog, &image).await;
+    let catalogs: Api<ClusterCatalog> = Api::all(admin.clone());
+    let base = eventually(180, "catalog serving", || async {
+        let c = catalogs.get(&catalog).await.ok()?;
+        c.status?.urls.map(|u| u.base)
+    })
+    .await;
+    assert!(
+        base.starts_with("http://olmv1-catalogd-service.olmv1-system.svc"),
+        "{base}"
+    );
+
+    // Install: resolution goes through the catalog Service URL, from inside a pod.
+    let api: Api<ClusterExtension> = Api::all(admin.clone());
+    api.create(
+        &PostParams::default(),
+        &extension(&name, &ns, &package, json!({"version": "1.0.0"})),
+    )
+    .await
+    .expect("create extension");
+    wait_installed(&api, &name, "1.0.0").await;
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &ns);
+    let operator = v1.deployment_name();
+    wait_available(&deployments, &operator, "the operator running (1.0.0)").await;
+
+    // Upgrade, with the leader pod deleted right after the change.
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), olmv1::testenv::deploy::NAMESPACE);
+    let leader = support::lease_holder(&leases).await.expect("a leader");
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"source": {"catalog": {"version": "1.1.0"}}}})),
+    )
+    .await
+    .expect("upgrade");
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), olmv1::testenv::deploy::NAMESPACE);
+    pods.delete(&leader, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting the leader pod {leader}: {e}"));
+    wait_installed(&api, &name, "1.1.0").await;
+    wait_available(&deployments, &operator, "the operator running (1.1.0)").await;
+    let new_leader = support::lease_holder(&leases).await.expect("a leader");
+    assert_ne!(new_leader, leader, "another pod leads after the deletion");
+
+    // Drift: the operator's Deployment deleted by hand comes back and runs again.
+    deployments
+        .delete(&operator, &DeleteParams::default())
+        .await
+        .expect("delete operator deployment");
+    wait_available(&deployments, &operator, "the operator restored").await;
+
+    // Every replica (the restarted one included) serves the catalog through the Service.
+    olmv1::testenv::deploy::wait_rolled_out(
+        &cluster.admin_kubeconfig,
+        std::time::Duration::from_secs(120),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let selector = "app.kubernetes.io/name=olmv1-controller";
+    let replicas = pods
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await
+        .expect("olmv1 pods");
+    let path = base
+        .split_once(".svc")
+        .map(|(_, p)| p.to_string())
+        .expect("base URL path");
+    let mut fetched = 0;
+    for (i, pod) in replicas.items.iter().enumerate() {
+        let ready = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.clone()) else {
+            continue;
+        };
+        if !ready || pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let url = format!("http://{ip}:8443{path}/api/v1/all");
+        let (phase, log) = run_pod(&admin, &ns, &format!("fetch-{i}"), &["get", &url]).await;
+        assert_eq!(phase, "Succeeded", "GET {url} from a pod: {log}");
+        fetched += 1;
+    }
+    assert_eq!(fetched, 2, "both ready replicas serve the catalog");
+    let (phase, log) = run_pod(
+        &admin,
+        &ns,
+        "fetch-svc",
+        &["get", &format!("{base}/api/v1/all")],
+    )
+    .await;
     assert_eq!(
         phase, "Succeeded",
-        "the client pod could not GET {url} through the Service"
+        "GET {base}/api/v1/all from a pod: {log}"
     );
-    pods.delete("client", &DeleteParams::default())
+
+    // Uninstall: the operator goes away.
+    api.delete(&name, &DeleteParams::default())
         .await
-        .expect("delete pod");
-    eventually(60, "client pod gone", || async {
-        pods.get_opt("client").await.ok()?.is_none().then_some(())
+        .expect("delete extension");
+    eventually(120, "operator deployment removed", || async {
+        deployments
+            .get_opt(&operator)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
     })
     .await;
 }

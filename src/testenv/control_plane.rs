@@ -220,6 +220,8 @@ impl ControlPlane {
             api_args.extend([
                 "--bind-address=0.0.0.0".into(),
                 format!("--advertise-address={}", super::node::HOST_ADDRESS),
+                // Logs and exec reach the kubelet by the node's address, not its name.
+                "--kubelet-preferred-address-types=InternalIP".into(),
             ]);
         } else {
             api_args.extend([

@@ -165,7 +165,10 @@ pub fn prepare_host() -> Result<(), TestEnvError> {
 /// containerd shims serving our socket, mounts under the node's directories, and
 /// kube-proxy's rules. Safe to run when nothing is left.
 pub fn reset(kube_proxy: Option<&Path>) {
-    kill_matching(|cmdline| cmdline.contains(RUN_DIR) && cmdline.contains("containerd"));
+    // containerd and its shims (`… -address /run/olmv1-node/containerd.sock`).
+    kill_matching(|cmdline| {
+        cmdline.starts_with("/usr/bin/containerd") && cmdline.contains(RUN_DIR)
+    });
     for _ in 0..3 {
         for controller in ["pids", "memory", "cpu"] {
             let root = Path::new("/sys/fs/cgroup")
@@ -184,6 +187,27 @@ pub fn reset(kube_proxy: Option<&Path>) {
     }
     let _ = std::fs::remove_dir_all(RUN_DIR);
     let _ = std::fs::remove_dir_all(STATE_DIR);
+}
+
+/// [`reset`] as a shell script, for a reaper that runs it after the test process
+/// exited (see [`Process::reaper`]).
+pub fn reset_script(kube_proxy: &Path) -> String {
+    format!(
+        r#"for p in /proc/[0-9]*; do
+  cmd=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) || continue
+  case "$cmd" in /usr/bin/containerd*{RUN_DIR}*) kill -9 "${{p#/proc/}}" 2>/dev/null;; esac
+done
+for i in 1 2 3; do
+  for c in pids memory cpu; do
+    find /sys/fs/cgroup/$c/kubepods -name cgroup.procs -exec cat {{}} + 2>/dev/null | xargs -r kill -9 2>/dev/null
+  done
+done
+awk '{{print $5}}' /proc/self/mountinfo | grep -E '^({RUN_DIR}|{STATE_DIR})(/|$)' | sort -r | xargs -r -n1 umount -l 2>/dev/null
+'{proxy}' --cleanup >/dev/null 2>&1
+rm -rf --one-file-system {RUN_DIR} {STATE_DIR}
+"#,
+        proxy = kube_proxy.display()
+    )
 }
 
 fn kill_matching(matches: impl Fn(&str) -> bool) {
@@ -259,6 +283,9 @@ state = "{RUN_DIR}/containerd"
   # cannot be set ("failed to update /proc/self/oom_score_adj: Permission denied");
   # clamp scores to containerd's own, as for rootless containerd.
   restrict_oom_score_adj = true
+  # Pod network namespaces under the state directory, so that `reset` finds (and
+  # releases) them: a leftover namespace keeps its veth, and its IP, on the bridge.
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{cni_conf}"
@@ -422,6 +449,14 @@ pub async fn start(
     prepare_host()?;
     std::fs::create_dir_all(RUN_DIR).map_err(|e| TestEnvError::io(Path::new(RUN_DIR), e))?;
     let (l, kubelet_healthz) = layout(ctx)?;
+    if ctx.lifetime == Lifetime::Supervised {
+        // Pods outlive the kubelet and containerd: clear them when the test process ends.
+        processes.push(Process::reaper(
+            "node-reaper",
+            &reset_script(&b.kube_proxy),
+            &ctx.log_dir.join("node-reaper.log"),
+        )?);
+    }
     let kc = ctx.kubeconfig.display().to_string();
     processes.push(spawn(
         ctx,

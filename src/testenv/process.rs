@@ -18,6 +18,7 @@ child=$!
 watcher=$!
 wait "$child"; code=$?
 kill "$watcher" 2>/dev/null
+if [ -n "$OLMV1_ON_EXIT" ]; then sh -c "$OLMV1_ON_EXIT"; fi
 if [ -n "$OLMV1_CLEANUP" ]; then rm -rf --one-file-system "$OLMV1_CLEANUP"; fi
 exit $code"#;
 
@@ -39,6 +40,35 @@ pub struct Process {
 }
 
 impl Process {
+    /// A supervised process that does nothing until this process exits, then runs the
+    /// shell `script` (e.g. to clear what a node left behind).
+    pub fn reaper(name: &str, script: &str, log: &Path) -> Result<Process, TestEnvError> {
+        let out = File::create(log).map_err(|e| TestEnvError::io(log, e))?;
+        let err = out.try_clone().map_err(|e| TestEnvError::io(log, e))?;
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(SUPERVISOR)
+            .arg("olmv1-supervise")
+            .arg("sleep")
+            .arg("infinity")
+            .env("OLMV1_ON_EXIT", script)
+            .env("OLMV1_CLEANUP", "")
+            .stdin(Stdio::piped())
+            .stdout(out)
+            .stderr(err);
+        let mut child = c.spawn().map_err(|e| TestEnvError::Spawn {
+            program: "sh".into(),
+            source: e,
+        })?;
+        let keepalive = child.stdin.take();
+        Ok(Process {
+            name: name.to_string(),
+            log: log.to_path_buf(),
+            child,
+            keepalive,
+        })
+    }
+
     /// Starts `program args…`, logging to `log`. `cleanup` is removed after a
     /// supervised process ends.
     pub fn spawn(
