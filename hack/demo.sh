@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # The main job, locally, in one command (walk-through: hack/DEMO.md):
-#   1. a loopback Kubernetes control plane (hack/control-plane.sh up),
-#   2. a loopback OCI registry (`olmv1-testenv registry`),
-#   3. a demo catalog of generated bundles (package demo-operator 1.0.0 and 1.1.0),
-#   4. the controller running as its own least-privilege ServiceAccount,
-#   5. a ClusterCatalog and a ClusterExtension installed through an installer
+#   1. a Kubernetes control plane with a real node (hack/control-plane.sh up --node:
+#      containerd + runc, kubelet, kube-scheduler, kube-proxy, CoreDNS, a registry),
+#   2. olmv1's image built without a container engine (the builder behind
+#      hack/image.sh) and olmv1 deployed from config/ (`kubectl apply -k`, two
+#      replicas, leader election, probes),
+#   3. a demo catalog of generated bundles (package demo-operator 1.0.0 and 1.1.0)
+#      whose operator image really runs,
+#   4. a ClusterCatalog and a ClusterExtension installed through an installer
 #      ServiceAccount whose RBAC `olmv1 rbac` generated from the rendered bundles,
-# then shows `kubectl get clustercatalogs,clusterextensions` and waits for Ctrl-C.
-# Everything it started is stopped on exit, Ctrl-C or error.
-#   usage: hack/demo.sh [--no-wait]     (--no-wait: exit after showing the tables)
+# then shows the node, olmv1's pods, the catalogs and extensions and the operator's
+# running Deployment, and waits for Ctrl-C. Everything it started is stopped on exit.
+#   usage: hack/demo.sh [--no-wait] [--no-node]
+#     --no-wait  exit after showing the tables
+#     --no-node  no node and no root needed: the controller runs as a local process
+#                against a control plane without nodes (the operator never starts)
 #   OLMV1_BIN=<path> / OLMV1_TESTENV_BIN=<path> use those olmv1 / olmv1-testenv
 #   binaries instead of building them (olmv1-testenv: the test environment, built with
 #   the cargo feature `testenv`).
@@ -16,11 +22,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 no_wait=0
-case "${1:-}" in
-  --no-wait) no_wait=1 ;;
-  "") ;;
-  *) echo "usage: $0 [--no-wait]" >&2; exit 2 ;;
-esac
+use_node=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-wait) no_wait=1 ;;
+    --no-node) use_node=0 ;;
+    *) echo "usage: $0 [--no-wait] [--no-node]" >&2; exit 2 ;;
+  esac
+done
+if [ "$use_node" = 1 ] && [ "$(id -u)" != 0 ]; then
+  echo "the demo's node needs root (containerd, the pod network): run it as root, or with --no-node" >&2
+  exit 1
+fi
 
 dir=.cache/demo
 ns=demo
@@ -47,9 +60,12 @@ export OLMV1_BIN OLMV1_TESTENV_BIN
 bin="$OLMV1_BIN"
 testenv="$OLMV1_TESTENV_BIN"
 
+# kubectl: the one hack/build-node.sh builds (the control plane's version) if none.
+kube_bin="${OLMV1_KUBE_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/olmv1/kube/v1.37.1}"
+export PATH="$PATH:$kube_bin"
 kubectl_() {
   if command -v kubectl >/dev/null 2>&1; then kubectl "$@"; else
-    echo "(kubectl is not installed: skipping 'kubectl $*')" >&2
+    echo "(kubectl is not installed: skipping 'kubectl $*'; hack/build-node.sh builds one)" >&2
   fi
 }
 
@@ -74,55 +90,23 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# 1. Control plane (a stale one from an interrupted run is stopped first).
-hack/control-plane.sh down "$dir" >/dev/null 2>&1 || true
-hack/control-plane.sh up "$dir"
-# shellcheck disable=SC1091
-source "$dir/env.sh"
-
-# 2. Registry.
-rm -f "$dir/registry.env"
-"$testenv" registry --dir "$dir" >"$dir/registry.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 200); do [ -s "$dir/registry.env" ] && break; sleep 0.1; done
-[ -s "$dir/registry.env" ] || { echo "the registry did not start: $(cat "$dir/registry.log")" >&2; exit 1; }
-# shellcheck disable=SC1091
-source "$dir/registry.env"
-echo "registry serving at $REGISTRY"
-
-# 3. Demo catalog (and the bundles rendered for the installer RBAC).
-rm -rf "$dir/rendered"
-catalog_image="$("$testenv" demo-catalog --registry "$REGISTRY" --package "$package" \
-  --version 1.0.0 --version 1.1.0 --tag v1 --render-dir "$dir/rendered" --namespace "$ns")"
-echo "published catalog $catalog_image ($package 1.0.0, 1.1.0)"
-cat >"$dir/demo.env" <<EOF
+write_demo_env() {
+  cat >"$dir/demo.env" <<ENV
 export KUBECONFIG=$KUBECONFIG
 export REGISTRY=$REGISTRY
+export PATH=\$PATH:$kube_bin
 export OLMV1_BIN=$bin
 export OLMV1_TESTENV_BIN=$testenv
-EOF
+ENV
+}
 
-# 4. The controller, as its own ServiceAccount (RBAC from config/).
-health="$(free_port 8081)"
-catalogs="$(free_port 8443)"
-"$bin" controller --kubeconfig "$OLMV1_CONTROLLER_KUBECONFIG" \
-  --health-probe-bind-address "127.0.0.1:$health" \
-  --catalog-server-bind-address "127.0.0.1:$catalogs" --external-address "127.0.0.1:$catalogs" \
-  --cache-dir "$dir/cache" --insecure-registry "$REGISTRY" >"$dir/controller.log" 2>&1 &
-controller=$!
-pids+=("$controller")
-for _ in $(seq 1 300); do
-  curl -fsS "http://127.0.0.1:$health/readyz" >/dev/null 2>&1 && break
-  kill -0 "$controller" 2>/dev/null || { echo "the controller exited: $(tail -20 "$dir/controller.log")" >&2; exit 1; }
-  sleep 0.1
-done
-echo "controller ready (pid $controller, log $dir/controller.log)"
-
-# 5. Catalog, installer account with generated least-privilege RBAC, extension.
-kubectl_ create namespace "$ns" --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
-"$bin" rbac "$dir/rendered" --namespace "$ns" --extension "$ext" >"$dir/installer-rbac.yaml"
-kubectl_ apply -f "$dir/installer-rbac.yaml"
-kubectl_ apply -f - <<EOF
+# The ClusterCatalog, the installer account with generated least-privilege RBAC, and
+# the ClusterExtension; waits until the catalog serves and the extension is installed.
+install_extension() {
+  kubectl_ create namespace "$ns" --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
+  "$bin" rbac "$dir/rendered" --namespace "$ns" --extension "$ext" >"$dir/installer-rbac.yaml"
+  kubectl_ apply -f "$dir/installer-rbac.yaml"
+  kubectl_ apply -f - <<YAML
 apiVersion: olm.operatorframework.io/v1
 kind: ClusterCatalog
 metadata:
@@ -145,17 +129,99 @@ spec:
     sourceType: Catalog
     catalog:
       packageName: $package
-EOF
-kubectl_ wait --for=condition=Serving clustercatalog/demo --timeout=120s
-kubectl_ wait --for=condition=Installed clusterextension/"$ext" --timeout=180s
+YAML
+  kubectl_ wait --for=condition=Serving clustercatalog/demo --timeout=120s
+  kubectl_ wait --for=condition=Installed clusterextension/"$ext" --timeout=180s
+}
+
+publish_catalog() { # [operator image]
+  rm -rf "$dir/rendered"
+  local image_args=()
+  if [ -n "${1:-}" ]; then image_args=(--operator-image "$1"); fi
+  catalog_image="$("$testenv" demo-catalog --registry "$REGISTRY" --package "$package" \
+    --version 1.0.0 --version 1.1.0 --tag v1 --render-dir "$dir/rendered" --namespace "$ns" \
+    "${image_args[@]}")"
+  echo "published catalog $catalog_image ($package 1.0.0, 1.1.0)"
+}
+
+finish() {
+  echo
+  if [ "$no_wait" = 1 ]; then
+    exit 0
+  fi
+  echo "The demo runs. In another shell:  source $dir/demo.env  (then see hack/DEMO.md)"
+  echo "Press Ctrl-C to stop everything."
+  if [ ${#pids[@]} -gt 0 ]; then wait "${pids[0]}"; else while sleep 3600; do :; done; fi
+}
+
+# 1. Control plane (a stale one from an interrupted run is stopped first).
+hack/control-plane.sh down "$dir" >/dev/null 2>&1 || true
+if [ "$use_node" = 1 ]; then
+  echo "== control plane and node (the first run builds the node's programs with Go: about 30 minutes on 2 cores)"
+  hack/control-plane.sh up --node "$dir"
+else
+  hack/control-plane.sh up "$dir"
+fi
+# shellcheck disable=SC1091
+source "$dir/env.sh"
+
+if [ "$use_node" = 1 ]; then
+  # 2. olmv1 in the cluster, from its own image and config/.
+  REGISTRY="$OLMV1_NODE_REGISTRY"
+  echo "== olmv1's image (no container engine: the program, its libraries, a CA bundle, a non-root user)"
+  strip -o "$dir/olmv1.stripped" "$bin"
+  image="$("$testenv" image --program "$dir/olmv1.stripped" --name olmv1 --cmd controller \
+    --push "$REGISTRY/olmv1/olmv1:demo" --insecure)"
+  echo "   $image"
+  echo "== kubectl apply -k config/ (image pinned by digest); waiting for the rollout"
+  "$testenv" deploy --image "$image" --overlay "$dir/overlay" --arg "--insecure-registry=$REGISTRY"
+  # 3., 4. Catalog and extension; the operator really runs.
+  publish_catalog "$OLMV1_WORKLOAD_IMAGE"
+  write_demo_env
+  install_extension
+  echo "== waiting for the operator's Deployment"
+  kubectl_ -n "$ns" rollout status deployment/"$package"-controller --timeout=180s
+  echo
+  kubectl_ get nodes -o wide
+  echo
+  kubectl_ -n olmv1-system get pods -o wide
+  echo
+  kubectl_ get clustercatalogs,clusterextensions
+  echo
+  kubectl_ -n "$ns" get deployments,pods
+  finish
+fi
+
+# Without a node: a local registry and the controller as a local process.
+rm -f "$dir/registry.env"
+"$testenv" registry --dir "$dir" >"$dir/registry.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 200); do [ -s "$dir/registry.env" ] && break; sleep 0.1; done
+[ -s "$dir/registry.env" ] || { echo "the registry did not start: $(cat "$dir/registry.log")" >&2; exit 1; }
+# shellcheck disable=SC1091
+source "$dir/registry.env"
+echo "registry serving at $REGISTRY"
+publish_catalog
+write_demo_env
+
+# The controller, as its own ServiceAccount (RBAC from config/).
+health="$(free_port 8081)"
+catalogs="$(free_port 8443)"
+"$bin" controller --kubeconfig "$OLMV1_CONTROLLER_KUBECONFIG" \
+  --health-probe-bind-address "127.0.0.1:$health" \
+  --catalog-server-bind-address "127.0.0.1:$catalogs" --external-address "127.0.0.1:$catalogs" \
+  --cache-dir "$dir/cache" --insecure-registry "$REGISTRY" >"$dir/controller.log" 2>&1 &
+controller=$!
+pids=("$controller" "${pids[@]}")
+for _ in $(seq 1 300); do
+  curl -fsS "http://127.0.0.1:$health/readyz" >/dev/null 2>&1 && break
+  kill -0 "$controller" 2>/dev/null || { echo "the controller exited: $(tail -20 "$dir/controller.log")" >&2; exit 1; }
+  sleep 0.1
+done
+echo "controller ready (pid $controller, log $dir/controller.log)"
+install_extension
 echo
 kubectl_ get clustercatalogs,clusterextensions
 echo
 kubectl_ -n "$ns" get deployments,configmaps,serviceaccounts -l "olm.operatorframework.io/owner-name=$ext"
-echo
-if [ "$no_wait" = 1 ]; then
-  exit 0
-fi
-echo "The demo runs. In another shell:  source $dir/demo.env  (then see hack/DEMO.md)"
-echo "Press Ctrl-C to stop everything."
-wait "$controller"
+finish

@@ -99,6 +99,23 @@ pub enum TestEnvCommand {
         render_dir: Option<PathBuf>,
         #[arg(long)]
         namespace: Option<String>,
+        /// The operators' image (default: an unpullable `example.com/…`, fine without
+        /// nodes); on a node, `$OLMV1_WORKLOAD_IMAGE` runs for real.
+        #[arg(long)]
+        operator_image: Option<String>,
+    },
+    /// `kubectl apply -k` of `config/` with `--image` (and extra controller `--arg`s),
+    /// then wait for the rollout (the cluster of $KUBECONFIG).
+    Deploy {
+        #[arg(long)]
+        image: String,
+        #[arg(long = "arg", allow_hyphen_values = true)]
+        args: Vec<String>,
+        /// Where the kustomize overlay is written.
+        #[arg(long, default_value = ".cache/testenv/overlay")]
+        overlay: PathBuf,
+        #[arg(long, env = "KUBECONFIG")]
+        kubeconfig: PathBuf,
     },
 }
 
@@ -165,7 +182,32 @@ async fn run(args: TestEnvArgs) -> Result<()> {
             tag,
             render_dir,
             namespace,
-        } => demo_catalog(&registry, &package, &versions, &tag, render_dir, namespace).await,
+            operator_image,
+        } => {
+            let out = DemoOutput {
+                render_dir,
+                namespace,
+                operator_image,
+            };
+            demo_catalog(&registry, &package, &versions, &tag, out).await
+        }
+        TestEnvCommand::Deploy {
+            image,
+            args,
+            overlay,
+            kubeconfig,
+        } => {
+            olmv1::testenv::deploy::apply(
+                &kubeconfig,
+                &olmv1::testenv::project_dir(),
+                &overlay,
+                &image,
+                &args,
+                std::time::Duration::from_secs(300),
+            )?;
+            println!("olmv1 rolled out from config/ with {image}");
+            Ok(())
+        }
         TestEnvCommand::Down { dir } => down(dir),
     }
 }
@@ -258,13 +300,19 @@ async fn registry(dir: PathBuf) -> Result<()> {
 }
 
 /// Publishes the demo bundles and their catalog image; prints the catalog reference.
+/// What `demo-catalog` writes besides the catalog, and the operators' image.
+struct DemoOutput {
+    render_dir: Option<PathBuf>,
+    namespace: Option<String>,
+    operator_image: Option<String>,
+}
+
 async fn demo_catalog(
     registry: &str,
     package: &str,
     versions: &[String],
     tag: &str,
-    render_dir: Option<PathBuf>,
-    namespace: Option<String>,
+    out: DemoOutput,
 ) -> Result<()> {
     let registry = TestRegistry::existing(registry)?;
     let reference = demo::publish_catalog(
@@ -272,12 +320,15 @@ async fn demo_catalog(
         &format!("catalogs/{package}:{tag}"),
         package,
         versions,
+        out.operator_image.as_deref(),
     )
     .await?;
-    if let (Some(dir), Some(ns)) = (render_dir, namespace) {
+    if let (Some(dir), Some(ns)) = (out.render_dir, out.namespace) {
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         for v in versions {
-            let objects = demo::render(&BundleSpec::new(package, v), &ns)?;
+            let mut spec = BundleSpec::new(package, v);
+            spec.operator_image = out.operator_image.clone();
+            let objects = demo::render(&spec, &ns)?;
             let path = dir.join(format!("{v}.json"));
             let text = objects
                 .iter()

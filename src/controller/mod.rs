@@ -151,7 +151,8 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
             puller.clone(),
             catalog_settings(&args, &storage_dir, scheme),
         )
-        .with_metrics(metrics.clone()),
+        .with_metrics(metrics.clone())
+        .with_readiness(readiness.clone()),
     );
     tracing::info!(address = %args.catalog_server_bind_address, scheme, "serving catalog content");
     let content = crate::content::ContentClient::new(crate::content::ContentConfig::default())?;
@@ -311,12 +312,15 @@ async fn lead(
 ) -> Result<()> {
     let Some((mut leader, _task, identity)) = election else {
         metrics.set_leader(true);
+        catalog_ctx.readiness.set_catalogs_synced();
         run_reconcilers(catalog_ctx, extension_ctx).await;
         return Ok(());
     };
     tracing::info!(lease = LEASE_NAME, %namespace, %identity, "waiting to become the leader");
     catalog::follower::run(catalog_ctx.clone(), acquired(&mut leader)).await?;
     metrics.set_leader(true);
+    // The leader produces the content itself (ingesting what it does not hold yet).
+    catalog_ctx.readiness.set_catalogs_synced();
     tracing::info!(lease = LEASE_NAME, %identity, "became the leader; starting the reconcilers");
     tokio::select! {
         () = run_reconcilers(catalog_ctx, extension_ctx) => Ok(()),

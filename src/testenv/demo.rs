@@ -300,11 +300,13 @@ pub async fn publish_catalog(
     repo_tag: &str,
     package: &str,
     versions: &[String],
+    operator_image: Option<&str>,
 ) -> anyhow::Result<String> {
     let mut entries = Vec::new();
     let mut previous: Option<String> = None;
     for v in versions {
         let mut spec = BundleSpec::new(package, v);
+        spec.operator_image = operator_image.map(str::to_string);
         spec.replaces = previous.take();
         previous = Some(spec.bundle_name());
         let image = push_bundle(registry, &spec).await?;

@@ -142,6 +142,10 @@ async fn follow(ctx: Arc<CatalogContext>, mut stop: watch::Receiver<bool>) {
         }
         if ready {
             sync(&ctx, &reader, &mut retries, &mut stop).await;
+            // One complete pass (failed ingests are retried, not waited for).
+            if !*stop.borrow() {
+                ctx.readiness.set_catalogs_synced();
+            }
         }
     }
 }

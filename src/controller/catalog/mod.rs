@@ -75,6 +75,8 @@ pub struct CatalogContext {
     pub metrics: Arc<Metrics>,
     /// Publishes the Warning Events about invariant violations of stored content.
     recorder: Recorder,
+    /// Told when the local store has caught up (this replica may then be ready).
+    pub readiness: crate::server::health::Readiness,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +96,7 @@ impl CatalogContext {
         );
         CatalogContext {
             recorder,
+            readiness: Default::default(),
             client,
             puller,
             settings,
@@ -104,6 +107,11 @@ impl CatalogContext {
     }
 
     /// Reports into `metrics` (shared with the rest of the process).
+    pub fn with_readiness(mut self, readiness: crate::server::health::Readiness) -> Self {
+        self.readiness = readiness;
+        self
+    }
+
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = metrics;
         self
