@@ -7,6 +7,7 @@
 //! and terminal output. [`source`] is the `--catalog` source the commands share.
 
 pub mod catalog;
+pub mod catalog_validate;
 pub mod crd_diff;
 pub mod rbac;
 pub mod render;
