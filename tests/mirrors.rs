@@ -302,3 +302,37 @@ async fn cli_pulls_catalog_image_through_the_mirror() {
         "{stderr}"
     );
 }
+
+/// A registries.conf that does not parse stops `olmv1 controller` at start, before it
+/// connects anywhere, naming the file and the problem.
+#[test]
+fn controller_refuses_to_start_with_a_broken_registries_conf() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bad = dir.path().join("registries.conf");
+    std::fs::write(
+        &bad,
+        "[[registry]]\nlocation = \"quay.io\"\n[[registry.mirror]]\nlocation = \"m.local\"\npull-from-mirror = \"sometimes\"\n",
+    )
+    .expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_olmv1"))
+        .args(["controller", "--kubeconfig", "/nonexistent/kubeconfig"])
+        .arg("--registries-conf")
+        .arg(&bad)
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .output()
+        .expect("olmv1");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(&format!(
+            "error: registries configuration {}: [[registry]] #1: unsupported pull-from-mirror value \"sometimes\"",
+            bad.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("kubeconfig"),
+        "checked before connecting: {stderr}"
+    );
+}
