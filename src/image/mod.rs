@@ -189,11 +189,13 @@ struct Counters {
     cache_hits: AtomicU64,
 }
 
+/// One registry client per (credentials, extra plain-HTTP host).
+type ClientKey = (Option<Credentials>, Option<String>);
+
 /// Pulls images into the digest-keyed cache. Cheap to share (`Arc`).
 pub struct ImagePuller {
     config: PullerConfig,
-    /// One client per (credentials, extra plain-HTTP host).
-    clients: Mutex<HashMap<(Option<Credentials>, Option<String>), Arc<Client>>>,
+    clients: Mutex<HashMap<ClientKey, Arc<Client>>>,
     counters: Counters,
 }
 
