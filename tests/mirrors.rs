@@ -336,3 +336,48 @@ fn controller_refuses_to_start_with_a_broken_registries_conf() {
         "checked before connecting: {stderr}"
     );
 }
+
+/// `config/`: the shipped (empty) registries.conf parses, and the Deployment mounts the
+/// optional ConfigMap where its `--registries-conf` flag points.
+#[test]
+fn shipped_registries_conf_parses_and_is_mounted_where_the_flag_points() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let text =
+        std::fs::read_to_string(root.join("manager/registries-conf.yaml")).expect("configmap");
+    let cm: serde_json::Value = serde_saphyr::from_str(&text).expect("yaml");
+    assert_eq!(cm["metadata"]["name"], "registries-conf");
+    let conf = cm["data"]["registries.conf"].as_str().expect("data");
+    olmv1::image::registries::RegistriesConf::parse("configmap", conf).expect("parses");
+
+    let text = std::fs::read_to_string(root.join("manager/deployment.yaml")).expect("deployment");
+    let d: serde_json::Value = serde_saphyr::from_str(&text).expect("yaml");
+    let pod = &d["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(
+        args.contains(&"--registries-conf=/etc/containers/registries.conf"),
+        "{args:?}"
+    );
+    let mounted = container["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .any(|m| m["name"] == "registries-conf" && m["mountPath"] == "/etc/containers");
+    assert!(mounted);
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == "registries-conf")
+        .expect("volume");
+    assert_eq!(volume["configMap"]["name"], "registries-conf");
+    assert_eq!(volume["configMap"]["optional"], true);
+    let kustomization =
+        std::fs::read_to_string(root.join("kustomization.yaml")).expect("kustomization");
+    assert!(kustomization.contains("- manager/registries-conf.yaml"));
+}
