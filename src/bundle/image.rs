@@ -56,6 +56,8 @@ impl BundleImageError {
     pub fn is_terminal(&self, image_ref_is_digest: bool) -> bool {
         match self {
             BundleImageError::Pull(ImageError::InvalidReference { .. }) => true,
+            // Blocked by the registries configuration: an administrator must act.
+            BundleImageError::Pull(ImageError::Blocked { .. }) => true,
             BundleImageError::Pull(
                 ImageError::MissingLabel { .. }
                 | ImageError::LabelOutsideImage { .. }

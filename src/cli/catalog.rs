@@ -1,4 +1,4 @@
-//! `olmv1 catalog packages|channels|bundles|show`: query a file-based catalog from the
+//! `olmv1 catalog packages|channels|bundles|show|validate`: query a file-based catalog from the
 //! command line instead of `opm render | jq` (every query of the product documentation's
 //! tables 10.1–10.3 is one command; see `QUERIES.md`). The source is given with
 //! `--catalog`: a local file or directory, a catalog image (pulled into a local cache),
@@ -29,6 +29,8 @@ pub enum CatalogCommand {
     Bundles(QueryArgs),
     /// Print raw catalog blobs, selected like the catalog server's `metas` endpoint.
     Show(ShowArgs),
+    /// Check a catalog as the controller ingests it: FBC invariant violations are warnings (exit 0), errors with --strict.
+    Validate(super::catalog_validate::ValidateArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -141,6 +143,7 @@ pub fn execute(args: CatalogArgs, out: &mut dyn Write) -> Result<(), CliError> {
             emit(out, a.source.output, &rows, bundle_table)
         }
         CatalogCommand::Show(a) => show(a, out),
+        CatalogCommand::Validate(a) => super::catalog_validate::validate(a, out),
     }
 }
 

@@ -6,7 +6,7 @@ use crate::bundle::{
     Bundle, CertProvider, LoadOptions, RenderOptions, load_dir, load_image, render_owned,
     to_yaml_documents,
 };
-use crate::image::{DockerConfig, ImagePuller, PullerConfig};
+use crate::image::{DockerConfig, ImagePuller};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -61,6 +61,9 @@ pub struct RenderArgs {
     /// Registry (host[:port]) reached over plain HTTP; may be repeated.
     #[arg(long = "insecure-registry")]
     pub insecure_registries: Vec<String>,
+    /// containers-registries.conf v2 file with registry mirrors and blocked registries.
+    #[arg(long)]
+    pub registries_conf: Option<PathBuf>,
 }
 
 /// `$XDG_CACHE_HOME/olmv1`, else `$HOME/.cache/olmv1`.
@@ -76,19 +79,20 @@ pub fn default_cache_dir() -> Result<PathBuf, String> {
 
 /// Pulls a bundle image (tag or digest) into `cache_dir` (default [`default_cache_dir`])
 /// and loads it, for the offline commands (`olmv1 render`, `olmv1 rbac`): the blocking
-/// edge around [`load_image`]. `insecure_registries` are reached over plain HTTP. The
-/// error names the image.
+/// edge around [`load_image`]. `insecure_registries` are reached over plain HTTP;
+/// `registries_conf` names mirrors and blocked registries. The error names the image.
 pub fn pull_bundle_blocking(
     reference: &str,
     cache_dir: Option<&Path>,
     insecure_registries: &[String],
+    registries_conf: Option<&Path>,
 ) -> Result<Bundle, String> {
     let cache_dir = match cache_dir {
         Some(d) => d.to_path_buf(),
         None => default_cache_dir()?,
     };
-    let mut config = PullerConfig::new(cache_dir);
-    config.insecure_registries = insecure_registries.to_vec();
+    let config = super::source::puller_config(cache_dir, insecure_registries, registries_conf)
+        .map_err(|e| e.to_string())?;
     let puller = ImagePuller::new(config).map_err(|e| e.to_string())?;
     super::block_on(load_image(
         &puller,
@@ -105,6 +109,7 @@ fn pull_bundle(reference: &str, args: &RenderArgs) -> Result<Bundle, String> {
         reference,
         args.cache_dir.as_deref(),
         &args.insecure_registries,
+        args.registries_conf.as_deref(),
     )
 }
 
@@ -189,6 +194,7 @@ mod tests {
             cert_provider: CertProviderArg::CertManager,
             cache_dir: None,
             insecure_registries: Vec::new(),
+            registries_conf: None,
         }
     }
 

@@ -21,6 +21,10 @@ pub struct FetchArgs {
     /// loopback test registries).
     #[arg(long = "insecure-registry")]
     pub insecure_registries: Vec<String>,
+    /// containers-registries.conf v2 file with registry mirrors and blocked registries
+    /// (default: none; `/etc/containers/registries.conf` is not read unless named).
+    #[arg(long)]
+    pub registries_conf: Option<PathBuf>,
     /// Directory for pulled catalog images (default $XDG_CACHE_HOME/olmv1/catalog-images).
     #[arg(long = "image-cache-dir")]
     pub image_cache_dir: Option<PathBuf>,
@@ -244,6 +248,22 @@ pub fn local_registry_credentials() -> Result<DockerConfig, String> {
     Ok(DockerConfig::default())
 }
 
+/// The image puller configuration of the command-line tools: the cache, plain-HTTP
+/// registries and the registries configuration (mirrors, blocked registries).
+pub fn puller_config(
+    cache: PathBuf,
+    insecure_registries: &[String],
+    registries_conf: Option<&Path>,
+) -> Result<PullerConfig, crate::image::ImageError> {
+    let mut config = PullerConfig::new(cache);
+    config.insecure_registries = insecure_registries.to_vec();
+    if let Some(path) = registries_conf {
+        config = config.with_registries_conf(path)?;
+        config.registries.warn_unused();
+    }
+    Ok(config)
+}
+
 /// Pulls a catalog image and returns its unpacked configs directory.
 async fn pull(image: &str, args: &FetchArgs) -> Result<PathBuf, SourceError> {
     let setup = |message: String| SourceError::ImageSetup {
@@ -256,8 +276,15 @@ async fn pull(image: &str, args: &FetchArgs) -> Result<PathBuf, SourceError> {
         .unwrap_or_else(default_image_cache_dir);
     std::fs::create_dir_all(&cache)
         .map_err(|e| setup(format!("creating the image cache {}: {e}", cache.display())))?;
-    let mut config = PullerConfig::new(cache);
-    config.insecure_registries = args.insecure_registries.clone();
+    let config = puller_config(
+        cache,
+        &args.insecure_registries,
+        args.registries_conf.as_deref(),
+    )
+    .map_err(|source| SourceError::Image {
+        image: image.to_string(),
+        source: Box::new(source),
+    })?;
     let puller = ImagePuller::new(config).map_err(|source| SourceError::Image {
         image: image.to_string(),
         source: Box::new(source),

@@ -331,5 +331,25 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         }
         cur = inner.source();
     }
+    if let Some(hint) = certificate_hint(&s) {
+        s.push_str(" (");
+        s.push_str(hint);
+        s.push(')');
+    }
     s
+}
+
+/// What to do about a TLS certificate failure of the catalog server, if `chain` is one.
+fn certificate_hint(chain: &str) -> Option<&'static str> {
+    if chain.contains("UnknownIssuer") {
+        Some(
+            "the catalog server's certificate is not signed by a trusted CA: give its CA with --catalogd-cas-dir",
+        )
+    } else if chain.contains("invalid peer certificate") {
+        Some(
+            "the catalog server's TLS certificate was rejected: check its name, validity and --catalogd-cas-dir",
+        )
+    } else {
+        None
+    }
 }

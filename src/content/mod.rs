@@ -56,6 +56,60 @@ impl Default for ContentConfig {
     }
 }
 
+impl ContentConfig {
+    /// Trust the CA certificates of every file in `dir` (upstream's
+    /// `--catalogd-cas-dir`), besides the system roots: like upstream, directories and
+    /// files without a PEM certificate (a mounted `tls.key`) are skipped, and a directory
+    /// without any certificate is an error.
+    pub fn with_cas_dir(mut self, dir: &std::path::Path) -> Result<Self, ContentError> {
+        let pem = read_cas_dir(dir)?;
+        let mut bundle = self.ca_bundle_pem.take().unwrap_or_default();
+        bundle.extend_from_slice(&pem);
+        self.ca_bundle_pem = Some(bundle);
+        Ok(self)
+    }
+}
+
+/// The certificates of every file in `dir`, as one PEM bundle (keys left out).
+pub fn read_cas_dir(dir: &std::path::Path) -> Result<Vec<u8>, ContentError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let err = |detail: String| ContentError::CaDir {
+        dir: dir.display().to_string(),
+        detail,
+    };
+    let mut names: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| err(format!("cannot read the directory: {e}")))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    names.sort();
+    let mut out = Vec::new();
+    let mut found = 0;
+    for path in names {
+        // Kubernetes volume mounts: `..data` and friends, and symbolic links to them.
+        if std::fs::metadata(&path).map(|m| m.is_dir()).unwrap_or(true) {
+            continue;
+        }
+        let data =
+            std::fs::read(&path).map_err(|e| err(format!("reading {}: {e}", path.display())))?;
+        for cert in CertificateDer::pem_slice_iter(&data) {
+            let cert = cert.map_err(|e| err(format!("{}: invalid PEM: {e}", path.display())))?;
+            out.extend_from_slice(b"-----BEGIN CERTIFICATE-----\n");
+            let b64 = data_encoding::BASE64.encode(cert.as_ref());
+            for line in b64.as_bytes().chunks(64) {
+                out.extend_from_slice(line);
+                out.push(b'\n');
+            }
+            out.extend_from_slice(b"-----END CERTIFICATE-----\n");
+            found += 1;
+        }
+    }
+    if found == 0 {
+        return Err(err("no certificates found".to_string()));
+    }
+    Ok(out)
+}
+
 /// Why a package could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ContentError {
@@ -97,6 +151,9 @@ pub enum ContentError {
     },
     #[error("catalog content client: {0}")]
     Client(String),
+    /// The `--catalogd-cas-dir` directory cannot be used.
+    #[error("catalog CA directory {dir}: {detail}")]
+    CaDir { dir: String, detail: String },
 }
 
 /// Where one ClusterCatalog's content is and which content it is.

@@ -454,3 +454,72 @@ async fn catalog_contents_reads_only_selected_available_catalogs() {
         .to_string();
     assert!(e.contains(r#"catalog "dark" is not being served"#), "{e}");
 }
+
+/// The catalog server on HTTPS with a certificate of a test CA: unknown to the system
+/// roots (a clear certificate error), trusted through a `--catalogd-cas-dir` directory.
+#[tokio::test]
+async fn https_catalog_server_trusted_through_cas_dir() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let pki_dir = tempfile::tempdir().unwrap();
+    let pki = crate::testenv::pki::generate(pki_dir.path()).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(
+        src.path().join("catalog.json"),
+        catalog_text(&["1.0.0"], None),
+    )
+    .unwrap();
+    crate::fbc::store(root.path(), "tls", src.path()).unwrap();
+    let tls = crate::server::tls::server_config(&pki.serving_cert, &pki.serving_key).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("https://{}/catalogs/tls", listener.local_addr().unwrap());
+    tokio::spawn(crate::server::catalog::serve_tls(
+        listener,
+        tls,
+        router(root.path()),
+        std::future::pending(),
+    ));
+    let cat = cluster_catalog("tls", &base, "r", true);
+
+    let e = client().package(&cat, "foo").await.unwrap_err().to_string();
+    assert!(e.contains("UnknownIssuer"), "{e}");
+    assert!(
+        e.contains("not signed by a trusted CA: give its CA with --catalogd-cas-dir"),
+        "{e}"
+    );
+
+    // A mounted Secret: ca.crt, tls.crt, tls.key, and Kubernetes' `..data` directory.
+    let cas = tempfile::tempdir().unwrap();
+    std::fs::copy(&pki.ca_cert, cas.path().join("ca.crt")).unwrap();
+    std::fs::copy(&pki.serving_key, cas.path().join("tls.key")).unwrap();
+    std::fs::create_dir(cas.path().join("..data")).unwrap();
+    let trusting =
+        ContentClient::new(ContentConfig::default().with_cas_dir(cas.path()).unwrap()).unwrap();
+    let content = trusting.package(&cat, "foo").await.unwrap();
+    assert_eq!(content.bundles.len(), 1);
+}
+
+#[test]
+fn cas_dir_errors_name_the_directory() {
+    let empty = tempfile::tempdir().unwrap();
+    std::fs::write(
+        empty.path().join("tls.key"),
+        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let e = read_cas_dir(empty.path()).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "catalog CA directory {}: no certificates found",
+            empty.path().display()
+        )
+    );
+    let e = read_cas_dir(std::path::Path::new("/nonexistent-cas"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("catalog CA directory /nonexistent-cas: cannot read the directory"),
+        "{e}"
+    );
+}

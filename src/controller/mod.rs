@@ -128,6 +128,10 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         args.lease_timing()
             .map_err(|e| anyhow::anyhow!("invalid leader-election timings: {e}"))?;
     }
+    if let Some(path) = &args.registries_conf {
+        // A broken file stops the start before anything else happens.
+        crate::image::registries::RegistriesConf::load(path)?;
+    }
     let metrics = Arc::new(Metrics::new());
     let (config, _) = connect_with_config(args.kubeconfig.as_deref()).await?;
     // The controller's own client counts its requests (olmv1_kube_api_requests_total).
@@ -155,7 +159,7 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         .with_readiness(readiness.clone()),
     );
     tracing::info!(address = %args.catalog_server_bind_address, scheme, "serving catalog content");
-    let content = crate::content::ContentClient::new(crate::content::ContentConfig::default())?;
+    let content = content_client(&args)?;
     let extension_ctx = Arc::new(
         extension::ExtensionContext::new(
             client.clone(),
@@ -240,7 +244,24 @@ fn image_puller(args: &ControllerArgs) -> Result<crate::image::ImagePuller> {
     if let Some(ca) = &args.ca_bundle {
         config = config.with_ca_bundle_file(ca)?;
     }
+    if let Some(path) = &args.registries_conf {
+        config = config.with_registries_conf(path)?;
+        let conf = &config.registries;
+        tracing::info!(file = %path.display(), registries = conf.registries.len(), "registries configuration loaded");
+        conf.warn_unused();
+    }
     Ok(crate::image::ImagePuller::new(config)?)
+}
+
+/// The catalog content client of the extension reconciler: system roots plus the
+/// CAs of --catalogd-cas-dir.
+fn content_client(args: &ControllerArgs) -> Result<crate::content::ContentClient> {
+    let mut config = crate::content::ContentConfig::default();
+    if let Some(dir) = &args.catalogd_cas_dir {
+        config = config.with_cas_dir(dir)?;
+        tracing::info!(dir = %dir.display(), "trusting the catalog server CAs of this directory");
+    }
+    Ok(crate::content::ContentClient::new(config)?)
 }
 
 fn catalog_settings(

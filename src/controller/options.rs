@@ -42,6 +42,17 @@ pub struct ControllerArgs {
     #[arg(long)]
     pub ca_bundle: Option<PathBuf>,
 
+    /// containers-registries.conf v2 file: registry mirrors (tried in order before the
+    /// registry itself) and blocked registries, for bundle and catalog images. A file
+    /// that does not parse stops the controller at start.
+    #[arg(long)]
+    pub registries_conf: Option<PathBuf>,
+
+    /// Directory of PEM files with the CAs trusted (besides the system roots) for the
+    /// catalog content HTTPS API (upstream's --catalogd-cas-dir; alias --ca-certs-dir).
+    #[arg(long, alias = "ca-certs-dir")]
+    pub catalogd_cas_dir: Option<PathBuf>,
+
     /// Name of a kubernetes.io/dockerconfigjson Secret in --namespace used for every pull.
     #[arg(long)]
     pub global_pull_secret: Option<String>,

@@ -15,7 +15,8 @@ mod hostile_tests;
 
 pub use parse::{Blob, Limits, walk_catalog};
 pub use store::{
-    StoreOptions, StoredCatalog, delete, store, store_with_limits, store_with_options,
+    StoreOptions, StoredCatalog, Validation, classify_violations, delete, store, store_with_limits,
+    store_with_options, validate_catalog,
 };
 
 use model::PackageContent;

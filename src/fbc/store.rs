@@ -228,11 +228,7 @@ fn write_version(
         Ok(())
     })
     .map_err(|e| relative_error(source, e))?;
-    let (summary, warnings) = match validator.finish() {
-        Ok(summary) => (summary, Vec::new()),
-        Err((summary, problems)) if !options.strict => (summary, problems),
-        Err((_, problems)) => return Err(FbcError::Invalid { problems }),
-    };
+    let (summary, warnings) = classify_violations(validator.finish(), options.strict)?;
     out.into_inner().map_err(|e| FbcError::Io {
         path: file_path.clone(),
         source: e.into_error(),
@@ -245,6 +241,51 @@ fn write_version(
         .and_then(|_| w.flush())
         .map_err(io(&index_path))?;
     Ok((stats, summary, warnings))
+}
+
+/// The acceptance rule of catalogd that the store and `olmv1 catalog validate` share:
+/// FBC invariant violations are warnings, or with `strict` an [`FbcError::Invalid`].
+pub fn classify_violations(
+    result: Result<Summary, (Summary, Vec<String>)>,
+    strict: bool,
+) -> Result<(Summary, Vec<String>), FbcError> {
+    match result {
+        Ok(summary) => Ok((summary, Vec::new())),
+        Err((summary, problems)) if !strict => Ok((summary, problems)),
+        Err((_, problems)) => Err(FbcError::Invalid { problems }),
+    }
+}
+
+/// What [`validate_catalog`] found in a catalog that parses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Validation {
+    pub summary: Summary,
+    pub blobs: u64,
+    /// Invariant violations (each naming `file:line`); empty in strict mode, where
+    /// they are an [`FbcError::Invalid`] instead.
+    pub warnings: Vec<String>,
+}
+
+/// Parses and validates the catalog at `source` exactly as [`store_with_options`]
+/// would ingest it, without writing anything: syntax errors and limits fail,
+/// invariant violations are classified by [`classify_violations`].
+pub fn validate_catalog(source: &Path, options: &StoreOptions) -> Result<Validation, FbcError> {
+    let mut validator = Validator::default();
+    let stats = walk_catalog(source, &options.limits, &mut |blob| {
+        let shown = display_path(source, blob.path);
+        validator.add(&super::parse::Blob {
+            path: &shown,
+            ..*blob
+        });
+        Ok(())
+    })
+    .map_err(|e| relative_error(source, e))?;
+    let (summary, warnings) = classify_violations(validator.finish(), options.strict)?;
+    Ok(Validation {
+        summary,
+        blobs: stats.blobs,
+        warnings,
+    })
 }
 
 fn relative_error(source: &Path, e: FbcError) -> FbcError {

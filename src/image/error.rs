@@ -105,6 +105,26 @@ pub enum ImageError {
     #[error("pull secret {name}: {detail}")]
     PullSecret { name: String, detail: String },
 
+    /// The registries configuration blocks the image's registry.
+    #[error("image {image}: registry {registry:?} is blocked in {config}")]
+    Blocked {
+        image: String,
+        registry: String,
+        config: String,
+    },
+
+    /// Every source (mirrors, then the registry) failed; `last` is the registry's error.
+    #[error("{last} (mirrors also failed: {})", earlier.join("; "))]
+    AllSourcesFailed {
+        image: String,
+        last: Box<ImageError>,
+        earlier: Vec<String>,
+    },
+
+    /// The registries configuration (registries.conf) cannot be used.
+    #[error(transparent)]
+    RegistriesConf(#[from] super::registries::RegistriesConfError),
+
     /// The custom CA bundle could not be read.
     #[error("CA bundle {path}: {detail}")]
     CaBundle { path: String, detail: String },
@@ -115,7 +135,30 @@ impl ImageError {
     /// (network trouble, 5xx, 429, local I/O). Terminal errors need a new image,
     /// new credentials or a new configuration.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, ImageError::Unavailable { .. } | ImageError::Io { .. })
+        match self {
+            ImageError::AllSourcesFailed { last, .. } => last.is_retryable(),
+            e => matches!(e, ImageError::Unavailable { .. } | ImageError::Io { .. }),
+        }
+    }
+
+    /// Whether this failure of one pull source (a mirror) is a reason to try the next
+    /// one: registry and network errors, not content or local errors.
+    pub fn next_source_may_help(&self) -> bool {
+        matches!(
+            self,
+            ImageError::Unavailable { .. }
+                | ImageError::NotFound { .. }
+                | ImageError::Unauthorized { .. }
+                | ImageError::Registry { .. }
+                | ImageError::DigestMismatch { .. }
+                | ImageError::AllSourcesFailed { .. }
+        )
+    }
+
+    /// A configuration that refuses the image ([`ImageError::Blocked`]): terminal
+    /// until an administrator changes the registries configuration.
+    pub fn is_blocked(&self) -> bool {
+        matches!(self, ImageError::Blocked { .. })
     }
 
     pub(crate) fn io(image: &str, path: &std::path::Path, source: std::io::Error) -> Self {

@@ -18,6 +18,7 @@ use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use super::error::{Classified, classify, error_chain};
+use super::registries::PullSource;
 use super::{
     Credentials, DockerConfig, ImageError, ImagePuller, MANIFEST_MEDIA_TYPES, validate_digest,
 };
@@ -33,9 +34,14 @@ pub(super) struct Remote<'a> {
 }
 
 impl ImagePuller {
-    /// The client for `creds` (one per credential set, created on first use).
-    fn client(&self, creds: Option<&Credentials>) -> Result<Arc<Client>, ImageError> {
-        let key = creds.cloned();
+    /// The client for `creds` (one per credential set, created on first use), also
+    /// reaching `plain_http_host` over plain HTTP when given.
+    fn client(
+        &self,
+        creds: Option<&Credentials>,
+        plain_http_host: Option<&str>,
+    ) -> Result<Arc<Client>, ImageError> {
+        let key = (creds.cloned(), plain_http_host.map(str::to_string));
         let mut map = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = map.get(&key) {
             return Ok(c.clone());
@@ -52,8 +58,10 @@ impl ImagePuller {
                 data: pem.clone(),
             })
             .collect();
+        let mut plain_http = self.config.insecure_registries.clone();
+        plain_http.extend(plain_http_host.map(str::to_string));
         let cfg = ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(self.config.insecure_registries.clone()),
+            protocol: ClientProtocol::HttpsExcept(plain_http),
             extra_root_certificates: extra,
             platform_resolver: None,
             connect_timeout: Some(self.config.connect_timeout),
@@ -66,18 +74,23 @@ impl ImagePuller {
         Ok(client)
     }
 
-    /// The client and the credentials for `r`'s registry.
+    /// The client and the credentials for the source's registry (a mirror's own
+    /// credentials for a mirror); plain HTTP when the source is insecure.
     pub(super) fn client_and_auth(
         &self,
-        r: &Reference,
+        src: &PullSource,
         secrets: &DockerConfig,
     ) -> Result<(Arc<Client>, RegistryAuth), ImageError> {
-        let creds = secrets.credentials_for(r.registry());
+        let host = src.reference.registry();
+        let creds = secrets.credentials_for(host);
         let auth = match creds {
             Some(c) => RegistryAuth::Basic(c.username.clone(), c.password.clone()),
             None => RegistryAuth::Anonymous,
         };
-        Ok((self.client(creds)?, auth))
+        let plain_http = (src.insecure || self.config.registries.is_insecure_host(host))
+            .then_some(host)
+            .filter(|h| !self.config.insecure_registries.iter().any(|i| i == h));
+        Ok((self.client(creds, plain_http)?, auth))
     }
 
     /// Runs `op` until it succeeds, fails for good, or the retry policy gives up.

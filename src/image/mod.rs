@@ -3,7 +3,9 @@
 //! [`unpack`]) and the digest-keyed cache shared by catalogs and bundles. Registry
 //! access goes through `oci-client` (one client per credential set, TLS with an
 //! optional extra CA bundle, plain HTTP only for registries listed as insecure) with
-//! retries and exponential backoff on 5xx / connection errors.
+//! retries and exponential backoff on 5xx / connection errors. Every pull and tag
+//! resolution goes through the [`registries`] configuration (registries.conf: mirrors
+//! tried in order before the registry itself, blocked registries refused).
 //!
 //! Cache layout under `cache_dir`:
 //! `images/<alg>-<hex>/<mode>/{content/, meta.json}` (one finished unpack per image
@@ -14,6 +16,7 @@ pub mod auth;
 pub mod error;
 mod fetch;
 pub mod reference;
+pub mod registries;
 pub mod unpack;
 
 use std::collections::{BTreeMap, HashMap};
@@ -32,6 +35,7 @@ pub use error::ImageError;
 pub use unpack::UnpackLimits;
 
 use fetch::Remote;
+use registries::{PullSource, RegistriesConf};
 
 /// Label naming the FBC directory inside a catalog image.
 pub const CATALOG_CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
@@ -83,6 +87,8 @@ pub struct PullerConfig {
     pub max_layers: usize,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
+    /// Mirrors and blocked registries (registries.conf); empty = none.
+    pub registries: RegistriesConf,
 }
 
 impl PullerConfig {
@@ -99,7 +105,14 @@ impl PullerConfig {
             max_layers: 128,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(60),
+            registries: RegistriesConf::default(),
         }
+    }
+
+    /// Read and validate a containers-registries.conf v2 file into `registries`.
+    pub fn with_registries_conf(mut self, path: &Path) -> Result<Self, ImageError> {
+        self.registries = RegistriesConf::load(path)?;
+        Ok(self)
     }
 
     /// Read a PEM CA bundle file into `ca_bundle_pem`.
@@ -176,10 +189,13 @@ struct Counters {
     cache_hits: AtomicU64,
 }
 
+/// One registry client per (credentials, extra plain-HTTP host).
+type ClientKey = (Option<Credentials>, Option<String>);
+
 /// Pulls images into the digest-keyed cache. Cheap to share (`Arc`).
 pub struct ImagePuller {
     config: PullerConfig,
-    clients: Mutex<HashMap<Option<Credentials>, Arc<Client>>>,
+    clients: Mutex<HashMap<ClientKey, Arc<Client>>>,
     counters: Counters,
 }
 
@@ -234,35 +250,78 @@ impl ImagePuller {
     }
 
     /// Resolve `reference` to its digest-pinned form (`<repo>@sha256:…`) with one
-    /// manifest HEAD (or GET) request; digest references are returned as they are.
+    /// manifest HEAD (or GET) request (to the first mirror that answers, see
+    /// [`registries`]); digest references are returned as they are.
     pub async fn resolve(
         &self,
         reference: &str,
         secrets: &DockerConfig,
     ) -> Result<String, ImageError> {
         let r = parse_reference(reference)?;
-        let (client, auth) = self.client_and_auth(&r, secrets)?;
-        Ok(pinned(
-            &r,
-            &self.top_digest(reference, &r, &client, &auth).await?,
-        ))
+        let sources = self.sources(reference, &r)?;
+        let mut attempts = Attempts::new(reference, sources.len());
+        for (i, src) in sources.iter().enumerate() {
+            let (client, auth) = self.client_and_auth(src, secrets)?;
+            match self
+                .top_digest(reference, &src.reference, &client, &auth)
+                .await
+            {
+                Ok(digest) => return Ok(pinned(&r, &digest)),
+                Err(e) => attempts.failed(i, src, e)?,
+            }
+        }
+        Err(attempts.exhausted())
     }
 
     /// Pull `reference` (tag or digest) and unpack what `extract` asks for into the
     /// cache. An image whose digest is already unpacked is not downloaded again (a
-    /// tag still costs one manifest request).
+    /// tag still costs one manifest request). Mirrors of the registries configuration
+    /// are tried in order, then the registry itself; the result names `reference`'s
+    /// repository whichever served it.
     pub async fn pull(
         &self,
         reference: &str,
         extract: &Extract,
         secrets: &DockerConfig,
     ) -> Result<PulledImage, ImageError> {
-        let image = reference;
         let r = parse_reference(reference)?;
-        let registry = r.registry().to_string();
-        let (client, auth) = self.client_and_auth(&r, secrets)?;
-        let top = self.top_digest(image, &r, &client, &auth).await?;
-        let pinned_ref = pinned(&r, &top);
+        let sources = self.sources(reference, &r)?;
+        let mut attempts = Attempts::new(reference, sources.len());
+        for (i, src) in sources.iter().enumerate() {
+            match self.pull_from(reference, &r, src, extract, secrets).await {
+                Ok(pulled) => return Ok(pulled),
+                Err(e) => attempts.failed(i, src, e)?,
+            }
+        }
+        Err(attempts.exhausted())
+    }
+
+    /// Where to pull `r` from (mirrors first), or the blocked-registry error.
+    fn sources(&self, image: &str, r: &Reference) -> Result<Vec<PullSource>, ImageError> {
+        self.config
+            .registries
+            .pull_sources(r)
+            .map_err(|b| ImageError::Blocked {
+                image: image.to_string(),
+                registry: b.registry,
+                config: b.config,
+            })
+    }
+
+    /// [`ImagePuller::pull`] from one source; `r` is the reference as asked for.
+    async fn pull_from(
+        &self,
+        image: &str,
+        r: &Reference,
+        src: &PullSource,
+        extract: &Extract,
+        secrets: &DockerConfig,
+    ) -> Result<PulledImage, ImageError> {
+        let at = &src.reference;
+        let registry = at.registry().to_string();
+        let (client, auth) = self.client_and_auth(src, secrets)?;
+        let top = self.top_digest(image, at, &client, &auth).await?;
+        let pinned_ref = pinned(r, &top);
         let final_dir = self
             .config
             .cache_dir
@@ -284,8 +343,8 @@ impl ImagePuller {
             auth: &auth,
         };
         let top_ref =
-            Reference::with_digest(registry.clone(), r.repository().to_string(), top.clone());
-        let manifest = self.platform_manifest(&remote, &r, &top_ref).await?;
+            Reference::with_digest(registry.clone(), at.repository().to_string(), top.clone());
+        let manifest = self.platform_manifest(&remote, at, &top_ref).await?;
 
         // Config → labels, and the directory to extract.
         let labels = self
@@ -308,7 +367,7 @@ impl ImagePuller {
         };
         store_entry(image, &entry, &meta, &final_dir)?;
         drop(work);
-        tracing::info!(image, reference = %pinned_ref, "pulled and unpacked image");
+        tracing::info!(image, reference = %pinned_ref, from = %at.whole(), "pulled and unpacked image");
         Ok(PulledImage {
             reference: pinned_ref,
             digest: top,
@@ -451,6 +510,51 @@ impl ImagePuller {
     }
 }
 
+/// The failures of the pull sources tried so far: registry errors of a source move
+/// on to the next one, other errors (content, local I/O) and the last source's end it.
+struct Attempts<'a> {
+    image: &'a str,
+    total: usize,
+    failed: Vec<String>,
+}
+
+impl<'a> Attempts<'a> {
+    fn new(image: &'a str, total: usize) -> Self {
+        Attempts {
+            image,
+            total,
+            failed: Vec::new(),
+        }
+    }
+
+    /// `Ok` = try the next source; `Err` = the pull's error.
+    fn failed(&mut self, i: usize, src: &PullSource, e: ImageError) -> Result<(), ImageError> {
+        let source = src.reference.whole();
+        if i + 1 < self.total && e.next_source_may_help() {
+            tracing::info!(image = self.image, %source, error = %e,
+                "pull source failed, trying the next one");
+            self.failed.push(format!("{source}: {e}"));
+            return Ok(());
+        }
+        if self.failed.is_empty() || !e.next_source_may_help() {
+            return Err(e);
+        }
+        Err(ImageError::AllSourcesFailed {
+            image: self.image.to_string(),
+            last: Box::new(e),
+            earlier: std::mem::take(&mut self.failed),
+        })
+    }
+
+    /// No source at all (cannot happen: the registry itself is always one).
+    fn exhausted(self) -> ImageError {
+        ImageError::Unsupported {
+            image: self.image.to_string(),
+            detail: "no pull source".to_string(),
+        }
+    }
+}
+
 /// Writes `meta.json` into the finished work entry and moves it to `final_dir`.
 fn store_entry(image: &str, entry: &Path, meta: &Meta, final_dir: &Path) -> Result<(), ImageError> {
     let meta_path = entry.join("meta.json");
@@ -568,5 +672,7 @@ pub fn extract_dir(
     Ok(comps)
 }
 
+#[cfg(test)]
+mod mirror_tests;
 #[cfg(test)]
 mod tests;

@@ -300,6 +300,8 @@ pub fn controller_with(
             cache_dir: cache_dir.clone(),
             insecure_registries: vec![registry.host().to_string(), failing.to_string()],
             ca_bundle: Some(ca_file),
+            registries_conf: None,
+            catalogd_cas_dir: None,
             global_pull_secret: None,
             namespace: "olmv1-system".into(),
             service_account: "olmv1-controller".into(),

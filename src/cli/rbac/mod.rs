@@ -132,6 +132,7 @@ fn read_image(reference: &str, args: &RbacArgs) -> Result<Vec<Value>, String> {
         reference,
         args.cache_dir.as_deref(),
         &args.fetch.insecure_registries,
+        args.fetch.registries_conf.as_deref(),
     )?;
     render_bundle(
         bundle,

@@ -490,7 +490,9 @@ async fn fail(
     ctx.set_record(&name, None);
     let by_digest = spec_ref.contains('@');
     let (message, terminal) = match &failure {
-        Failure::Image(ImageError::InvalidReference { .. }) => (failure_message(&failure), true),
+        Failure::Image(ImageError::InvalidReference { .. } | ImageError::Blocked { .. }) => {
+            (failure_message(&failure), true)
+        }
         // Content problems of an image pinned by digest never fix themselves; credentials,
         // missing images and registry trouble can.
         Failure::Image(e) => (
