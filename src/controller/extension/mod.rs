@@ -20,6 +20,7 @@ mod install;
 pub mod installer;
 pub mod plan;
 pub mod prune;
+pub mod rollout;
 pub mod status;
 pub mod triggers;
 
