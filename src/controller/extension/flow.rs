@@ -14,6 +14,11 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use std::time::Duration;
 
+/// How soon a rollout in progress is checked again when nothing triggered a reconcile
+/// (readiness changes of the installed objects trigger one at once; this is the safety
+/// net, and what refreshes pod waiting reasons, which do not change the Deployment).
+pub(crate) const ROLLOUT_RECHECK: Duration = Duration::from_secs(15);
+
 /// The I/O of one reconcile of one ClusterExtension.
 pub(crate) trait Executor {
     /// Who installs the extension ([`super::installer::choose`]).
@@ -49,6 +54,9 @@ pub(crate) trait Executor {
     fn next_backoff(&self) -> Duration;
     /// Forgets earlier failures.
     fn succeeded(&self);
+    /// Applied but not ready yet: forgets the backoff, keeps the clock of
+    /// `progressDeadlineMinutes` running.
+    fn rolling_out(&self);
     /// The length of one minute of `progressDeadlineMinutes`.
     fn minute(&self) -> Duration;
 }
@@ -66,6 +74,7 @@ pub(crate) async fn reconcile<E: Executor>(
             .any(|f| f == api::FINALIZER_EXTENSION),
         exec.installer(),
     );
+    facts.progressing = progressing_reason(ext);
     loop {
         match plan::decide(&ext.spec, &facts) {
             Plan::Uninstall => return exec.uninstall().await,
@@ -86,6 +95,13 @@ pub(crate) async fn reconcile<E: Executor>(
     }
 }
 
+/// The reason of the extension's Progressing condition before this reconcile.
+fn progressing_reason(ext: &ClusterExtension) -> Option<String> {
+    let status = ext.status.as_ref()?;
+    api::conditions::find(&status.conditions, api::conditions::TYPE_PROGRESSING)
+        .map(|c| c.reason.clone())
+}
+
 /// Metrics, Events, status, then the requeue the report asks for.
 async fn finish<E: Executor>(
     ext: &ClusterExtension,
@@ -99,7 +115,7 @@ async fn finish<E: Executor>(
         exec.emit(note).await;
     }
     let mut until_deadline = None;
-    if report.next == Next::Failed {
+    if matches!(report.next, Next::Failed | Next::RollingOut) {
         let (outcome, left) = plan::deadline(
             report.observation.outcome,
             exec.failing_for(),
@@ -108,6 +124,12 @@ async fn finish<E: Executor>(
         );
         report.observation.outcome = outcome;
         until_deadline = left;
+        if let Some(note) = plan::deadline_event(
+            progressing_reason(ext).as_deref(),
+            &report.observation.outcome,
+        ) {
+            exec.emit(&note).await;
+        }
     }
     exec.write_status(&report.observation).await?;
     Ok(match report.next {
@@ -117,6 +139,11 @@ async fn finish<E: Executor>(
         }
         Next::AwaitChange => Action::await_change(),
         Next::Retry => Action::requeue(exec.next_backoff()),
+        Next::RollingOut => {
+            exec.rolling_out();
+            let recheck = ROLLOUT_RECHECK;
+            Action::requeue(until_deadline.map_or(recheck, |left| recheck.min(left)))
+        }
         Next::Failed if report.observation.outcome.is_terminal() => Action::await_change(),
         Next::Failed => {
             let backoff = exec.next_backoff();

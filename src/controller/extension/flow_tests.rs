@@ -5,6 +5,7 @@
 //! `progressDeadlineMinutes`.
 
 use super::super::installer::InstallerAccount;
+use super::super::rollout::Readiness;
 use super::super::status::Outcome;
 use super::*;
 use crate::api::conditions::{REASON_BLOCKED, REASON_INVALID_CONFIGURATION};
@@ -124,6 +125,9 @@ impl Executor for Fake {
     fn succeeded(&self) {
         self.call("succeeded");
     }
+    fn rolling_out(&self) {
+        self.call("rolling_out");
+    }
     fn minute(&self) -> Duration {
         Duration::from_secs(60)
     }
@@ -215,6 +219,7 @@ fn pulled(version: &str) -> Installed {
         image: format!("registry/p@sha256:{version}"),
         applied_changes: 0,
         warnings: Vec::new(),
+        readiness: Readiness::Ready,
     }
 }
 

@@ -9,7 +9,8 @@
 //!   [`executor`] is the real one, [`install`] its install steps, [`finalize`] the
 //!   uninstall.
 //! - [`triggers`]: what causes a reconcile; [`drift`]: watches on the installed objects;
-//!   [`certs`], [`prune`]: small decisions of the install steps.
+//!   [`certs`], [`prune`]: small decisions of the install steps; [`rollout`]: whether
+//!   what was installed is ready (Progressing `RollingOut`).
 
 pub mod certs;
 pub mod drift;
@@ -60,6 +61,9 @@ pub struct ExtensionSettings {
     /// The installer of extensions that name no `spec.serviceAccount`; `None`: refuse
     /// them.
     pub default_installer: Option<installer::InstallerAccount>,
+    /// Report `Progressing=True/RollingOut` until what a revision installed is ready
+    /// ([`rollout`]); `false`: `Succeeded` as soon as it is applied.
+    pub wait_for_rollout: bool,
 }
 
 pub struct ExtensionContext {

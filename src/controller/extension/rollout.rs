@@ -18,8 +18,9 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// What the installed objects say about the rollout.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Readiness {
+    #[default]
     Ready,
     /// One message per object that is not ready, sorted.
     NotReady(Vec<String>),
@@ -55,15 +56,48 @@ pub fn is_checked(group: &str, kind: &str) -> bool {
 
 /// The readiness of all `observed` objects.
 pub fn assess(observed: &[Observed]) -> Readiness {
-    let messages: BTreeSet<String> = observed
-        .iter()
-        .filter_map(|o| not_ready(&o.object, &o.pods))
-        .collect();
-    if messages.is_empty() {
-        Readiness::Ready
-    } else {
-        Readiness::NotReady(messages.into_iter().collect())
+    Readiness::of(
+        observed
+            .iter()
+            .filter_map(|o| not_ready(&o.object, &o.pods)),
+    )
+}
+
+impl Readiness {
+    /// Ready without `messages`, else not ready with them sorted and deduplicated.
+    pub fn of(messages: impl IntoIterator<Item = String>) -> Readiness {
+        let messages: BTreeSet<String> = messages.into_iter().collect();
+        if messages.is_empty() {
+            Readiness::Ready
+        } else {
+            Readiness::NotReady(messages.into_iter().collect())
+        }
     }
+
+    /// The messages of both.
+    pub fn and(self, other: Readiness) -> Readiness {
+        let messages = |r: Readiness| match r {
+            Readiness::Ready => Vec::new(),
+            Readiness::NotReady(m) => m,
+        };
+        Readiness::of(messages(self).into_iter().chain(messages(other)))
+    }
+}
+
+/// `<kind>/<name> <why>`, for an object whose state could not be read.
+pub fn unreadable(kind: &str, name: &str, why: impl std::fmt::Display) -> String {
+    format!("{}/{name} {why}", kind.to_ascii_lowercase())
+}
+
+/// The label selector (`k=v,…`) of a Deployment's pods, from `spec.selector.matchLabels`;
+/// `None` when it has none (pods are then not looked at).
+pub fn pod_selector(deployment: &Value) -> Option<String> {
+    let labels = deployment["spec"]["selector"]["matchLabels"].as_object()?;
+    let pairs: Vec<String> = labels
+        .iter()
+        .filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}")))
+        .collect();
+    (!pairs.is_empty()).then(|| pairs.join(","))
 }
 
 /// The verdict for one object without its pods: `None` when ready (or not a checked
