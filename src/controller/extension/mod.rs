@@ -104,6 +104,7 @@ impl ExtensionContext {
                 instance: None,
             },
         );
+        let drift = drift::DriftWatches::new().with_readiness(settings.wait_for_rollout);
         ExtensionContext {
             client,
             installers: InstallerClients::new(base_config),
@@ -112,7 +113,7 @@ impl ExtensionContext {
             store,
             recorder,
             settings,
-            drift: drift::DriftWatches::new(),
+            drift,
             failures: Failures::default(),
             metrics: Arc::new(Metrics::new()),
         }
