@@ -1,6 +1,6 @@
 //! One ClusterExtension reconcile: asks [`plan::decide`] for the next step, has the
 //! [`Executor`] do its I/O, and ends with the report's status, Events, metrics and
-//! requeue. The executor is a trait so that every branch of the flow runs in unit tests
+//! requeue (a rollout in progress is checked again after [`ROLLOUT_RECHECK`]). The executor is a trait so that every branch of the flow runs in unit tests
 //! against a fake (below); the real one is [`super::executor::KubeExecutor`].
 
 use super::ExtensionError;

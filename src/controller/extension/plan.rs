@@ -3,9 +3,10 @@
 //! [`decide`] looks at what one reconcile knows so far ([`Facts`]: the spec, whether the
 //! object is being deleted, the validation result, the revision record, the resolution)
 //! and names the next step: a fact to look up, the bundle to install, or the status to
-//! report. [`after_install`] turns the result of an install into the report;
-//! [`classify`] maps an install failure to its condition; [`deadline`] applies
-//! `progressDeadlineMinutes`. The I/O for each step is done by the
+//! report. [`after_install`] turns the result of an install into the report
+//! (`RollingOut` while what it installed is not ready, [`super::rollout`], with Events on
+//! rollout transitions); [`classify`] maps an install failure to its condition;
+//! [`deadline`] applies `progressDeadlineMinutes` to failures and rollouts. The I/O for each step is done by the
 //! [`super::flow::Executor`]; nothing here waits on anything.
 
 use super::installer::InstallerAccount;
