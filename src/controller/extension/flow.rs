@@ -1,7 +1,8 @@
 //! One ClusterExtension reconcile: asks [`plan::decide`] for the next step, has the
 //! [`Executor`] do its I/O, and ends with the report's status, Events, metrics and
-//! requeue (a rollout in progress is checked again after [`ROLLOUT_RECHECK`]). The executor is a trait so that every branch of the flow runs in unit tests
-//! against a fake (below); the real one is [`super::executor::KubeExecutor`].
+//! requeue (a rollout in progress is checked again after [`rollout_recheck`]). The
+//! executor is a trait so that every branch of the flow runs in unit tests against a fake
+//! (below); the real one is [`super::executor::KubeExecutor`].
 
 use super::ExtensionError;
 use super::installer::InstallerAccount;
@@ -16,8 +17,12 @@ use std::time::Duration;
 
 /// How soon a rollout in progress is checked again when nothing triggered a reconcile
 /// (readiness changes of the installed objects trigger one at once; this is the safety
-/// net, and what refreshes pod waiting reasons, which do not change the Deployment).
-pub(crate) const ROLLOUT_RECHECK: Duration = Duration::from_secs(15);
+/// net, and what refreshes pod waiting reasons, which do not change the Deployment):
+/// every 15 s at first, then a quarter of how long it has been rolling out, at most
+/// every 2 minutes (a rollout stuck for days costs little).
+pub(crate) fn rollout_recheck(rolling_for: Duration) -> Duration {
+    (rolling_for / 4).clamp(Duration::from_secs(15), Duration::from_secs(120))
+}
 
 /// The I/O of one reconcile of one ClusterExtension.
 pub(crate) trait Executor {
@@ -115,10 +120,12 @@ async fn finish<E: Executor>(
         exec.emit(note).await;
     }
     let mut until_deadline = None;
+    let mut pending_for = Duration::ZERO;
     if matches!(report.next, Next::Failed | Next::RollingOut) {
+        pending_for = exec.failing_for();
         let (outcome, left) = plan::deadline(
             report.observation.outcome,
-            exec.failing_for(),
+            pending_for,
             ext.spec.progress_deadline_minutes,
             exec.minute(),
         );
@@ -141,7 +148,7 @@ async fn finish<E: Executor>(
         Next::Retry => Action::requeue(exec.next_backoff()),
         Next::RollingOut => {
             exec.rolling_out();
-            let recheck = ROLLOUT_RECHECK;
+            let recheck = rollout_recheck(pending_for);
             Action::requeue(until_deadline.map_or(recheck, |left| recheck.min(left)))
         }
         Next::Failed if report.observation.outcome.is_terminal() => Action::await_change(),

@@ -650,7 +650,7 @@ fn applied_but_not_ready_is_rolling_out_and_checked_again() {
         install: Some(Ok(not_ready_install("1.0.0"))),
         ..Fake::default()
     };
-    assert_eq!(run(&ext(), &fake), Action::requeue(ROLLOUT_RECHECK));
+    assert_eq!(run(&ext(), &fake), Action::requeue(Duration::from_secs(15)));
     assert_eq!(
         fake.outcome(),
         Outcome::RollingOut {
@@ -702,7 +702,11 @@ fn a_rollout_past_the_deadline_is_deadline_exceeded_with_an_event() {
     );
     assert!(matches!(early.outcome(), Outcome::RollingOut { .. }));
     let (late, action) = rolling(600, &e);
-    assert_eq!(action, Action::requeue(ROLLOUT_RECHECK));
+    assert_eq!(
+        action,
+        Action::requeue(Duration::from_secs(120)),
+        "a long rollout is checked less often"
+    );
     assert_eq!(
         late.outcome(),
         Outcome::DeadlineExceeded {
@@ -719,6 +723,14 @@ fn a_rollout_past_the_deadline_is_deadline_exceeded_with_an_event() {
     // Reported once: not again while it stays exceeded.
     let (again, _) = rolling(700, &with_progressing(e, "ProgressDeadlineExceeded"));
     assert!(again.events().is_empty(), "{:?}", again.events());
+}
+
+#[test]
+fn rollout_recheck_backs_off_to_two_minutes() {
+    let s = Duration::from_secs;
+    assert_eq!(rollout_recheck(s(0)), s(15));
+    assert_eq!(rollout_recheck(s(100)), s(25));
+    assert_eq!(rollout_recheck(s(3600)), s(120));
 }
 
 #[test]
