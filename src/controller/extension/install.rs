@@ -1,9 +1,10 @@
 //! The install steps of one reconcile (docs/api-and-status.md §3 steps 5–8): pull the
 //! bundle image, render it (with cert-manager only when the cluster serves it), run
 //! the preflights ([`crate::preflight::run`]) unless this is the installed revision
-//! again, and apply it as the installer account. Each step maps its errors to an
-//! [`InstallFailure`]; the decisions are in [`crate::bundle`], [`crate::preflight`] and
-//! [`super::certs`].
+//! again, apply it as the installer account, then read the live state of what it
+//! installed for the rollout status (§2.5; skipped with `--skip-rollout-wait`). Each
+//! step maps its errors to an [`InstallFailure`]; the decisions are in
+//! [`crate::bundle`], [`crate::preflight`], [`super::certs`] and [`super::rollout`].
 
 use super::installer::InstallerAccount;
 use super::plan::{InstallFailure, Installed};
