@@ -152,6 +152,8 @@ async fn controller_identity_is_least_privilege() {
             "customresourcedefinitions",
             None,
         ),
+        // Rollout status: waiting reasons of the pods of an installed Deployment.
+        ("list", "", "pods", Some("default")),
     ];
     for (verb, group, resource, ns) in allowed {
         assert!(
@@ -170,6 +172,8 @@ async fn controller_identity_is_least_privilege() {
         ("create", "rbac.authorization.k8s.io", "clusterroles", None),
         ("delete", "", "namespaces", None),
         ("get", "", "secrets", Some("default")),
+        ("delete", "", "pods", Some("default")),
+        ("get", "", "pods/log", Some("default")),
         ("impersonate", "", "users", None),
         ("*", "*", "*", None),
     ];

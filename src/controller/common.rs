@@ -138,6 +138,15 @@ impl Failures {
             .remove(name);
     }
 
+    /// Forgets the backoff of `name` but not since when it has not reached its desired
+    /// state (a rollout in progress).
+    pub fn reset_backoff(&self, name: &str) {
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+    }
+
     /// How long `name` has been failing at `generation` (a new generation starts over).
     pub fn failing_for(&self, name: &str, generation: Option<i64>) -> Duration {
         let mut since = self.since.lock().unwrap_or_else(|e| e.into_inner());

@@ -292,6 +292,7 @@ fn extension_settings(args: &ControllerArgs) -> extension::ExtensionSettings {
         cert_provider: crate::bundle::CertProvider::CertManager,
         minute: Duration::from_secs(args.poll_unit_seconds.max(1)),
         default_installer: args.default_installer(),
+        wait_for_rollout: !args.skip_rollout_wait,
     }
 }
 

@@ -78,6 +78,13 @@ pub struct ControllerArgs {
     #[arg(long, conflicts_with = "default_installer_service_account")]
     pub allow_controller_identity: bool,
 
+    /// Report Progressing=True/Succeeded as soon as a revision is applied, without
+    /// waiting for its workloads to become ready (Progressing=True/RollingOut until
+    /// then). For clusters that cannot run the workloads, e.g. test control planes
+    /// without nodes.
+    #[arg(long)]
+    pub skip_rollout_wait: bool,
+
     /// Refuse catalogs that violate FBC invariants (for catalog authors' CI). By
     /// default catalogs are stored and served as catalogd does, and the violations are
     /// reported in a Warning Event on the ClusterCatalog.

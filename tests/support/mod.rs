@@ -318,6 +318,9 @@ pub fn controller_with(
             leader_election_identity: None,
             default_installer_service_account: None,
             allow_controller_identity: false,
+            // No nodes: Deployments never become available here; the rollout status
+            // has its own test binary (e2e/rollout.rs) that turns this off.
+            skip_rollout_wait: true,
         };
         configure(&mut args);
         std::thread::spawn(move || {

@@ -40,7 +40,8 @@ impl Drop for ControllerProcess {
 
 impl ControllerProcess {
     /// Starts `olmv1 controller` with fresh ports and cache directory, `--namespace`
-    /// [`NAMESPACE`], `--poll-unit-seconds 1`, the test registry as insecure and `extra`
+    /// [`NAMESPACE`], `--poll-unit-seconds 1`, the test registry as insecure,
+    /// `--skip-rollout-wait` (the control plane has no nodes) and `extra`
     /// arguments appended (e.g. `--leader-elect`). Logs go to
     /// `target/tmp/<binary>-<label>-<pid>.log`.
     pub fn start(label: &str, extra: &[&str]) -> ControllerProcess {
@@ -85,6 +86,8 @@ impl ControllerProcess {
             args.push(flag.into());
             args.push(value);
         }
+        // No nodes: Deployments never become available (e2e/rollout.rs tests the wait).
+        args.push("--skip-rollout-wait".into());
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut process = ControllerProcess {
             label: label.to_string(),

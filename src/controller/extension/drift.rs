@@ -6,11 +6,16 @@
 //! namespace-or-cluster), label-selected by `olm.operatorframework.io/owner-name`. It is
 //! told the managed objects after each successful install ([`DriftWatches::ensure`]) and
 //! forgets an extension on uninstall ([`DriftWatches::stop`]). Watches are metadata-only
-//! and keep nothing but (name → `metadata.generation`) of the managed objects. What counts
-//! as drift is decided by the pure [`Tracker`]: a deletion, or a changed generation
-//! (status-only updates and no-op applies do not change it). The triggers reach the
-//! Controller through [`DriftWatches::trigger_stream`] (`Controller::reconcile_on`).
+//! and keep nothing but (name → `metadata.generation`) of the managed objects — except,
+//! when the rollout status is on ([`DriftWatches::with_readiness`]), watches on kinds that
+//! report readiness ([`super::rollout::is_checked`]: Deployments, CRDs, …), which read
+//! full objects and keep their readiness verdict too. What counts as drift is decided by
+//! the pure [`Tracker`]: a deletion, a changed generation (status-only updates and no-op
+//! applies do not change it), or a changed readiness verdict (a Deployment becoming
+//! available or losing it — not every status update, and never a pod's). The triggers
+//! reach the Controller through [`DriftWatches::trigger_stream`] (`Controller::reconcile_on`).
 
+use super::rollout;
 use crate::api::ClusterExtension;
 use crate::apply::{self, InstallerClients, WatchSlot, ownership::OWNER_NAME_LABEL};
 use futures::channel::mpsc;
@@ -69,12 +74,15 @@ pub fn plan(objects: &[apply::ObjectRef]) -> BTreeMap<WatchKey, BTreeSet<String>
     plan
 }
 
-/// What a watch reported, reduced to what drift detection needs.
+/// What a watch reported, reduced to what drift detection needs: the name, the
+/// generation and, for kinds whose readiness is checked, the readiness verdict
+/// ([`rollout::state_of`]: `None` when ready).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Seen {
     Apply {
         name: String,
         generation: Option<i64>,
+        state: Option<String>,
     },
     Delete {
         name: String,
@@ -83,52 +91,69 @@ pub enum Seen {
     InitApply {
         name: String,
         generation: Option<i64>,
+        state: Option<String>,
     },
     InitDone,
 }
 
+/// (name, generation, readiness verdict) of a watched object.
+type Identity = (String, Option<i64>, Option<String>);
+
 impl Seen {
-    fn of(event: watcher::Event<PartialObjectMeta<DynamicObject>>) -> Seen {
-        let id = |m: &PartialObjectMeta<DynamicObject>| {
-            (
-                m.metadata.name.clone().unwrap_or_default(),
-                m.metadata.generation,
-            )
-        };
+    fn of<K>(event: watcher::Event<K>, id: impl Fn(&K) -> Identity) -> Seen {
         match event {
             watcher::Event::Apply(m) => {
-                let (name, generation) = id(&m);
-                Seen::Apply { name, generation }
+                let (name, generation, state) = id(&m);
+                Seen::Apply {
+                    name,
+                    generation,
+                    state,
+                }
             }
             watcher::Event::Delete(m) => Seen::Delete { name: id(&m).0 },
             watcher::Event::Init => Seen::Init,
             watcher::Event::InitApply(m) => {
-                let (name, generation) = id(&m);
-                Seen::InitApply { name, generation }
+                let (name, generation, state) = id(&m);
+                Seen::InitApply {
+                    name,
+                    generation,
+                    state,
+                }
             }
             watcher::Event::InitDone => Seen::InitDone,
         }
     }
 }
 
-/// Remembers the generation of each object one watch sees and says which events are
-/// drift: a deletion, a changed generation, or (across a re-list after a watch error)
-/// an object gone or changed meanwhile. Creations are not drift (they are our applies).
+/// What the tracker remembers of one object: generation and readiness verdict.
+type Known = (Option<i64>, Option<String>);
+
+/// Remembers the generation (and readiness verdict) of each object one watch sees and
+/// says which events need a reconcile: a deletion, a changed generation, a changed
+/// readiness verdict, or (across a re-list after a watch error) an object gone or
+/// changed meanwhile. Creations are not drift (they are our applies).
 #[derive(Debug, Default)]
 pub struct Tracker {
-    known: HashMap<String, Option<i64>>,
-    relist: Option<HashMap<String, Option<i64>>>,
+    known: HashMap<String, Known>,
+    relist: Option<HashMap<String, Known>>,
     listed: bool,
 }
 
 impl Tracker {
-    /// The names of the objects that drifted with this event.
+    /// The names of the objects that drifted (or changed readiness) with this event.
     pub fn observe(&mut self, seen: Seen) -> Vec<String> {
         match seen {
-            Seen::Apply { name, generation } => match self.known.insert(name.clone(), generation) {
-                Some(previous) if previous != generation => vec![name],
-                _ => Vec::new(),
-            },
+            Seen::Apply {
+                name,
+                generation,
+                state,
+            } => {
+                let now = (generation, state);
+                match self.known.insert(name.clone(), now.clone()) {
+                    Some(previous) if previous != now => vec![name],
+                    _ => Vec::new(),
+                }
+            }
             Seen::Delete { name } => {
                 self.known.remove(&name);
                 vec![name]
@@ -137,20 +162,24 @@ impl Tracker {
                 self.relist = Some(HashMap::new());
                 Vec::new()
             }
-            Seen::InitApply { name, generation } => {
+            Seen::InitApply {
+                name,
+                generation,
+                state,
+            } => {
                 self.relist
                     .get_or_insert_with(HashMap::new)
-                    .insert(name, generation);
+                    .insert(name, (generation, state));
                 Vec::new()
             }
             Seen::InitDone => {
                 let fresh = self.relist.take().unwrap_or_default();
                 let mut drifted = Vec::new();
                 if self.listed {
-                    for (name, generation) in &self.known {
+                    for (name, known) in &self.known {
                         match fresh.get(name) {
                             None => drifted.push(name.clone()),
-                            Some(g) if g != generation => drifted.push(name.clone()),
+                            Some(k) if k != known => drifted.push(name.clone()),
                             Some(_) => {}
                         }
                     }
@@ -195,6 +224,9 @@ struct ExtensionWatches {
 
 /// The drift watches of all extensions.
 pub struct DriftWatches {
+    /// Whether watches on kinds that report readiness also trigger on readiness changes
+    /// (full objects instead of metadata).
+    readiness: bool,
     tx: mpsc::Sender<ControllerRef<ClusterExtension>>,
     rx: Mutex<Option<mpsc::Receiver<ControllerRef<ClusterExtension>>>>,
     extensions: Mutex<HashMap<String, ExtensionWatches>>,
@@ -210,10 +242,18 @@ impl DriftWatches {
     pub fn new() -> Self {
         let (tx, rx) = mpsc::channel(TRIGGER_CAPACITY);
         DriftWatches {
+            readiness: false,
             tx,
             rx: Mutex::new(Some(rx)),
             extensions: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Also reconcile when the readiness of an installed object that reports it changes
+    /// ([`rollout::is_checked`]; those kinds are then watched as full objects).
+    pub fn with_readiness(mut self, readiness: bool) -> Self {
+        self.readiness = readiness;
+        self
     }
 
     /// The reconcile requests drift causes, for `Controller::reconcile_on`. Only the first
@@ -267,10 +307,11 @@ impl DriftWatches {
             };
             let managed = Arc::new(Mutex::new(names));
             WATCHES.fetch_add(1, Ordering::Relaxed);
+            let readiness = self.readiness && rollout::is_checked(&key.group, &key.kind);
             let task = tokio::spawn(watch_kind(
                 extension.to_owned(),
                 client,
-                key.clone(),
+                (key.clone(), readiness),
                 managed.clone(),
                 self.tx.clone(),
             ));
@@ -306,24 +347,62 @@ impl DriftWatches {
 }
 
 /// One watch: discovers the kind (retrying with backoff while it is not served), then
-/// follows the extension's objects of that kind, metadata only, and sends a reconcile
+/// follows the extension's objects of that kind — metadata only, or full objects when
+/// `readiness` (the readiness verdict is kept, not the object) — and sends a reconcile
 /// request for the extension when a managed object drifted. Watch errors back off
 /// (the watcher's default backoff); the task runs until aborted.
 async fn watch_kind(
     extension: String,
     client: kube::Client,
-    key: WatchKey,
+    (key, readiness): (WatchKey, bool),
     managed: Arc<Mutex<HashSet<String>>>,
     tx: mpsc::Sender<ControllerRef<ClusterExtension>>,
 ) {
     // Discovery state is not kept for the life of the watch.
     let (resource, namespaced) = discover(&extension, &client, &key).await;
-    let api: Api<PartialObjectMeta<DynamicObject>> = if namespaced && !key.namespace.is_empty() {
-        Api::namespaced_with(client, &key.namespace, &resource)
+    let selector = format!("{OWNER_NAME_LABEL}={extension}");
+    let config = watcher::Config::default().labels(&selector);
+    let scoped = namespaced && !key.namespace.is_empty();
+    if readiness {
+        let api: Api<DynamicObject> = if scoped {
+            Api::namespaced_with(client, &key.namespace, &resource)
+        } else {
+            Api::all_with(client, &resource)
+        };
+        let (api_version, kind) = (resource.api_version.clone(), key.kind.clone());
+        let events = watcher(api, config).default_backoff().map(move |e| {
+            e.map(|e| {
+                Seen::of(e, |o: &DynamicObject| {
+                    let mut value = serde_json::to_value(o).unwrap_or_default();
+                    // Listed items may lack apiVersion and kind.
+                    value["apiVersion"] = api_version.clone().into();
+                    value["kind"] = kind.clone().into();
+                    let state = rollout::state_of(&value);
+                    (
+                        o.metadata.name.clone().unwrap_or_default(),
+                        o.metadata.generation,
+                        state,
+                    )
+                })
+            })
+        });
+        follow(extension, events, key, managed, tx).await;
     } else {
-        Api::all_with(client, &resource)
-    };
-    follow(extension, api, key, managed, tx).await;
+        let api: Api<PartialObjectMeta<DynamicObject>> = if scoped {
+            Api::namespaced_with(client, &key.namespace, &resource)
+        } else {
+            Api::all_with(client, &resource)
+        };
+        let events = watcher(api, config).default_backoff().map(|e| {
+            e.map(|e| {
+                Seen::of(e, |m: &PartialObjectMeta<DynamicObject>| {
+                    let name = m.metadata.name.clone().unwrap_or_default();
+                    (name, m.metadata.generation, None)
+                })
+            })
+        });
+        follow(extension, events, key, managed, tx).await;
+    }
 }
 
 /// The resource and scope of the watch's kind, retrying with backoff while it is not
@@ -361,14 +440,11 @@ async fn discover(
 /// managed one drifted.
 async fn follow(
     extension: String,
-    api: Api<PartialObjectMeta<DynamicObject>>,
+    events: impl Stream<Item = Result<Seen, watcher::Error>>,
     key: WatchKey,
     managed: Arc<Mutex<HashSet<String>>>,
     mut tx: mpsc::Sender<ControllerRef<ClusterExtension>>,
 ) {
-    let selector = format!("{OWNER_NAME_LABEL}={extension}");
-    let config = watcher::Config::default().labels(&selector);
-    let events = watcher(api, config).default_backoff();
     futures::pin_mut!(events);
     let mut tracker = Tracker::default();
     while let Some(event) = events.next().await {
@@ -379,7 +455,7 @@ async fn follow(
                 continue;
             }
         };
-        let drifted = tracker.observe(Seen::of(event));
+        let drifted = tracker.observe(event);
         let drifted: Vec<String> = {
             let managed = managed.lock().unwrap_or_else(|p| p.into_inner());
             drifted
@@ -406,12 +482,14 @@ mod tests {
         Seen::Apply {
             name: name.into(),
             generation: Some(generation),
+            state: None,
         }
     }
     fn init_apply(name: &str, generation: i64) -> Seen {
         Seen::InitApply {
             name: name.into(),
             generation: Some(generation),
+            state: None,
         }
     }
 
@@ -448,10 +526,32 @@ mod tests {
         let none = |n: &str| Seen::Apply {
             name: n.into(),
             generation: None,
+            state: None,
         };
         assert!(t.observe(none("cm")).is_empty());
         assert!(t.observe(none("cm")).is_empty());
         assert_eq!(t.observe(Seen::Delete { name: "cm".into() }), vec!["cm"]);
+    }
+
+    #[test]
+    fn readiness_changes_trigger_but_repeated_verdicts_do_not() {
+        let seen = |state: Option<&str>| Seen::Apply {
+            name: "d".into(),
+            generation: Some(1),
+            state: state.map(str::to_owned),
+        };
+        let mut t = listed(&[]);
+        assert!(
+            t.observe(seen(Some("0/1 available"))).is_empty(),
+            "creation"
+        );
+        assert!(
+            t.observe(seen(Some("0/1 available"))).is_empty(),
+            "a status update with the same verdict"
+        );
+        assert_eq!(t.observe(seen(None)), vec!["d"], "became ready");
+        assert!(t.observe(seen(None)).is_empty());
+        assert_eq!(t.observe(seen(Some("0/1 available"))), vec!["d"], "lost it");
     }
 
     #[test]

@@ -182,6 +182,10 @@ impl Executor for KubeExecutor<'_> {
         self.ctx.failures.succeeded(&self.ext.name_any());
     }
 
+    fn rolling_out(&self) {
+        self.ctx.failures.reset_backoff(&self.ext.name_any());
+    }
+
     fn minute(&self) -> Duration {
         self.ctx.settings.minute
     }

@@ -1,7 +1,8 @@
 //! One ClusterExtension reconcile: asks [`plan::decide`] for the next step, has the
 //! [`Executor`] do its I/O, and ends with the report's status, Events, metrics and
-//! requeue. The executor is a trait so that every branch of the flow runs in unit tests
-//! against a fake (below); the real one is [`super::executor::KubeExecutor`].
+//! requeue (a rollout in progress is checked again after [`rollout_recheck`]). The
+//! executor is a trait so that every branch of the flow runs in unit tests against a fake
+//! (below); the real one is [`super::executor::KubeExecutor`].
 
 use super::ExtensionError;
 use super::installer::InstallerAccount;
@@ -13,6 +14,15 @@ use crate::resolve::{Resolution, ResolveError, ResolveRequest};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use std::time::Duration;
+
+/// How soon a rollout in progress is checked again when nothing triggered a reconcile
+/// (readiness changes of the installed objects trigger one at once; this is the safety
+/// net, and what refreshes pod waiting reasons, which do not change the Deployment):
+/// every 15 s at first, then a quarter of how long it has been rolling out, at most
+/// every 2 minutes (a rollout stuck for days costs little).
+pub(crate) fn rollout_recheck(rolling_for: Duration) -> Duration {
+    (rolling_for / 4).clamp(Duration::from_secs(15), Duration::from_secs(120))
+}
 
 /// The I/O of one reconcile of one ClusterExtension.
 pub(crate) trait Executor {
@@ -49,6 +59,9 @@ pub(crate) trait Executor {
     fn next_backoff(&self) -> Duration;
     /// Forgets earlier failures.
     fn succeeded(&self);
+    /// Applied but not ready yet: forgets the backoff, keeps the clock of
+    /// `progressDeadlineMinutes` running.
+    fn rolling_out(&self);
     /// The length of one minute of `progressDeadlineMinutes`.
     fn minute(&self) -> Duration;
 }
@@ -66,6 +79,7 @@ pub(crate) async fn reconcile<E: Executor>(
             .any(|f| f == api::FINALIZER_EXTENSION),
         exec.installer(),
     );
+    facts.progressing = progressing_reason(ext);
     loop {
         match plan::decide(&ext.spec, &facts) {
             Plan::Uninstall => return exec.uninstall().await,
@@ -86,6 +100,13 @@ pub(crate) async fn reconcile<E: Executor>(
     }
 }
 
+/// The reason of the extension's Progressing condition before this reconcile.
+fn progressing_reason(ext: &ClusterExtension) -> Option<String> {
+    let status = ext.status.as_ref()?;
+    api::conditions::find(&status.conditions, api::conditions::TYPE_PROGRESSING)
+        .map(|c| c.reason.clone())
+}
+
 /// Metrics, Events, status, then the requeue the report asks for.
 async fn finish<E: Executor>(
     ext: &ClusterExtension,
@@ -99,15 +120,23 @@ async fn finish<E: Executor>(
         exec.emit(note).await;
     }
     let mut until_deadline = None;
-    if report.next == Next::Failed {
+    let mut pending_for = Duration::ZERO;
+    if matches!(report.next, Next::Failed | Next::RollingOut) {
+        pending_for = exec.failing_for();
         let (outcome, left) = plan::deadline(
             report.observation.outcome,
-            exec.failing_for(),
+            pending_for,
             ext.spec.progress_deadline_minutes,
             exec.minute(),
         );
         report.observation.outcome = outcome;
         until_deadline = left;
+        if let Some(note) = plan::deadline_event(
+            progressing_reason(ext).as_deref(),
+            &report.observation.outcome,
+        ) {
+            exec.emit(&note).await;
+        }
     }
     exec.write_status(&report.observation).await?;
     Ok(match report.next {
@@ -117,6 +146,11 @@ async fn finish<E: Executor>(
         }
         Next::AwaitChange => Action::await_change(),
         Next::Retry => Action::requeue(exec.next_backoff()),
+        Next::RollingOut => {
+            exec.rolling_out();
+            let recheck = rollout_recheck(pending_for);
+            Action::requeue(until_deadline.map_or(recheck, |left| recheck.min(left)))
+        }
         Next::Failed if report.observation.outcome.is_terminal() => Action::await_change(),
         Next::Failed => {
             let backoff = exec.next_backoff();

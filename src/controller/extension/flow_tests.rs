@@ -5,6 +5,7 @@
 //! `progressDeadlineMinutes`.
 
 use super::super::installer::InstallerAccount;
+use super::super::rollout::Readiness;
 use super::super::status::Outcome;
 use super::*;
 use crate::api::conditions::{REASON_BLOCKED, REASON_INVALID_CONFIGURATION};
@@ -124,6 +125,9 @@ impl Executor for Fake {
     fn succeeded(&self) {
         self.call("succeeded");
     }
+    fn rolling_out(&self) {
+        self.call("rolling_out");
+    }
     fn minute(&self) -> Duration {
         Duration::from_secs(60)
     }
@@ -215,6 +219,7 @@ fn pulled(version: &str) -> Installed {
         image: format!("registry/p@sha256:{version}"),
         applied_changes: 0,
         warnings: Vec::new(),
+        readiness: Readiness::Ready,
     }
 }
 
@@ -615,5 +620,168 @@ fn the_default_installer_is_named_in_the_event() {
             .ends_with(" as system:serviceaccount:olmv1-system:installer"),
         "{:?}",
         fake.events()
+    );
+}
+
+/// `e` with a Progressing condition of `reason` (the status before the reconcile).
+fn with_progressing(mut e: ClusterExtension, reason: &str) -> ClusterExtension {
+    e.status = Some(
+        serde_json::from_value(json!({"conditions": [{
+            "type": "Progressing", "status": "True", "reason": reason, "message": "m",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}))
+        .expect("status"),
+    );
+    e
+}
+
+fn not_ready_install(version: &str) -> Installed {
+    Installed {
+        readiness: Readiness::NotReady(vec![
+            "deployment/foo 0/1 available: ImagePullBackOff".into(),
+        ]),
+        ..pulled(version)
+    }
+}
+
+#[test]
+fn applied_but_not_ready_is_rolling_out_and_checked_again() {
+    let fake = Fake {
+        resolution: Some(resolved("1.0.0", None)),
+        install: Some(Ok(not_ready_install("1.0.0"))),
+        ..Fake::default()
+    };
+    assert_eq!(run(&ext(), &fake), Action::requeue(Duration::from_secs(15)));
+    assert_eq!(
+        fake.outcome(),
+        Outcome::RollingOut {
+            version: "1.0.0".into(),
+            waiting: "deployment/foo 0/1 available: ImagePullBackOff".into()
+        }
+    );
+    let status = fake.status.borrow().clone().expect("status");
+    assert!(
+        status.installed.is_some(),
+        "Installed keeps meaning applied"
+    );
+    let calls = fake.calls();
+    assert!(calls.contains(&"rolling_out".to_string()), "{calls:?}");
+    assert!(
+        !calls.contains(&"succeeded".to_string()),
+        "the clock keeps running"
+    );
+    assert_eq!(
+        fake.events(),
+        [(
+            false,
+            "Installed",
+            "installed bundle p.v1.0.0 version 1.0.0 as system:serviceaccount:ns:sa".to_string()
+        )],
+        "no NotReady Event for a first rollout"
+    );
+}
+
+#[test]
+fn a_rollout_past_the_deadline_is_deadline_exceeded_with_an_event() {
+    let e = extension(json!({"progressDeadlineMinutes": 10}));
+    let rolling = |failing_for: u64, e: &ClusterExtension| {
+        let fake = Fake {
+            record: record("1.0.0"),
+            resolution: Some(resolved("1.0.0", None)),
+            install: Some(Ok(not_ready_install("1.0.0"))),
+            failing_for: Duration::from_secs(failing_for),
+            ..Fake::default()
+        };
+        let action = run(e, &fake);
+        (fake, action)
+    };
+    let (early, action) = rolling(595, &e);
+    assert_eq!(
+        action,
+        Action::requeue(Duration::from_secs(5) + Duration::from_millis(100)),
+        "checked again no later than the deadline"
+    );
+    assert!(matches!(early.outcome(), Outcome::RollingOut { .. }));
+    let (late, action) = rolling(600, &e);
+    assert_eq!(
+        action,
+        Action::requeue(Duration::from_secs(120)),
+        "a long rollout is checked less often"
+    );
+    assert_eq!(
+        late.outcome(),
+        Outcome::DeadlineExceeded {
+            minutes: 10,
+            last: "Revision 1.0.0 is rolling out: deployment/foo 0/1 available: ImagePullBackOff"
+                .into()
+        }
+    );
+    let message = "Revision has not rolled out for 10 minute(s). Last status: Revision 1.0.0 is rolling out: deployment/foo 0/1 available: ImagePullBackOff";
+    assert_eq!(
+        late.events(),
+        [(true, "ProgressDeadlineExceeded", message.to_string())]
+    );
+    // Reported once: not again while it stays exceeded.
+    let (again, _) = rolling(700, &with_progressing(e, "ProgressDeadlineExceeded"));
+    assert!(again.events().is_empty(), "{:?}", again.events());
+}
+
+#[test]
+fn rollout_recheck_backs_off_to_two_minutes() {
+    let s = Duration::from_secs;
+    assert_eq!(rollout_recheck(s(0)), s(15));
+    assert_eq!(rollout_recheck(s(100)), s(25));
+    assert_eq!(rollout_recheck(s(3600)), s(120));
+}
+
+#[test]
+fn a_ready_revision_that_becomes_unavailable_says_so_and_a_completed_rollout_too() {
+    let broken = Fake {
+        record: record("1.0.0"),
+        resolution: Some(resolved("1.0.0", None)),
+        install: Some(Ok(not_ready_install("1.0.0"))),
+        ..Fake::default()
+    };
+    run(&with_progressing(ext(), "Succeeded"), &broken);
+    assert!(matches!(broken.outcome(), Outcome::RollingOut { .. }));
+    assert_eq!(
+        broken.events(),
+        [(
+            true,
+            "NotReady",
+            "revision 1.0.0 is no longer ready: deployment/foo 0/1 available: ImagePullBackOff"
+                .to_string()
+        )]
+    );
+    let healed = Fake {
+        record: record("1.0.0"),
+        resolution: Some(resolved("1.0.0", None)),
+        install: Some(Ok(pulled("1.0.0"))),
+        ..Fake::default()
+    };
+    assert_eq!(
+        run(&with_progressing(ext(), "RollingOut"), &healed),
+        Action::await_change()
+    );
+    assert_eq!(healed.outcome(), Outcome::Succeeded);
+    assert!(healed.calls().contains(&"succeeded".to_string()));
+    assert_eq!(
+        healed.events(),
+        [(
+            false,
+            "RolledOut",
+            "revision 1.0.0 has rolled out".to_string()
+        )]
+    );
+    // An upgrade rolling out is expected: no NotReady Event.
+    let upgrade = Fake {
+        record: record("1.0.0"),
+        resolution: Some(resolved("1.1.0", None)),
+        install: Some(Ok(not_ready_install("1.1.0"))),
+        ..Fake::default()
+    };
+    run(&with_progressing(ext(), "Succeeded"), &upgrade);
+    assert_eq!(
+        upgrade.events().iter().map(|e| e.1).collect::<Vec<_>>(),
+        ["Upgraded"]
     );
 }

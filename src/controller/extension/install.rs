@@ -1,18 +1,22 @@
 //! The install steps of one reconcile (docs/api-and-status.md §3 steps 5–8): pull the
 //! bundle image, render it (with cert-manager only when the cluster serves it), run
 //! the preflights ([`crate::preflight::run`]) unless this is the installed revision
-//! again, and apply it as the installer account. Each step maps its errors to an
-//! [`InstallFailure`]; the decisions are in [`crate::bundle`], [`crate::preflight`] and
-//! [`super::certs`].
+//! again, apply it as the installer account, then read the live state of what it
+//! installed for the rollout status (§2.5; skipped with `--skip-rollout-wait`). Each
+//! step maps its errors to an [`InstallFailure`]; the decisions are in
+//! [`crate::bundle`], [`crate::preflight`], [`super::certs`] and [`super::rollout`].
 
 use super::installer::InstallerAccount;
 use super::plan::{InstallFailure, Installed};
+use super::rollout::{self, Readiness};
 use super::{ExtensionContext, certs, prune};
 use crate::api::{BundleIdentity, ClusterExtension, CrdUpgradeSafetyEnforcement};
 use crate::apply::{self, ApplyError, InstallError, ObjectRef, Owner, RevisionHistory};
 use crate::bundle::{self, Bundle, CertProvider, RenderOptions};
 use crate::metrics::Phase;
 use crate::preflight::{self, Preflight, crd_safety::Enforcement};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 use std::time::Instant;
 
@@ -78,12 +82,82 @@ pub(crate) async fn install(
         .installed()
         .map(|r| r.objects.clone())
         .unwrap_or_default();
+    let readiness = if ctx.settings.wait_for_rollout {
+        readiness(ctx, &installer, &managed).await
+    } else {
+        Readiness::Ready
+    };
     let installed = Installed {
         image,
         applied_changes: outcome.report.changed.len(),
         warnings,
+        readiness,
     };
     Ok((installed, managed))
+}
+
+/// The readiness of the installed objects that report it ([`rollout::is_checked`]), read
+/// as the installer account (which may `get` what it installed). For a Deployment that
+/// is not available, its pods are listed as the controller for their waiting reasons
+/// (skipped when that is not allowed).
+async fn readiness(
+    ctx: &ExtensionContext,
+    installer: &kube::Client,
+    objects: &[ObjectRef],
+) -> Readiness {
+    let mut observed = Vec::new();
+    let mut unreadable = Vec::new();
+    for r in objects
+        .iter()
+        .filter(|r| rollout::is_checked(&r.group, &r.kind))
+    {
+        let gvk = GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
+        let plural = format!("{}s", r.kind.to_ascii_lowercase());
+        let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
+        let api: Api<DynamicObject> = if r.namespace.is_empty() {
+            Api::all_with(installer.clone(), &resource)
+        } else {
+            Api::namespaced_with(installer.clone(), &r.namespace, &resource)
+        };
+        let object = match api.get_opt(&r.name).await {
+            Ok(Some(o)) => serde_json::to_value(&o).unwrap_or(Value::Null),
+            Ok(None) => {
+                unreadable.push(rollout::unreadable(&r.kind, &r.name, "not found"));
+                continue;
+            }
+            Err(e) => {
+                let why = format!("cannot be read: {e}");
+                unreadable.push(rollout::unreadable(&r.kind, &r.name, why));
+                continue;
+            }
+        };
+        let pods = if r.kind == "Deployment" && rollout::state_of(&object).is_some() {
+            pods_of(ctx, &r.namespace, &object).await
+        } else {
+            Vec::new()
+        };
+        observed.push(rollout::Observed { object, pods });
+    }
+    rollout::assess(&observed).and(Readiness::of(unreadable))
+}
+
+/// The pods `deployment` selects, as the controller; none when they cannot be listed.
+async fn pods_of(ctx: &ExtensionContext, namespace: &str, deployment: &Value) -> Vec<Value> {
+    let Some(selector) = rollout::pod_selector(deployment) else {
+        return Vec::new();
+    };
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    match api.list(&ListParams::default().labels(&selector)).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter_map(|p| serde_json::to_value(p).ok())
+            .collect(),
+        Err(e) => {
+            tracing::debug!(namespace, selector, error = %e, "listing pods for the rollout status");
+            Vec::new()
+        }
+    }
 }
 
 /// Pulls and loads the bundle image: the bundle and its digest-pinned reference.

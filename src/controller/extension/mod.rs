@@ -9,7 +9,8 @@
 //!   [`executor`] is the real one, [`install`] its install steps, [`finalize`] the
 //!   uninstall.
 //! - [`triggers`]: what causes a reconcile; [`drift`]: watches on the installed objects;
-//!   [`certs`], [`prune`]: small decisions of the install steps.
+//!   [`certs`], [`prune`]: small decisions of the install steps; [`rollout`]: whether
+//!   what was installed is ready (Progressing `RollingOut`).
 
 pub mod certs;
 pub mod drift;
@@ -20,6 +21,7 @@ mod install;
 pub mod installer;
 pub mod plan;
 pub mod prune;
+pub mod rollout;
 pub mod status;
 pub mod triggers;
 
@@ -59,6 +61,9 @@ pub struct ExtensionSettings {
     /// The installer of extensions that name no `spec.serviceAccount`; `None`: refuse
     /// them.
     pub default_installer: Option<installer::InstallerAccount>,
+    /// Report `Progressing=True/RollingOut` until what a revision installed is ready
+    /// ([`rollout`]); `false`: `Succeeded` as soon as it is applied.
+    pub wait_for_rollout: bool,
 }
 
 pub struct ExtensionContext {
@@ -99,6 +104,7 @@ impl ExtensionContext {
                 instance: None,
             },
         );
+        let drift = drift::DriftWatches::new().with_readiness(settings.wait_for_rollout);
         ExtensionContext {
             client,
             installers: InstallerClients::new(base_config),
@@ -107,7 +113,7 @@ impl ExtensionContext {
             store,
             recorder,
             settings,
-            drift: drift::DriftWatches::new(),
+            drift,
             failures: Failures::default(),
             metrics: Arc::new(Metrics::new()),
         }

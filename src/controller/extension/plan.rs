@@ -3,14 +3,21 @@
 //! [`decide`] looks at what one reconcile knows so far ([`Facts`]: the spec, whether the
 //! object is being deleted, the validation result, the revision record, the resolution)
 //! and names the next step: a fact to look up, the bundle to install, or the status to
-//! report. [`after_install`] turns the result of an install into the report;
-//! [`classify`] maps an install failure to its condition; [`deadline`] applies
-//! `progressDeadlineMinutes`. The I/O for each step is done by the
+//! report. [`after_install`] turns the result of an install into the report
+//! (`RollingOut` while what it installed is not ready, [`super::rollout`], with Events on
+//! rollout transitions); [`classify`] maps an install failure to its condition;
+//! [`deadline`] applies `progressDeadlineMinutes` to failures and rollouts. The I/O for each step is done by the
 //! [`super::flow::Executor`]; nothing here waits on anything.
 
 use super::installer::InstallerAccount;
-use super::status::{Observation, Outcome, for_resolved_bundle, validation_failed};
-use crate::api::conditions::{REASON_BLOCKED, REASON_INVALID_CONFIGURATION};
+use super::rollout::Readiness;
+use super::status::{
+    Observation, Outcome, deadline_exceeded, for_resolved_bundle, validation_failed,
+};
+use crate::api::conditions::{
+    REASON_BLOCKED, REASON_INVALID_CONFIGURATION, REASON_PROGRESS_DEADLINE_EXCEEDED,
+    REASON_ROLLING_OUT, REASON_SUCCEEDED,
+};
 use crate::api::{BundleIdentity, ClusterExtensionSpec, UpgradeConstraintPolicy};
 use crate::apply::RevisionHistory;
 use crate::resolve::deprecation::{CatalogData, DeprecationCondition, deprecation_conditions};
@@ -31,6 +38,9 @@ pub struct Facts {
     /// The revision record, or why it could not be read.
     pub record: Option<Result<Option<RevisionHistory>, String>>,
     pub resolution: Option<Result<Resolution, ResolveError>>,
+    /// The reason of the Progressing condition before this reconcile (Events on
+    /// rollout transitions).
+    pub progressing: Option<String>,
 }
 
 impl Facts {
@@ -49,6 +59,7 @@ impl Facts {
             validation: None,
             record: None,
             resolution: None,
+            progressing: None,
         }
     }
 
@@ -129,6 +140,10 @@ pub enum Next {
     /// once it lasted longer than `progressDeadlineMinutes`; retried with backoff
     /// unless terminal (`Blocked`).
     Failed,
+    /// Applied, but not ready yet: `RollingOut` turns into `ProgressDeadlineExceeded`
+    /// once it lasted longer than `progressDeadlineMinutes`; checked again after a
+    /// modest interval (readiness changes of the installed objects also trigger).
+    RollingOut,
 }
 
 /// How an install failed.
@@ -151,6 +166,8 @@ pub struct Installed {
     pub applied_changes: usize,
     /// CRD upgrade-safety findings that did not block (`enforcement: None`).
     pub warnings: Vec<String>,
+    /// Whether what the revision installed is ready ([`super::rollout`]).
+    pub readiness: Readiness,
 }
 
 /// The next step, given what is known.
@@ -358,14 +375,57 @@ pub fn after_install(
     }
     // The deprecation conditions now describe the newly installed bundle.
     let conditions = deprecation(spec, facts, Some(&bundle));
-    let outcome = install
-        .maintained
-        .map_or(Outcome::Succeeded, Outcome::Maintained);
+    let same = previous == Some(&bundle);
+    let (outcome, next) = match done.readiness {
+        Readiness::NotReady(waiting) => {
+            let waiting = waiting.join("; ");
+            events.extend(rollout_event(facts, same, &bundle.version, Some(&waiting)));
+            let version = bundle.version.clone();
+            (Outcome::RollingOut { version, waiting }, Next::RollingOut)
+        }
+        Readiness::Ready => {
+            events.extend(rollout_event(facts, same, &bundle.version, None));
+            let outcome = install
+                .maintained
+                .map_or(Outcome::Succeeded, Outcome::Maintained);
+            (outcome, Next::Done)
+        }
+    };
     Report {
         observation: observe(facts, Some(bundle), outcome, Some(conditions)),
         events,
         error: None,
-        next: Next::Done,
+        next,
+    }
+}
+
+/// The Event of a rollout transition: a revision that was ready and is not any more
+/// (`waiting`: what is not ready), or a rollout that completed.
+fn rollout_event(
+    facts: &Facts,
+    same_revision: bool,
+    version: &str,
+    waiting: Option<&str>,
+) -> Option<Note> {
+    let before = facts.progressing.as_deref();
+    match waiting {
+        Some(waiting) if same_revision && before == Some(REASON_SUCCEEDED) => Some(warning(
+            "NotReady",
+            "Rollout",
+            format!("revision {version} is no longer ready: {waiting}"),
+        )),
+        None if matches!(
+            before,
+            Some(REASON_ROLLING_OUT | REASON_PROGRESS_DEADLINE_EXCEEDED)
+        ) =>
+        {
+            Some(normal(
+                "RolledOut",
+                "Rollout",
+                format!("revision {version} has rolled out"),
+            ))
+        }
+        _ => None,
     }
 }
 
@@ -392,8 +452,9 @@ pub fn classify(failure: InstallFailure, target: &BundleIdentity) -> (Outcome, &
     }
 }
 
-/// `progressDeadlineMinutes` (one minute lasting `minute`): a `Retrying` outcome that
-/// has lasted `failing_for` becomes `ProgressDeadlineExceeded` once past the deadline;
+/// `progressDeadlineMinutes` (one minute lasting `minute`): a `Retrying` or `RollingOut`
+/// outcome that has lasted `failing_for` becomes `ProgressDeadlineExceeded` once past the
+/// deadline, with its message as the last status;
 /// before that, also returns the time left (the next retry comes no later, so the
 /// deadline is reported when it passes, not up to a whole backoff later).
 pub fn deadline(
@@ -402,12 +463,11 @@ pub fn deadline(
     deadline_minutes: Option<i32>,
     minute: Duration,
 ) -> (Outcome, Option<Duration>) {
-    let (Some(minutes), Outcome::Retrying(last)) = (deadline_minutes, &outcome) else {
+    let (Some(minutes), Some(last)) = (deadline_minutes, outcome.pending()) else {
         return (outcome, None);
     };
     let deadline = minute.saturating_mul(minutes.max(0) as u32);
     if failing_for >= deadline {
-        let last = last.clone();
         (Outcome::DeadlineExceeded { minutes, last }, None)
     } else {
         (
@@ -415,6 +475,21 @@ pub fn deadline(
             Some(deadline - failing_for + Duration::from_millis(100)),
         )
     }
+}
+
+/// The Warning Event when `outcome` newly exceeds `progressDeadlineMinutes` (`before`:
+/// the Progressing reason before this reconcile).
+pub fn deadline_event(before: Option<&str>, outcome: &Outcome) -> Option<Note> {
+    let Outcome::DeadlineExceeded { minutes, last } = outcome else {
+        return None;
+    };
+    (before != Some(REASON_PROGRESS_DEADLINE_EXCEEDED)).then(|| {
+        warning(
+            REASON_PROGRESS_DEADLINE_EXCEEDED,
+            "Rollout",
+            deadline_exceeded(*minutes, last),
+        )
+    })
 }
 
 /// The deprecation conditions: from the winning catalog's data when resolution

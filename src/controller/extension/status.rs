@@ -28,8 +28,11 @@ pub enum Outcome {
     },
     /// The extension cannot be worked on (e.g. its ServiceAccount is missing).
     ValidationFailed(String),
-    /// A failure outlasted `progressDeadlineMinutes`.
+    /// A failure or a rollout outlasted `progressDeadlineMinutes`.
     DeadlineExceeded { minutes: i32, last: String },
+    /// The bundle at `version` is applied, but what it installed is not ready yet
+    /// (`waiting`: the rollout messages, [`super::rollout`]). Installed stays True.
+    RollingOut { version: String, waiting: String },
 }
 
 impl Outcome {
@@ -37,6 +40,16 @@ impl Outcome {
     /// `InvalidConfiguration`): nothing is retried until something changes.
     pub fn is_terminal(&self) -> bool {
         matches!(self, Outcome::Blocked { .. })
+    }
+
+    /// The Progressing message that `progressDeadlineMinutes` applies to: a retrying
+    /// failure or a rollout still in progress; `None` for every other outcome.
+    pub fn pending(&self) -> Option<String> {
+        match self {
+            Outcome::Retrying(message) => Some(message.clone()),
+            Outcome::RollingOut { version, waiting } => Some(rolling_out(version, waiting)),
+            _ => None,
+        }
     }
 }
 
@@ -109,14 +122,18 @@ pub fn next_status(
         Outcome::Blocked { reason, message } => {
             condition(TYPE_PROGRESSING, false, reason, message.clone(), generation)
         }
+        Outcome::RollingOut { version, waiting } => condition(
+            TYPE_PROGRESSING,
+            true,
+            REASON_ROLLING_OUT,
+            rolling_out(version, waiting),
+            generation,
+        ),
         Outcome::DeadlineExceeded { minutes, last } => condition(
             TYPE_PROGRESSING,
             false,
             REASON_PROGRESS_DEADLINE_EXCEEDED,
-            format!(
-                "Revision has not rolled out for {minutes} minute{}. Last status: {last}",
-                if *minutes == 1 { "" } else { "(s)" }
-            ),
+            deadline_exceeded(*minutes, last),
             generation,
         ),
     };
@@ -152,6 +169,19 @@ pub fn next_status(
 /// `error for resolved bundle "<name>" with version "<version>": <err>` (docs/api-and-status.md §2.1).
 pub fn for_resolved_bundle(name: &str, version: &str, error: impl std::fmt::Display) -> String {
     format!("error for resolved bundle \"{name}\" with version \"{version}\": {error}")
+}
+
+/// `Revision has not rolled out for <N> minute(s). Last status: <last>` (§2.1, §2.4).
+pub fn deadline_exceeded(minutes: i32, last: &str) -> String {
+    format!(
+        "Revision has not rolled out for {minutes} minute{}. Last status: {last}",
+        if minutes == 1 { "" } else { "(s)" }
+    )
+}
+
+/// `Revision <version> is rolling out: <what is not ready>` (docs/api-and-status.md §2.1).
+pub fn rolling_out(version: &str, waiting: &str) -> String {
+    format!("Revision {version} is rolling out: {waiting}")
 }
 
 /// The validation failure message (docs/api-and-status.md §3 step 2).
@@ -340,6 +370,29 @@ mod tests {
                 "False",
                 "ProgressDeadlineExceeded",
                 "Revision has not rolled out for 10 minute(s). Last status: boom"
+            )
+        );
+    }
+
+    #[test]
+    fn rolling_out_keeps_installed_true_and_names_what_is_not_ready() {
+        let obs = Observation {
+            generation: Some(2),
+            installed: Some(bundle()),
+            outcome: Outcome::RollingOut {
+                version: "0.6.0".into(),
+                waiting: "deployment/foo 0/1 available: ImagePullBackOff".into(),
+            },
+            deprecation: None,
+        };
+        let s = next_status(&Default::default(), &obs, &t(1));
+        assert_eq!(get(&s, "Installed").status, "True");
+        assert_eq!(
+            triple(get(&s, "Progressing")),
+            (
+                "True",
+                "RollingOut",
+                "Revision 0.6.0 is rolling out: deployment/foo 0/1 available: ImagePullBackOff"
             )
         );
     }
