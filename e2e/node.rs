@@ -155,7 +155,11 @@ async fn deploy_olmv1() -> &'static str {
             .await
             .expect("push olmv1 image");
             let kubeconfig = cluster.admin_kubeconfig.clone();
-            let args = vec![format!("--insecure-registry={}", node.registry)];
+            // A "minute" of progress deadlines lasts 2 s here (the rollout test).
+            let args = vec![
+                format!("--insecure-registry={}", node.registry),
+                "--poll-unit-seconds=2".to_string(),
+            ];
             let image2 = image.clone();
             tokio::task::spawn_blocking(move || {
                 olmv1::testenv::deploy::apply(
@@ -337,6 +341,129 @@ async fn olmv1_in_the_cluster_installs_upgrades_and_uninstalls_an_operator_that_
             .ok()?
             .is_none()
             .then_some(())
+    })
+    .await;
+}
+
+fn progressing(e: &ClusterExtension) -> (String, String, String) {
+    support::extensions::condition(e, "Progressing")
+        .map(|c| (c.status, c.reason, c.message))
+        .unwrap_or_default()
+}
+
+async fn wait_progressing(
+    api: &Api<ClusterExtension>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&(String, String, String)) -> bool,
+) -> ClusterExtension {
+    eventually(240, what, || async {
+        let e = api.get(name).await.ok()?;
+        check(&progressing(&e)).then_some(e)
+    })
+    .await
+}
+
+/// Rollout status with real pods: an image that cannot be pulled is named in
+/// `RollingOut` until the deadline passes; an upgrade to an operator whose readiness
+/// probe passes only after a while is `RollingOut` until then, then `Succeeded`; an
+/// operator that never becomes ready stays `RollingOut` with `Installed` True.
+#[tokio::test]
+async fn rollout_status_follows_real_pods() {
+    let cluster = node_cluster();
+    let node = cluster.node.as_ref().expect("node");
+    deploy_olmv1().await;
+    let admin = cluster.admin().await;
+    let api: Api<ClusterExtension> = Api::all(admin.clone());
+
+    let package = support::unique("pull");
+    let ns = namespace(&admin, "rollout").await;
+    let name = support::unique("ext");
+    let mut v1 = BundleSpec::new(&package, "1.0.0");
+    v1.operator_image = Some(format!("{}/nothing/here:v1", node.registry));
+    let mut v2 = BundleSpec::new(&package, "1.1.0");
+    v2.operator_image = Some(node.workload_image.clone());
+    v2.operator_env = vec![("READY_AFTER".into(), "15".into())];
+    v2.replaces = Some(v1.bundle_name());
+    let rendered = [
+        support::bundles::render(&v1, &ns),
+        support::bundles::render(&v2, &ns),
+    ];
+    grant_installer(&ns, &name, &rendered).await;
+    let catalog = support::unique("cat");
+    let image = publish_on_node(&catalog, &package, &[v1.clone(), v2.clone()]).await;
+    create_catalog(&catalog, &image).await;
+    let mut ext = extension(&name, &ns, &package, json!({"version": "1.0.0"}));
+    ext.spec.progress_deadline_minutes = Some(10);
+    api.create(&PostParams::default(), &ext)
+        .await
+        .expect("create extension");
+    let e = wait_progressing(
+        &api,
+        &name,
+        "RollingOut naming the pull failure",
+        |(s, r, m)| {
+            s == "True"
+                && r == "RollingOut"
+                && (m.contains("ImagePullBackOff") || m.contains("ErrImagePull"))
+        },
+    )
+    .await;
+    let deployment = format!("deployment/{}", v1.deployment_name());
+    assert!(
+        progressing(&e).2.contains(&deployment),
+        "{:?}",
+        progressing(&e)
+    );
+    let installed = support::extensions::condition(&e, "Installed").expect("Installed");
+    assert_eq!(installed.status, "True", "Installed keeps meaning applied");
+    wait_progressing(&api, &name, "ProgressDeadlineExceeded", |(s, r, _)| {
+        s == "False" && r == "ProgressDeadlineExceeded"
+    })
+    .await;
+
+    // Upgrade to an operator that becomes ready after 15 s.
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"source": {"catalog": {"version": "1.1.0"}}}})),
+    )
+    .await
+    .expect("upgrade");
+    wait_progressing(&api, &name, "RollingOut 1.1.0", |(s, r, m)| {
+        s == "True" && r == "RollingOut" && m.contains("1.1.0")
+    })
+    .await;
+    wait_progressing(&api, &name, "Succeeded once ready", |(s, r, _)| {
+        s == "True" && r == "Succeeded"
+    })
+    .await;
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &ns);
+    let d = deployments
+        .get(&v2.deployment_name())
+        .await
+        .expect("deployment");
+    assert_eq!(d.status.and_then(|s| s.available_replicas), Some(1));
+
+    // Never ready: RollingOut with what is missing.
+    let package = support::unique("unready");
+    let name = support::unique("ext");
+    let mut never = BundleSpec::new(&package, "1.0.0");
+    never.operator_image = Some(node.workload_image.clone());
+    never.operator_env = vec![("READY".into(), "false".into())];
+    grant_installer(&ns, &name, &[support::bundles::render(&never, &ns)]).await;
+    let catalog = support::unique("cat");
+    let image = publish_on_node(&catalog, &package, std::slice::from_ref(&never)).await;
+    create_catalog(&catalog, &image).await;
+    api.create(
+        &PostParams::default(),
+        &extension(&name, &ns, &package, json!({})),
+    )
+    .await
+    .expect("create extension");
+    let wanted = format!("deployment/{} 0/1 available", never.deployment_name());
+    wait_progressing(&api, &name, "RollingOut: never ready", |(s, r, m)| {
+        s == "True" && r == "RollingOut" && m.contains(&wanted)
     })
     .await;
 }

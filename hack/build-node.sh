@@ -26,13 +26,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The node's test program is tiny: always rebuilt (Go's cache makes it instant), so
+# that a change to it reaches the images.
+(cd hack/testimage && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -buildid=" -o "$BIN_DIR/testimage" .)
+command -v go >/dev/null || { echo "error: Go is needed to build the node's programs" >&2; exit 1; }
 have() { [ -x "$BIN_DIR/$1" ]; }
-if have kubelet && have kube-scheduler && have kube-proxy && have kubectl && have coredns && have testimage \
+if have kubelet && have kube-scheduler && have kube-proxy && have kubectl && have coredns \
    && "$BIN_DIR/kubelet" --version 2>/dev/null | grep -qx "Kubernetes $VERSION"; then
   echo "node binaries $VERSION: cached in $BIN_DIR"
   exit 0
 fi
-command -v go >/dev/null || { echo "error: Go is needed once to build the node's programs" >&2; exit 1; }
 tmp=$(mktemp -d "$BIN_DIR/.build-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$MINOR -X k8s.io/component-base/version.gitTreeState=clean"
@@ -47,6 +50,5 @@ echo "building CoreDNS (first run only: a few minutes)..."
 if ! (cd hack/coredns && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/coredns" github.com/coredns/coredns) >"$tmp/coredns.log" 2>&1; then
   echo "error: building CoreDNS failed; last lines:" >&2; tail -20 "$tmp/coredns.log" >&2; exit 1
 fi
-(cd hack/testimage && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -buildid=" -o "$tmp/testimage" .)
-mv "$tmp"/kubelet "$tmp"/kube-scheduler "$tmp"/kube-proxy "$tmp"/kubectl "$tmp"/coredns "$tmp"/testimage "$BIN_DIR/"
+mv "$tmp"/kubelet "$tmp"/kube-scheduler "$tmp"/kube-proxy "$tmp"/kubectl "$tmp"/coredns "$BIN_DIR/"
 echo "node binaries $VERSION: built into $BIN_DIR in $(( $(date +%s) - start )) s"

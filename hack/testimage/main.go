@@ -2,7 +2,8 @@
 // hack/node-images.sh, never shipped): the pod sandbox ("pause"), and a tiny operator
 // stand-in that really runs ("serve"): it answers /healthz and /readyz on :8080 and
 // keeps running until SIGTERM. READY=false makes /readyz fail, so a readiness probe
-// never passes; when READY_FILE is set, /readyz passes once that file exists.
+// never passes; when READY_FILE is set, /readyz passes once that file exists;
+// READY_AFTER=<seconds> makes it pass only that long after the start.
 // "get URL" fetches URL (names resolved through the pod's DNS) and exits 0 on a 2xx.
 package main
 
@@ -11,7 +12,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -40,8 +43,13 @@ func main() {
 	}
 }
 
+var started = time.Now()
+
 func ready() bool {
 	if os.Getenv("READY") == "false" {
+		return false
+	}
+	if after, err := strconv.Atoi(os.Getenv("READY_AFTER")); err == nil && time.Since(started) < time.Duration(after)*time.Second {
 		return false
 	}
 	if f := os.Getenv("READY_FILE"); f != "" {

@@ -33,6 +33,9 @@ pub struct BundleSpec {
     /// can pull (fine on a control plane without nodes). On a real node: the node's
     /// workload image, probed on `/healthz` and `/readyz` (port 8080).
     pub operator_image: Option<String>,
+    /// Environment of the operator's container (with `operator_image`; the workload
+    /// image reads `READY=false` and `READY_AFTER=<seconds>`).
+    pub operator_env: Vec<(String, String)>,
 }
 
 impl BundleSpec {
@@ -48,6 +51,7 @@ impl BundleSpec {
             extra_manifests: Vec::new(),
             webhook: false,
             operator_image: None,
+            operator_env: Vec::new(),
         }
     }
     pub fn bundle_name(&self) -> String {
@@ -117,6 +121,7 @@ fn manager(spec: &BundleSpec) -> Value {
         }
         Some(image) => json!({
             "name": "manager", "image": image, "args": ["serve"],
+            "env": spec.operator_env.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
             "ports": [{"name": "http", "containerPort": 8080}],
             "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 10},
             "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080}, "periodSeconds": 2},
