@@ -2,13 +2,16 @@
 # The project's whole test suite, as CI runs it (.ci/run calls exactly this):
 # formatting and lints, then every unit, integration and end-to-end test. The
 # integration and end-to-end tests start their own real control plane (etcd,
-# kube-apiserver, kube-controller-manager) and OCI registries on loopback.
+# kube-apiserver, kube-controller-manager) and OCI registries on loopback; the node
+# suite (e2e/node.rs) also a real node (containerd + runc, kubelet, kube-scheduler,
+# kube-proxy, CoreDNS: hack/build-node.sh builds and installs them, once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 deny_version=0.20.2
 
 hack/build-kube.sh
+hack/build-node.sh
 hack/registry.sh check
 export OLMV1_ETCD="$(hack/etcd-path.sh)"
 
