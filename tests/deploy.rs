@@ -152,6 +152,14 @@ async fn controller_identity_is_least_privilege() {
             "customresourcedefinitions",
             None,
         ),
+        // The checks of /metrics requests.
+        ("create", "authentication.k8s.io", "tokenreviews", None),
+        (
+            "create",
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            None,
+        ),
     ];
     for (verb, group, resource, ns) in allowed {
         assert!(
