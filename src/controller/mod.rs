@@ -139,7 +139,11 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let readiness = Readiness::default();
     // The reviews of scrapes use the uncounted client: olmv1_kube_api_requests_total
     // stays the reconcilers' traffic.
-    let protection = Protection::from_args(&args.metrics_serving, plain_client)?;
+    let protection = Protection::new(
+        args.metrics_serving.metrics_secure,
+        args.metrics_serving.cert_files(),
+        plain_client,
+    )?;
     let listeners = Listeners::bind(&args, &protection).await?;
     let storage_dir = args.cache_dir.join("catalogs");
     std::fs::create_dir_all(&storage_dir)

@@ -242,3 +242,50 @@ impl ControllerArgs {
         self.default_installer_service_account.clone()
     }
 }
+
+#[cfg(test)]
+mod metrics_serving_tests {
+    use super::MetricsServingArgs;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: MetricsServingArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<MetricsServingArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn defaults_are_secure_self_signed_and_no_profiling() {
+        let defaults = parse(&[]).expect("defaults");
+        assert_eq!(defaults, MetricsServingArgs::default());
+        assert!(defaults.metrics_secure);
+        assert_eq!(defaults.cert_files(), None);
+        assert_eq!(defaults.pprof_address(), None);
+    }
+
+    #[test]
+    fn flags_as_upstream() {
+        assert!(
+            !parse(&["--metrics-secure=false"])
+                .expect("false")
+                .metrics_secure
+        );
+        assert!(parse(&["--metrics-secure"]).expect("bare").metrics_secure);
+        let dir = parse(&["--metrics-cert-dir", "/certs", "--metrics-cert-name=a.pem"])
+            .expect("cert dir");
+        assert_eq!(
+            dir.cert_files(),
+            Some(("/certs/a.pem".into(), "/certs/tls.key".into()))
+        );
+        for off in ["0", "", " "] {
+            let args = parse(&[&format!("--pprof-bind-address={off}")]).expect("pprof");
+            assert_eq!(args.pprof_address(), None, "{off:?}");
+        }
+        let on = parse(&["--pprof-bind-address", "127.0.0.1:6060"]).expect("pprof");
+        assert_eq!(on.pprof_address(), Some("127.0.0.1:6060"));
+    }
+}

@@ -6,7 +6,7 @@
 //! authentication — and then the profiling server only on a loopback address.
 
 use super::auth::{Authorizer, require_authorization};
-use crate::controller::options::MetricsServingArgs;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// TLS and authorization of a server, or neither.
@@ -32,16 +32,18 @@ pub enum ServingError {
 }
 
 impl Protection {
-    /// From the flags; `client` (needing `create` on tokenreviews and
-    /// subjectaccessreviews) reviews the requests.
-    pub fn from_args(
-        args: &MetricsServingArgs,
+    /// `secure` (--metrics-secure) with the certificate and key `cert_files`
+    /// (--metrics-cert-path; self-signed when `None`); `client` (needing `create` on
+    /// tokenreviews and subjectaccessreviews) reviews the requests.
+    pub fn new(
+        secure: bool,
+        cert_files: Option<(PathBuf, PathBuf)>,
         client: kube::Client,
     ) -> Result<Protection, ServingError> {
-        if !args.metrics_secure {
+        if !secure {
             return Ok(Protection::Insecure);
         }
-        let tls = super::tls::server_config(args.cert_files())?;
+        let tls = super::tls::server_config(cert_files)?;
         Ok(Protection::Secure {
             tls,
             authorizer: Arc::new(Authorizer::new(client)),
