@@ -149,3 +149,56 @@ impl ResolvesServerCert for WatchedCert {
         Some(self.current())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_pair(dir: &Path, name: &str) -> Vec<u8> {
+        let generated =
+            rcgen::generate_simple_self_signed(vec![name.to_string()]).expect("certificate");
+        std::fs::write(dir.join("tls.crt"), generated.cert.pem()).expect("cert");
+        std::fs::write(dir.join("tls.key"), generated.signing_key.serialize_pem()).expect("key");
+        generated.cert.der().to_vec()
+    }
+
+    #[test]
+    fn self_signed_and_files() {
+        assert!(server_config(None).is_ok());
+        let dir = tempfile::tempdir().expect("dir");
+        let files = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        assert!(matches!(
+            server_config(Some(files.clone())),
+            Err(CertError::Read { .. })
+        ));
+        write_pair(dir.path(), "one");
+        assert!(server_config(Some(files)).is_ok());
+    }
+
+    #[test]
+    fn renewed_files_replace_the_certificate() {
+        let dir = tempfile::tempdir().expect("dir");
+        let first = write_pair(dir.path(), "first");
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let watched = WatchedCert::load(
+            provider,
+            dir.path().join("tls.crt"),
+            dir.path().join("tls.key"),
+        )
+        .expect("load");
+        assert_eq!(watched.current().cert[0].as_ref(), &first[..]);
+        let recheck_now = |w: &WatchedCert| {
+            let mut state = w.state.lock().expect("state");
+            state.checked = Instant::now() - RECHECK - Duration::from_millis(1);
+            // a different stamp, as a renewal within the same second would not show
+            state.stamps = (None, None);
+        };
+        // A broken renewal keeps the previous certificate.
+        std::fs::write(dir.path().join("tls.crt"), "garbage").expect("write");
+        recheck_now(&watched);
+        assert_eq!(watched.current().cert[0].as_ref(), &first[..]);
+        let second = write_pair(dir.path(), "second");
+        recheck_now(&watched);
+        assert_eq!(watched.current().cert[0].as_ref(), &second[..]);
+    }
+}
