@@ -221,6 +221,8 @@ async fn main() -> anyhow::Result<()> {
             format!("--catalog-server-bind-address=127.0.0.1:{catalogs}"),
             format!("--external-address=127.0.0.1:{catalogs}"),
             format!("--metrics-bind-address=127.0.0.1:{metrics}"),
+            // Plain HTTP on loopback: the benchmark reads the API request counters.
+            "--metrics-secure=false".to_string(),
             format!("--cache-dir={}", cache.display()),
             format!("--insecure-registry={}", reg.host()),
         ])

@@ -1,5 +1,6 @@
 //! Prometheus metrics of the controller process, served on `/metrics`
-//! (`--metrics-bind-address`): what the reconcilers report through [`Metrics`]
+//! (`--metrics-bind-address`; HTTPS and only to authorized bearer tokens by default,
+//! see [`serving`] and [`auth`]): what the reconcilers report through [`Metrics`]
 //! (per-extension info and condition gauges, phase durations, catalog ingest time and
 //! size, errors by reason), the catalog HTTP server's request durations, leadership,
 //! and a count of Kubernetes API requests ([`CountApiRequests`], a tower layer around
@@ -7,6 +8,11 @@
 //!
 //! The reconcilers only call methods here; the registry and the label bookkeeping
 //! (removing series of deleted objects or of a replaced installed version) live here.
+
+pub mod auth;
+pub mod profiling;
+pub mod serving;
+pub mod tls;
 
 use crate::api::{ClusterCatalogStatus, ClusterExtensionStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -541,12 +547,13 @@ pub fn router(metrics: Arc<Metrics>) -> axum::Router {
     )
 }
 
-/// Serves `/metrics` until the future is dropped.
+/// Serves `/metrics` with `protection` until the future is dropped.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
+    protection: serving::Protection,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(metrics)).await
+    protection.serve(listener, router(metrics)).await
 }
 
 #[cfg(test)]

@@ -154,6 +154,14 @@ async fn controller_identity_is_least_privilege() {
         ),
         // Rollout status: waiting reasons of the pods of an installed Deployment.
         ("list", "", "pods", Some("default")),
+        // The checks of /metrics requests.
+        ("create", "authentication.k8s.io", "tokenreviews", None),
+        (
+            "create",
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            None,
+        ),
     ];
     for (verb, group, resource, ns) in allowed {
         assert!(

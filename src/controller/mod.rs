@@ -1,5 +1,6 @@
 //! The controller process: connects to the API server, serves health probes, metrics
-//! and the catalog content API on every replica, and runs the reconcilers
+//! (HTTPS and authorized unless `--metrics-secure=false`), the opt-in profiling
+//! endpoints and the catalog content API on every replica, and runs the reconcilers
 //! (ClusterCatalog; ClusterExtension) until SIGTERM/SIGINT — with `--leader-elect`
 //! only while holding the Lease [`LEASE_NAME`], exiting non-zero when it is lost; until
 //! then the replica runs the [`catalog::follower`], so that it serves the same catalog
@@ -14,6 +15,7 @@ pub mod options;
 pub use common::backoff;
 pub use options::ControllerArgs;
 
+use crate::metrics::serving::Protection;
 use crate::metrics::{CountApiRequests, Metrics};
 use crate::server::health::{self, Readiness};
 use anyhow::{Context, Result};
@@ -133,13 +135,20 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         crate::image::registries::RegistriesConf::load(path)?;
     }
     let metrics = Arc::new(Metrics::new());
-    let (config, _) = connect_with_config(args.kubeconfig.as_deref()).await?;
+    let (config, plain_client) = connect_with_config(args.kubeconfig.as_deref()).await?;
     // The controller's own client counts its requests (olmv1_kube_api_requests_total).
     let client =
         crate::apply::client::controller_client(&config, Some(CountApiRequests(metrics.clone())))
             .context("building Kubernetes client")?;
     let readiness = Readiness::default();
-    let listeners = Listeners::bind(&args).await?;
+    // The reviews of scrapes use the uncounted client: olmv1_kube_api_requests_total
+    // stays the reconcilers' traffic.
+    let protection = Protection::new(
+        args.metrics_serving.metrics_secure,
+        args.metrics_serving.cert_files(),
+        plain_client,
+    )?;
+    let listeners = Listeners::bind(&args, &protection).await?;
     let storage_dir = args.cache_dir.join("catalogs");
     std::fs::create_dir_all(&storage_dir)
         .with_context(|| format!("creating {}", storage_dir.display()))?;
@@ -174,7 +183,9 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     let health = health::serve(listeners.health, readiness.clone(), client.clone());
-    let metrics_server = crate::metrics::serve(listeners.metrics, metrics.clone());
+    let metrics_server =
+        crate::metrics::serve(listeners.metrics, metrics.clone(), protection.clone());
+    let profiling = serve_profiling(listeners.pprof, protection);
     let catalogs = serve_catalogs(listeners.catalog, storage_dir, tls, metrics.clone());
 
     // Leader election: the reconcilers run only on the lease holder; the others follow
@@ -191,6 +202,7 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let result = tokio::select! {
         result = health => result.context("health server failed"),
         result = metrics_server => result.context("metrics server failed"),
+        result = profiling => result.context("profiling server failed"),
         result = catalogs => result.context("catalog server failed"),
         result = reconcilers => result,
         () = &mut shutdown => {
@@ -215,10 +227,12 @@ struct Listeners {
     health: tokio::net::TcpListener,
     catalog: tokio::net::TcpListener,
     metrics: tokio::net::TcpListener,
+    /// With --pprof-bind-address.
+    pprof: Option<tokio::net::TcpListener>,
 }
 
 impl Listeners {
-    async fn bind(args: &ControllerArgs) -> Result<Listeners> {
+    async fn bind(args: &ControllerArgs, protection: &Protection) -> Result<Listeners> {
         let bind = |what: &'static str, address: String| async move {
             listen(&address)
                 .await
@@ -228,11 +242,26 @@ impl Listeners {
         let catalog = bind("catalog server", args.catalog_server_bind_address.clone()).await?;
         let metrics = bind("metrics", args.metrics_bind_address.clone()).await?;
         tracing::info!(address = %args.health_probe_bind_address, "serving /healthz and /readyz");
-        tracing::info!(address = %args.metrics_bind_address, "serving /metrics");
+        let scheme = protection.scheme();
+        tracing::info!(address = %args.metrics_bind_address, scheme, "serving /metrics");
+        let pprof = match args.metrics_serving.pprof_address() {
+            Some(address) => {
+                let listener = bind("profiling", address.to_string()).await?;
+                protection.check_profiling(&listener)?;
+                tracing::info!(
+                    address,
+                    scheme,
+                    "serving /debug/pprof/profile and /debug/pprof/heap"
+                );
+                Some(listener)
+            }
+            None => None,
+        };
         Ok(Listeners {
             health,
             catalog,
             metrics,
+            pprof,
         })
     }
 }
@@ -321,6 +350,19 @@ fn serve_catalogs(
             std::future::pending(),
         )),
     }
+}
+
+/// The profiling endpoints when --pprof-bind-address is set; never ends otherwise.
+fn serve_profiling(listener: Option<tokio::net::TcpListener>, protection: Protection) -> Serving {
+    let Some(listener) = listener else {
+        return Box::pin(std::future::pending());
+    };
+    Box::pin(async move {
+        crate::metrics::profiling::activate_heap_profiling().await;
+        protection
+            .serve(listener, crate::metrics::profiling::router())
+            .await
+    })
 }
 
 /// The reconcilers: at once without an election; with one, following the leader's

@@ -104,9 +104,14 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = 60, hide = true)]
     pub poll_unit_seconds: u64,
 
-    /// Address of the Prometheus `/metrics` endpoint.
+    /// Address of the Prometheus `/metrics` endpoint (HTTPS and authorized, see
+    /// --metrics-secure).
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_bind_address: String,
+
+    /// How `/metrics` and the profiling endpoints are protected; --pprof-bind-address.
+    #[command(flatten)]
+    pub metrics_serving: MetricsServingArgs,
 
     /// Run the reconcilers only while holding the Lease `olmv1-controller` in
     /// --namespace (for several replicas); the catalog server and probes run on every
@@ -138,6 +143,76 @@ pub struct ControllerArgs {
     /// This replica's identity in the lease; default: $POD_NAME, else host name and pid.
     #[arg(long, env = "POD_NAME")]
     pub leader_election_identity: Option<String>,
+}
+
+/// The protection of `/metrics` (as controller-runtime's secure metrics serving with
+/// `filters.WithAuthenticationAndAuthorization`) and the opt-in profiling endpoints.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct MetricsServingArgs {
+    /// Serve /metrics over HTTPS and answer only requests whose bearer token passes a
+    /// TokenReview and a SubjectAccessReview (`get` on the request path, e.g. the
+    /// ClusterRole `olmv1-metrics-reader`); `--metrics-secure=false`: plain HTTP,
+    /// without authentication.
+    #[arg(
+        long,
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
+    pub metrics_secure: bool,
+
+    /// Directory holding the metrics server's certificate and key (--metrics-cert-name,
+    /// --metrics-cert-key), e.g. a mounted cert-manager Secret; re-read when the files
+    /// change. Without it: a self-signed certificate made at start.
+    #[arg(long, alias = "metrics-cert-dir")]
+    pub metrics_cert_path: Option<PathBuf>,
+
+    /// File name of the certificate (PEM chain) in --metrics-cert-path.
+    #[arg(long, default_value = "tls.crt")]
+    pub metrics_cert_name: String,
+
+    /// File name of the private key (PEM) in --metrics-cert-path.
+    #[arg(long, default_value = "tls.key")]
+    pub metrics_cert_key: String,
+
+    /// Address of the profiling endpoints `/debug/pprof/profile?seconds=N` (CPU) and
+    /// `/debug/pprof/heap` (needs `_RJEM_MALLOC_CONF=prof:true`), protected as
+    /// /metrics is (with --metrics-secure=false only a loopback address is accepted).
+    /// `0` or empty: off (the default).
+    #[arg(long, default_value = "0")]
+    pub pprof_bind_address: String,
+}
+
+impl Default for MetricsServingArgs {
+    /// The command-line defaults.
+    fn default() -> Self {
+        MetricsServingArgs {
+            metrics_secure: true,
+            metrics_cert_path: None,
+            metrics_cert_name: "tls.crt".into(),
+            metrics_cert_key: "tls.key".into(),
+            pprof_bind_address: "0".into(),
+        }
+    }
+}
+
+impl MetricsServingArgs {
+    /// The profiling address, `None` when profiling is off (`0` or empty, as upstream).
+    pub fn pprof_address(&self) -> Option<&str> {
+        let address = self.pprof_bind_address.trim();
+        (!address.is_empty() && address != "0").then_some(address)
+    }
+
+    /// The certificate and key files of --metrics-cert-path, if given.
+    pub fn cert_files(&self) -> Option<(PathBuf, PathBuf)> {
+        let dir = self.metrics_cert_path.as_ref()?;
+        Some((
+            dir.join(&self.metrics_cert_name),
+            dir.join(&self.metrics_cert_key),
+        ))
+    }
 }
 
 /// Whole seconds, with an optional `s` suffix (`137s`, `137`).
@@ -183,5 +258,52 @@ impl ControllerArgs {
             });
         }
         self.default_installer_service_account.clone()
+    }
+}
+
+#[cfg(test)]
+mod metrics_serving_tests {
+    use super::MetricsServingArgs;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: MetricsServingArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<MetricsServingArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn defaults_are_secure_self_signed_and_no_profiling() {
+        let defaults = parse(&[]).expect("defaults");
+        assert_eq!(defaults, MetricsServingArgs::default());
+        assert!(defaults.metrics_secure);
+        assert_eq!(defaults.cert_files(), None);
+        assert_eq!(defaults.pprof_address(), None);
+    }
+
+    #[test]
+    fn flags_as_upstream() {
+        assert!(
+            !parse(&["--metrics-secure=false"])
+                .expect("false")
+                .metrics_secure
+        );
+        assert!(parse(&["--metrics-secure"]).expect("bare").metrics_secure);
+        let dir = parse(&["--metrics-cert-dir", "/certs", "--metrics-cert-name=a.pem"])
+            .expect("cert dir");
+        assert_eq!(
+            dir.cert_files(),
+            Some(("/certs/a.pem".into(), "/certs/tls.key".into()))
+        );
+        for off in ["0", "", " "] {
+            let args = parse(&[&format!("--pprof-bind-address={off}")]).expect("pprof");
+            assert_eq!(args.pprof_address(), None, "{off:?}");
+        }
+        let on = parse(&["--pprof-bind-address", "127.0.0.1:6060"]).expect("pprof");
+        assert_eq!(on.pprof_address(), Some("127.0.0.1:6060"));
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod bundles;
 pub mod extensions;
+pub mod metrics;
 pub mod process;
 
 use olmv1::testenv::{self, Binaries, ControlPlane, Lifetime, Options, manifests};
@@ -310,6 +311,7 @@ pub fn controller_with(
             max_catalog_bytes: MAX_CATALOG_BYTES,
             poll_unit_seconds: 1,
             metrics_bind_address: "127.0.0.1:0".into(),
+            metrics_serving: Default::default(),
             leader_elect: false,
             leader_elect_lease_duration: std::time::Duration::from_secs(27),
             leader_elect_renew_deadline: std::time::Duration::from_secs(22),

@@ -15,6 +15,7 @@ pub const NAMESPACE: &str = "olmv1-system";
 pub struct ControllerProcess {
     pub label: String,
     args: Vec<String>,
+    env: Vec<(String, String)>,
     child: Option<Child>,
     pub health_port: u16,
     pub catalog_port: u16,
@@ -45,6 +46,11 @@ impl ControllerProcess {
     /// arguments appended (e.g. `--leader-elect`). Logs go to
     /// `target/tmp/<binary>-<label>-<pid>.log`.
     pub fn start(label: &str, extra: &[&str]) -> ControllerProcess {
+        Self::start_with_env(label, extra, &[])
+    }
+
+    /// [`Self::start`] with extra environment variables.
+    pub fn start_with_env(label: &str, extra: &[&str], env: &[(&str, &str)]) -> ControllerProcess {
         let cluster = super::cluster();
         let free = || olmv1::testenv::control_plane::free_port().unwrap_or_else(|e| panic!("{e}"));
         let (health_port, catalog_port, metrics_port) = (free(), free(), free());
@@ -92,6 +98,10 @@ impl ControllerProcess {
         let mut process = ControllerProcess {
             label: label.to_string(),
             args,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             child: None,
             health_port,
             catalog_port,
@@ -117,6 +127,7 @@ impl ControllerProcess {
             .env_remove("POD_NAMESPACE")
             .env_remove("OLMV1_LOG_FORMAT")
             .env_remove("KUBECONFIG")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log_file)
@@ -167,14 +178,54 @@ impl ControllerProcess {
         }
     }
 
-    /// The text of `/metrics`, `None` while it cannot be read.
+    /// The text of `/metrics` (HTTPS, with the token of a ServiceAccount bound to the
+    /// metrics-reader ClusterRole), `None` while it cannot be read.
     pub async fn metrics(&self) -> Option<String> {
-        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
-        let response = reqwest::get(&url).await.ok()?;
-        if !response.status().is_success() {
+        let url = format!("https://127.0.0.1:{}/metrics", self.metrics_port);
+        let token = super::metrics::reader_token().await;
+        let (status, body) = super::metrics::get(&url, Some(&token)).await.ok()?;
+        if status != 200 {
             return None;
         }
-        response.text().await.ok()
+        String::from_utf8(body.to_vec()).ok()
+    }
+
+    /// The TCP ports this process listens on (from /proc: its socket inodes in LISTEN
+    /// state), sorted.
+    pub fn listening_ports(&self) -> Vec<u16> {
+        let Some(pid) = self.pid() else {
+            return Vec::new();
+        };
+        let proc = PathBuf::from("/proc").join(pid.to_string());
+        let inodes: std::collections::HashSet<String> = std::fs::read_dir(proc.join("fd"))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| std::fs::read_link(e.path()).ok())
+                    .filter_map(|l| {
+                        let l = l.to_string_lossy().into_owned();
+                        Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut ports = Vec::new();
+        for table in ["tcp", "tcp6"] {
+            let text = std::fs::read_to_string(proc.join("net").join(table)).unwrap_or_default();
+            for line in text.lines().skip(1) {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                // sl local_address rem_address st ... inode (the 10th field)
+                if fields.len() > 9 && fields[3] == "0A" && inodes.contains(fields[9]) {
+                    let port = fields[1].rsplit(':').next().unwrap_or("");
+                    if let Ok(port) = u16::from_str_radix(port, 16) {
+                        ports.push(port);
+                    }
+                }
+            }
+        }
+        ports.sort_unstable();
+        ports.dedup();
+        ports
     }
 
     pub fn log_text(&self) -> String {
