@@ -220,3 +220,55 @@ async fn pull_secrets_and_tokens_never_reach_logs_events_status_or_metrics() {
     ctl.kill();
     let _ = std::fs::remove_file(&ca);
 }
+
+/// The shipped Deployment runs the controller locked down, and every path it writes
+/// (the cache, `/tmp`) is an emptyDir volume (no cluster needed).
+#[test]
+fn deployment_runs_non_root_read_only_without_capabilities() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/manager/deployment.yaml");
+    let text = std::fs::read_to_string(&path).expect("deployment.yaml");
+    let d: Value = serde_saphyr::from_str(&text).expect("yaml");
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], json!(true));
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        json!("RuntimeDefault")
+    );
+    assert!(
+        pod["securityContext"]["runAsUser"]
+            .as_u64()
+            .is_some_and(|u| u > 0)
+    );
+    let containers = pod["containers"].as_array().expect("containers");
+    let volumes = pod["volumes"].as_array().expect("volumes");
+    for c in containers {
+        let sc = &c["securityContext"];
+        assert_eq!(sc["allowPrivilegeEscalation"], json!(false), "{c}");
+        assert_eq!(sc["readOnlyRootFilesystem"], json!(true), "{c}");
+        assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]), "{c}");
+        assert!(sc["capabilities"].get("add").is_none(), "{c}");
+        let mounts = c["volumeMounts"].as_array().expect("mounts");
+        for needed in ["/var/cache/olmv1", "/tmp"] {
+            let mount = mounts
+                .iter()
+                .find(|m| m["mountPath"] == json!(needed))
+                .unwrap_or_else(|| panic!("{needed} is not mounted"));
+            let volume = volumes
+                .iter()
+                .find(|v| v["name"] == mount["name"])
+                .expect("volume");
+            assert!(volume.get("emptyDir").is_some(), "{needed}: {volume}");
+        }
+        // The cache flag, when given, points at the mounted cache.
+        if let Some(arg) = c["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .find(|a| a.starts_with("--cache-dir="))
+        {
+            assert_eq!(arg, "--cache-dir=/var/cache/olmv1");
+        }
+    }
+}
