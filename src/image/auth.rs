@@ -279,11 +279,13 @@ mod tests {
         }
         use k8s_openapi::ByteString;
         use k8s_openapi::api::core::v1::Secret;
-        let mut s = Secret::default();
-        s.data = Some(BTreeMap::from([(
-            ".dockercfg".to_string(),
-            ByteString(br#"{"r":{"auth":"dTpw"}, "x": hunter2-secret}"#.to_vec()),
-        )]));
+        let s = Secret {
+            data: Some(BTreeMap::from([(
+                ".dockercfg".to_string(),
+                ByteString(br#"{"r":{"auth":"dTpw"}, "x": hunter2-secret}"#.to_vec()),
+            )])),
+            ..Default::default()
+        };
         let e = DockerConfig::from_secret(&s).unwrap_err().to_string();
         assert!(
             !e.contains("hunter2") && e.contains("invalid .dockercfg"),
