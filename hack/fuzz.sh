@@ -150,16 +150,17 @@ for t in "${targets[@]}"; do
   begin=$(date +%s.%N)
   if "$bin_dir/$t" "${args[@]}" > "$log" 2>&1; then result=ok; else result=FAILED; status=1; fi
   end=$(date +%s.%N)
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1 || true)
+  [ -n "$execs" ] || execs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#' || true)
   secs=$(awk -v a="$begin" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
   rate=$(awk -v n="${execs:-0}" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')
   if [ $result = FAILED ]; then
-    artifact=$(grep -o "Test unit written to [^ ]*" "$log" | tail -1 | sed 's/Test unit written to //')
+    artifact=$(grep -o "Test unit written to [^ ]*" "$log" | tail -1 | sed 's/Test unit written to //' || true)
     result="FAILED ${artifact:-(see log below)}"
   fi
   printf '%-16s %12s %8s %10s  %s\n' "$t" "${execs:-?}" "$secs" "$rate" "$result"
   if [ "${result%% *}" = FAILED ]; then
-    grep -E 'panicked|ERROR|SUMMARY|timeout|out-of-memory|malloc' "$log" | head -20 | sed 's/^/    /'
+    grep -E 'panicked|ERROR|SUMMARY|timeout|out-of-memory|malloc' "$log" | head -20 | sed 's/^/    /' || true
   fi
 done
 exit $status
