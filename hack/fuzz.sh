@@ -136,7 +136,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus" "$artifacts"
   seeds="$work/seeds-$t"; mkdir -p "$seeds"
   cp fuzz/seeds/"$t"/* "$seeds"/ 2>/dev/null || true
-  fixture_seeds "$t" "$seeds"
+  fixture_seeds "$t" "$seeds" || true  # head(1) may cut a pipe short
   [ "$t" = unpack_layer ] && layer_seeds "$seeds"
   log="$work/$t.log"
   args=(-rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=20 -print_final_stats=1
