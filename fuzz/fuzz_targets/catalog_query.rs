@@ -33,7 +33,11 @@ fn env() -> Option<&'static Env> {
             .enable_all()
             .build()
             .ok()?;
-        Some(Env { _dir: dir, router, rt })
+        Some(Env {
+            _dir: dir,
+            router,
+            rt,
+        })
     })
     .as_ref()
 }

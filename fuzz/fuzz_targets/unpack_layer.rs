@@ -15,16 +15,25 @@ fn scratch() -> Option<&'static tempfile::TempDir> {
 }
 
 fn check_inside(dest: &Path) {
-    let Ok(root) = dest.canonicalize() else { return };
+    let Ok(root) = dest.canonicalize() else {
+        return;
+    };
     let mut stack = vec![root.clone()];
     while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let path = entry.path();
-            let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
             if meta.file_type().is_symlink() {
                 if let Ok(target) = path.canonicalize() {
-                    assert!(target.starts_with(&root), "{path:?} points outside: {target:?}");
+                    assert!(
+                        target.starts_with(&root),
+                        "{path:?} points outside: {target:?}"
+                    );
                 }
             } else if meta.is_dir() {
                 stack.push(path);
@@ -64,8 +73,16 @@ fuzz_target!(|data: &[u8]| {
         check_inside(&dest);
     }
     let mut names: Vec<String> = std::fs::read_dir(&work)
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default();
     names.sort();
-    assert_eq!(names, ["dest0", "dest1", "layer"], "something was written beside the destination");
+    assert_eq!(
+        names,
+        ["dest0", "dest1", "layer"],
+        "something was written beside the destination"
+    );
 });
