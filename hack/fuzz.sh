@@ -43,7 +43,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install --quiet --locked cargo-fuzz
 fi
 if [ ! -d fuzz/target/x86_64-unknown-linux-gnu/release ]; then
-  echo "== cargo fuzz build (first run: an instrumented build of every dependency, 15-30 minutes on 2 busy cores)"
+  echo "== cargo fuzz build (first run: an instrumented build of every dependency, about 45 minutes on 2 busy cores; then seconds)"
 else
   echo "== cargo fuzz build"
 fi
