@@ -447,7 +447,7 @@ fn read_optional(
         })
 }
 
-fn yaml_options(opts: &LoadOptions) -> serde_saphyr::Options {
+pub(super) fn yaml_options(opts: &LoadOptions) -> serde_saphyr::Options {
     serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_depth: opts.max_yaml_depth,

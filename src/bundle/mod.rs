@@ -29,6 +29,26 @@ pub use validate::{ValidationErrors, validate};
 
 use serde_json::Value;
 
+/// The two halves of the bundle loader's YAML reading, for the differential fuzz target
+/// `fuzz/fuzz_targets/bundle_yaml.rs` (the fast path must return what the full,
+/// bounded deserializer returns whenever it returns anything). Not an API.
+#[doc(hidden)]
+pub mod fuzz_api {
+    use super::LoadOptions;
+    use serde_json::Value;
+
+    /// The event-level fast path; `None` when the input needs the full deserializer.
+    pub fn fast_documents(text: &str, opts: &LoadOptions) -> Option<Vec<Value>> {
+        super::fast_yaml::parse_documents(text, opts.max_yaml_depth, opts.max_yaml_nodes)
+    }
+
+    /// The full deserializer with the loader's budgets and bounded alias expansion.
+    pub fn full_documents(text: &str, opts: &LoadOptions) -> Result<Vec<Value>, String> {
+        crate::yaml::from_multiple::<Value>(text, super::load::yaml_options(opts))
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// Kind of the ClusterServiceVersion manifest.
 pub const CSV_KIND: &str = "ClusterServiceVersion";
 

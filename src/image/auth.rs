@@ -24,6 +24,21 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
+/// A JSON error about secret content, without the content: serde's messages quote the
+/// offending value (`invalid type: string "<the password>"`), so only the kind of
+/// problem and its position are kept.
+fn redacted(e: &serde_json::Error) -> String {
+    let what = match e.classify() {
+        serde_json::error::Category::Io => "unreadable",
+        serde_json::error::Category::Syntax => "not valid JSON",
+        serde_json::error::Category::Eof => "truncated JSON",
+        serde_json::error::Category::Data => {
+            "not of the form {\"auths\": {host: {\"auth\": …} | {\"username\": …, \"password\": …}}}"
+        }
+    };
+    format!("{what} (line {} column {})", e.line(), e.column())
+}
+
 /// The parsed `auths` of one or more docker config files; the first entry added for a
 /// host wins (add the most specific secrets first).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -56,7 +71,7 @@ impl DockerConfig {
             detail,
         };
         let raw: RawConfig = serde_json::from_slice(json)
-            .map_err(|e| err(format!("invalid .dockerconfigjson: {e}")))?;
+            .map_err(|e| err(format!("invalid .dockerconfigjson: {}", redacted(&e))))?;
         let mut entries = Vec::new();
         for (key, a) in raw.auths {
             let creds = match (a.username, a.password, a.auth) {
@@ -107,7 +122,7 @@ impl DockerConfig {
                 let inner: serde_json::Value =
                     serde_json::from_slice(legacy).map_err(|e| ImageError::PullSecret {
                         name: name.clone(),
-                        detail: format!("invalid .dockercfg: {e}"),
+                        detail: format!("invalid .dockercfg: {}", redacted(&e)),
                     })?;
                 let wrapped = serde_json::json!({ "auths": inner });
                 Self::parse(&name, wrapped.to_string().as_bytes())
@@ -242,6 +257,38 @@ mod tests {
         assert!(
             e.to_string().contains("pull secret olmv1-system/pull")
                 && e.to_string().contains("Opaque"),
+            "{e}"
+        );
+    }
+
+    /// Regression: serde's messages quote values, so a malformed pull secret used to put
+    /// its content (a password, a token) into the error, hence into logs and conditions.
+    #[test]
+    fn errors_never_quote_secret_content() {
+        for json in [
+            br#"{"auths":{"r":"hunter2-secret"}}"#.as_slice(),
+            br#"{"auths":{"r":{"username":"u","password":["hunter2-secret"]}}}"#,
+            br#"{"auths":{"r":{"auth":{"hunter2-secret":1}}}}"#,
+            br#"{"auths":"hunter2-secret"}"#,
+            br#"{"auths":{"r":{"password":hunter2-secret}}}"#,
+            br#"{"auths":{"r":{"password":"hunter2-secret"#,
+        ] {
+            let e = DockerConfig::parse("ps", json).unwrap_err().to_string();
+            assert!(!e.contains("hunter2"), "{e}");
+            assert!(e.contains("pull secret ps") && e.contains("line 1"), "{e}");
+        }
+        use k8s_openapi::ByteString;
+        use k8s_openapi::api::core::v1::Secret;
+        let s = Secret {
+            data: Some(BTreeMap::from([(
+                ".dockercfg".to_string(),
+                ByteString(br#"{"r":{"auth":"dTpw"}, "x": hunter2-secret}"#.to_vec()),
+            )])),
+            ..Default::default()
+        };
+        let e = DockerConfig::from_secret(&s).unwrap_err().to_string();
+        assert!(
+            !e.contains("hunter2") && e.contains("invalid .dockercfg"),
             "{e}"
         );
     }

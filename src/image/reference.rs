@@ -78,12 +78,19 @@ pub fn parse(s: &str) -> Result<Reference, ReferenceError> {
     })
 }
 
-/// Registry and repository of a validated name (distribution's `splitDockerDomain`).
+/// Registry and repository of a validated name (distribution's `splitDockerDomain`):
+/// the first component is a registry when it has a `.` or `:`, is `localhost`, or has
+/// an upper-case letter (repository components cannot; `oci_spec` misses this rule, so
+/// `Host/repo` became the invalid `docker.io/Host/repo` — found by fuzzing).
 fn split_domain(name: &str) -> (String, String) {
+    let is_domain = |left: &str| {
+        left.contains('.')
+            || left.contains(':')
+            || left == "localhost"
+            || left.bytes().any(|b| b.is_ascii_uppercase())
+    };
     let (mut domain, mut remainder) = match name.split_once('/') {
-        Some((left, right)) if left.contains('.') || left.contains(':') || left == "localhost" => {
-            (left.to_owned(), right.to_owned())
-        }
+        Some((left, right)) if is_domain(left) => (left.to_owned(), right.to_owned()),
         _ => ("docker.io".to_owned(), name.to_owned()),
     };
     if domain == "index.docker.io" {
@@ -146,6 +153,23 @@ mod tests {
                 .map_err(|e| e.to_string());
             assert_eq!(ours, theirs, "{case:?}");
         }
+    }
+
+    /// Regression (fuzz target `image_reference`): an upper-case first component is a
+    /// registry host in Go's `splitDockerDomain`; the parsed reference must print as a
+    /// reference that parses back to itself.
+    #[test]
+    fn upper_case_first_component_is_a_registry_as_in_go() {
+        let r = parse("UPPER/case:tag").expect("valid in Go");
+        assert_eq!((r.registry(), r.repository()), ("UPPER", "case"));
+        assert_eq!(r.whole(), "UPPER/case:tag");
+        assert_eq!(parse(&r.whole()).map(|p| p.whole()), Ok(r.whole()));
+        assert_eq!(
+            parse("Registry/a/b@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
+                .map(|r| r.registry().to_string()),
+            Ok("Registry".to_string())
+        );
+        assert_eq!(parse("UPPER/Case"), Err(ReferenceError::InvalidFormat));
     }
 
     #[test]

@@ -66,7 +66,10 @@ fn increment(v: &str, index: usize) -> String {
     if let Some(p) = parts.get_mut(index)
         && let Ok(n) = p.parse::<i64>()
     {
-        *p = (n + 1).to_string();
+        // Go's `int` wraps: blang turns `9223372036854775807.x` into a negative
+        // component, which then fails to parse as a version. The same here, instead of
+        // an overflow panic (found by the version_range fuzz target's seeds).
+        *p = n.wrapping_add(1).to_string();
     }
     parts.join(".")
 }
@@ -195,6 +198,21 @@ mod tests {
         SkipRange::parse(r)
             .unwrap_or_else(|e| panic!("{e}"))
             .contains(&Version::parse(v).unwrap())
+    }
+
+    /// Regression: a wildcard on the largest component used to overflow `+ 1` (a panic
+    /// in debug builds); like blang, such a range is malformed.
+    #[test]
+    fn wildcard_at_the_largest_component_is_an_error_not_a_panic() {
+        for r in [
+            ">9223372036854775807.x",
+            "<=9223372036854775807.x",
+            "1.9223372036854775807.x",
+            "!=9223372036854775807.x",
+        ] {
+            assert!(SkipRange::parse(r).is_err(), "{r}");
+        }
+        assert!(SkipRange::parse(">9223372036854775806.x").is_ok());
     }
 
     #[test]

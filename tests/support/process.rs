@@ -23,6 +23,8 @@ pub struct ControllerProcess {
     pub cache_dir: PathBuf,
     /// stderr of every start of this process, appended.
     pub log: PathBuf,
+    /// `RUST_LOG` of the process (`info` unless [`Self::start_with_log`] says otherwise).
+    log_filter: String,
 }
 
 /// The `olmv1` binary: `OLMV1_TEST_CONTROLLER_BIN` if set (e.g. a private copy when
@@ -46,11 +48,26 @@ impl ControllerProcess {
     /// arguments appended (e.g. `--leader-elect`). Logs go to
     /// `target/tmp/<binary>-<label>-<pid>.log`.
     pub fn start(label: &str, extra: &[&str]) -> ControllerProcess {
-        Self::start_with_env(label, extra, &[])
+        Self::start_full(label, extra, &[], "info")
     }
 
     /// [`Self::start`] with extra environment variables.
     pub fn start_with_env(label: &str, extra: &[&str], env: &[(&str, &str)]) -> ControllerProcess {
+        Self::start_full(label, extra, env, "info")
+    }
+
+    /// [`Self::start`] with `RUST_LOG=<log_filter>` (e.g. `debug` to check what the
+    /// most verbose logs reveal).
+    pub fn start_with_log(label: &str, extra: &[&str], log_filter: &str) -> ControllerProcess {
+        Self::start_full(label, extra, &[], log_filter)
+    }
+
+    fn start_full(
+        label: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        log_filter: &str,
+    ) -> ControllerProcess {
         let cluster = super::cluster();
         let free = || olmv1::testenv::control_plane::free_port().unwrap_or_else(|e| panic!("{e}"));
         let (health_port, catalog_port, metrics_port) = (free(), free(), free());
@@ -108,6 +125,7 @@ impl ControllerProcess {
             metrics_port,
             cache_dir,
             log,
+            log_filter: log_filter.to_string(),
         };
         process.spawn();
         process
@@ -122,7 +140,7 @@ impl ControllerProcess {
             .expect("log file");
         let child = Command::new(binary())
             .args(&self.args)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", &self.log_filter)
             .env_remove("POD_NAME")
             .env_remove("POD_NAMESPACE")
             .env_remove("OLMV1_LOG_FORMAT")
