@@ -251,3 +251,43 @@ impl ControllerArgs {
         self.default_installer_service_account.clone()
     }
 }
+
+#[cfg(test)]
+mod catalog_server_tests {
+    use super::CatalogServerArgs;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: CatalogServerArgs,
+    }
+
+    #[test]
+    fn catalog_server_flags_have_sane_defaults_and_refuse_unknown_ciphers() {
+        let d = CatalogServerArgs::default().limits();
+        assert_eq!(d.max_connections, 512);
+        assert_eq!(d.header_timeout, std::time::Duration::from_secs(10));
+        let cli = Cli::try_parse_from([
+            "x",
+            "--tls-min-version=VersionTLS13",
+            "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256",
+            "--catalog-server-idle-timeout=30s",
+        ])
+        .unwrap();
+        assert_eq!(cli.args.tls_options().cipher_suites.len(), 2);
+        assert_eq!(cli.args.limits().idle_timeout.as_secs(), 30);
+        let err = Cli::try_parse_from(["x", "--tls-cipher-suites=TLS_RSA_WITH_RC4_128_SHA"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("unknown or unsupported cipher suite"), "{err}");
+        for bad in [
+            "--tls-min-version=VersionTLS10",
+            "--catalog-server-max-connections=0",
+            "--catalog-server-read-header-timeout=0",
+        ] {
+            assert!(Cli::try_parse_from(["x", bad]).is_err(), "{bad}");
+        }
+    }
+}
