@@ -35,7 +35,7 @@ use tokio_rustls::rustls;
 
 /// Pending TLS output a connection may buffer (rustls' default is 64 KiB): large
 /// bodies go out in big writes of full 16 KiB records.
-const TLS_BUFFER: usize = 4 << 20;
+const TLS_BUFFER: usize = 1 << 20;
 /// hyper's HTTP/1 buffer: body chunks up to this size are queued for one `writev`.
 const H1_BUFFER: usize = 1 << 20;
 /// HTTP/2 send window per stream and connection (large bodies need no window updates).
