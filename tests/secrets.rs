@@ -179,6 +179,7 @@ async fn pull_secrets_and_tokens_never_reach_logs_events_status_or_metrics() {
         &format!("catalogs/{package}:latest"),
         &package,
         &["1.0.0".to_string()],
+        None,
     )
     .await
     .expect("publish");

@@ -154,7 +154,11 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         .with_context(|| format!("creating {}", storage_dir.display()))?;
     let puller = Arc::new(image_puller(&args)?);
     let tls = match (&args.catalog_server_tls_cert, &args.catalog_server_tls_key) {
-        (Some(cert), Some(key)) => Some(crate::server::tls::server_config(cert, key)?),
+        (Some(cert), Some(key)) => Some(crate::server::tls::server_config_with(
+            cert,
+            key,
+            &args.catalog_server.tls_options(),
+        )?),
         _ => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -186,7 +190,13 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let metrics_server =
         crate::metrics::serve(listeners.metrics, metrics.clone(), protection.clone());
     let profiling = serve_profiling(listeners.pprof, protection);
-    let catalogs = serve_catalogs(listeners.catalog, storage_dir, tls, metrics.clone());
+    let catalogs = serve_catalogs(
+        listeners.catalog,
+        storage_dir,
+        tls,
+        args.catalog_server.limits(),
+        metrics.clone(),
+    );
 
     // Leader election: the reconcilers run only on the lease holder; the others follow
     // the catalogs it publishes.
@@ -327,29 +337,24 @@ fn extension_settings(args: &ControllerArgs) -> extension::ExtensionSettings {
 
 type Serving = std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>>;
 
-/// The catalog content API (HTTPS with `tls`), with the request metrics.
+/// The catalog content API (HTTPS with `tls`) within `limits`, with the request metrics.
 fn serve_catalogs(
     listener: tokio::net::TcpListener,
     storage_dir: std::path::PathBuf,
     tls: Option<Arc<rustls::ServerConfig>>,
+    limits: crate::server::conn::Limits,
     metrics: Arc<Metrics>,
 ) -> Serving {
     let router = crate::server::catalog::router(storage_dir).layer(
         axum::middleware::from_fn_with_state(metrics, crate::metrics::track_http),
     );
-    match tls {
-        Some(config) => Box::pin(crate::server::catalog::serve_tls(
-            listener,
-            config,
-            router,
-            std::future::pending(),
-        )),
-        None => Box::pin(crate::server::catalog::serve(
-            listener,
-            router,
-            std::future::pending(),
-        )),
-    }
+    Box::pin(crate::server::conn::serve(
+        listener,
+        tls,
+        router,
+        limits,
+        std::future::pending(),
+    ))
 }
 
 /// The profiling endpoints when --pprof-bind-address is set; never ends otherwise.

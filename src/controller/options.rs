@@ -30,6 +30,10 @@ pub struct ControllerArgs {
     #[arg(long, requires = "catalog_server_tls_cert")]
     pub catalog_server_tls_key: Option<PathBuf>,
 
+    /// Catalog server limits and TLS versions/ciphers.
+    #[command(flatten)]
+    pub catalog_server: CatalogServerArgs,
+
     /// Cache directory: unpacked images and stored catalogs.
     #[arg(long, default_value = "/var/cache/olmv1")]
     pub cache_dir: PathBuf,
@@ -198,6 +202,77 @@ impl Default for MetricsServingArgs {
     }
 }
 
+/// Flags of the catalog server's connections and TLS (src/server/conn.rs, tls.rs).
+#[derive(clap::Args, Debug, Clone)]
+pub struct CatalogServerArgs {
+    /// Lowest TLS version the catalog server accepts: VersionTLS12 or VersionTLS13.
+    #[arg(long, default_value = "VersionTLS12")]
+    pub tls_min_version: crate::server::tls::MinVersion,
+
+    /// Cipher suites of the catalog server, IANA names, comma-separated (default: the
+    /// secure defaults: ECDHE with AES-GCM or ChaCha20-Poly1305). Naming only TLS 1.2
+    /// suites leaves the TLS 1.3 ones enabled, as Go does; unknown names stop the start.
+    #[arg(long, value_delimiter = ',', value_parser = crate::server::tls::parse_cipher_suite)]
+    pub tls_cipher_suites: Vec<String>,
+
+    /// Connections the catalog server serves at once; more wait until one closes.
+    #[arg(default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), long = "catalog-server-max-connections")]
+    pub max_connections: u32,
+
+    /// Largest request head (request line and headers) of the catalog server, bytes;
+    /// larger requests get 431.
+    #[arg(default_value_t = 32 << 10, value_parser = clap::value_parser!(u32).range(1024..), long = "catalog-server-max-header-bytes")]
+    pub max_header_bytes: u32,
+
+    /// Time a catalog server client gets to send a whole request head (and to
+    /// complete the TLS handshake), seconds.
+    #[arg(default_value = "10s", value_parser = parse_positive_seconds, long = "catalog-server-read-header-timeout")]
+    pub read_header_timeout: std::time::Duration,
+
+    /// Time a keep-alive connection to the catalog server may stay without requests.
+    #[arg(default_value = "120s", value_parser = parse_positive_seconds, long = "catalog-server-idle-timeout")]
+    pub idle_timeout: std::time::Duration,
+
+    /// Time the catalog server gets to write one response.
+    #[arg(default_value = "300s", value_parser = parse_positive_seconds, long = "catalog-server-write-timeout")]
+    pub write_timeout: std::time::Duration,
+}
+
+impl Default for CatalogServerArgs {
+    /// The flags' defaults.
+    fn default() -> Self {
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            args: CatalogServerArgs,
+        }
+        <Defaults as clap::Parser>::try_parse_from(["olmv1"])
+            .map(|d| d.args)
+            .unwrap_or_else(|e| panic!("catalog server flag defaults: {e}"))
+    }
+}
+
+impl CatalogServerArgs {
+    /// The catalog server's connection limits.
+    pub fn limits(&self) -> crate::server::conn::Limits {
+        crate::server::conn::Limits {
+            max_connections: self.max_connections as usize,
+            max_header_bytes: self.max_header_bytes as usize,
+            header_timeout: self.read_header_timeout,
+            idle_timeout: self.idle_timeout,
+            write_timeout: self.write_timeout,
+        }
+    }
+
+    /// The catalog server's TLS options.
+    pub fn tls_options(&self) -> crate::server::tls::TlsOptions {
+        crate::server::tls::TlsOptions {
+            min_version: self.tls_min_version,
+            cipher_suites: self.tls_cipher_suites.clone(),
+        }
+    }
+}
+
 impl MetricsServingArgs {
     /// The profiling address, `None` when profiling is off (`0` or empty, as upstream).
     pub fn pprof_address(&self) -> Option<&str> {
@@ -222,6 +297,15 @@ pub fn parse_seconds(value: &str) -> Result<std::time::Duration, String> {
         .parse::<u64>()
         .map(std::time::Duration::from_secs)
         .map_err(|_| format!("{value:?} is not a number of seconds (e.g. 27 or 27s)"))
+}
+
+/// [`parse_seconds`], more than zero.
+pub fn parse_positive_seconds(value: &str) -> Result<std::time::Duration, String> {
+    parse_seconds(value).and_then(|d| {
+        (!d.is_zero())
+            .then_some(d)
+            .ok_or_else(|| "must be more than 0".to_string())
+    })
 }
 
 fn parse_installer(
@@ -305,5 +389,45 @@ mod metrics_serving_tests {
         }
         let on = parse(&["--pprof-bind-address", "127.0.0.1:6060"]).expect("pprof");
         assert_eq!(on.pprof_address(), Some("127.0.0.1:6060"));
+    }
+}
+
+#[cfg(test)]
+mod catalog_server_tests {
+    use super::CatalogServerArgs;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: CatalogServerArgs,
+    }
+
+    #[test]
+    fn catalog_server_flags_have_sane_defaults_and_refuse_unknown_ciphers() {
+        let d = CatalogServerArgs::default().limits();
+        assert_eq!(d.max_connections, 512);
+        assert_eq!(d.header_timeout, std::time::Duration::from_secs(10));
+        let cli = Cli::try_parse_from([
+            "x",
+            "--tls-min-version=VersionTLS13",
+            "--tls-cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256",
+            "--catalog-server-idle-timeout=30s",
+        ])
+        .unwrap();
+        assert_eq!(cli.args.tls_options().cipher_suites.len(), 2);
+        assert_eq!(cli.args.limits().idle_timeout.as_secs(), 30);
+        let err = Cli::try_parse_from(["x", "--tls-cipher-suites=TLS_RSA_WITH_RC4_128_SHA"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("unknown or unsupported cipher suite"), "{err}");
+        for bad in [
+            "--tls-min-version=VersionTLS10",
+            "--catalog-server-max-connections=0",
+            "--catalog-server-read-header-timeout=0",
+        ] {
+            assert!(Cli::try_parse_from(["x", bad]).is_err(), "{bad}");
+        }
     }
 }

@@ -6,6 +6,7 @@
 pub mod ignore;
 pub mod model;
 pub mod parse;
+pub mod precompress;
 pub mod query;
 pub mod store;
 pub mod validate;

@@ -4,20 +4,24 @@
 //! `GET|HEAD /catalogs/{name}/api/v1/metas?schema=&package=&name=` (the index
 //! intersection, in file order). Responses are `application/jsonl` with `Last-Modified`
 //! (mtime of the stored file) and an `ETag` (`"<version>"`, unique per ingest); bodies
-//! larger than 1400 bytes are gzip-compressed for clients that accept it. Bodies are
-//! read from the stored file section by section (small ones at once, large ones
-//! streamed in 64 KiB chunks), so serving memory does not grow with catalog size.
+//! larger than 1400 bytes are gzip-compressed for clients that accept it — `all` from
+//! the compressed copy the ingest wrote (`catalog.jsonl.gz`), with its `Content-Length`.
+//! Bodies are read from the stored file section by section (small ones at once, large
+//! ones streamed in 256 KiB chunks, two read ahead), so serving memory does not grow
+//! with catalog size. Connections are accepted and bounded by [`super::conn`].
 //! Each stored version's index is loaded once and cached until the catalog's link
 //! points elsewhere. `metas` bodies up to [`GZIP_CACHE_ENTRY`] (plain, or gzip
 //! compressed once) are kept per catalog version and query in a bounded cache
 //! ([`GZIP_CACHE_BUDGET`] bytes in total), so repeated queries (the resolver's
 //! `metas?package=`) cost neither reads nor compression; other bodies are streamed and
-//! compressed on the fly by tower-http.
+//! compressed on the fly by tower-http (also `all` of content stored before
+//! the compressed copy existed).
 
 mod conditional;
 
+use super::conn::Limits;
 use crate::fbc::store::{
-    CATALOG_FILE, Index, Section, current_dir, read_index, validate_catalog_name,
+    CATALOG_FILE, CATALOG_GZIP_FILE, Index, Section, current_dir, read_index, validate_catalog_name,
 };
 use axum::Router;
 use axum::body::Body;
@@ -40,7 +44,10 @@ use tower_http::compression::predicate::{Predicate, SizeAbove};
 pub const CONTENT_TYPE_JSONL: &str = "application/jsonl";
 /// Bodies up to this size are read at once; larger ones are streamed.
 const INLINE_BODY: u64 = 256 << 10;
+/// Read size when compressing sections.
 const CHUNK: usize = 64 << 10;
+/// Chunk size of streamed bodies (two are read ahead).
+const STREAM_CHUNK: usize = 256 << 10;
 /// Responses at least this large are compressed (catalogd's gzip threshold).
 pub const GZIP_MIN_SIZE: u64 = 1400;
 /// Largest `metas` body (plain or compressed) kept in the body cache.
@@ -59,6 +66,8 @@ struct Loaded {
     last_modified: HeaderValue,
     etag: HeaderValue,
     index: Index,
+    /// `catalog.jsonl.gz` and its size, when the ingest wrote it.
+    gzip: Option<(Arc<File>, u64)>,
 }
 
 struct Shared {
@@ -152,8 +161,8 @@ pub fn router(root: impl Into<PathBuf>) -> Router {
         .with_state(shared)
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then gives open requests
-/// [`SHUTDOWN_GRACE`] to finish.
+/// Serves `router` on `listener` with the default [`Limits`] until `shutdown`
+/// completes, then gives open requests [`SHUTDOWN_GRACE`] to finish.
 pub async fn serve<F>(
     listener: tokio::net::TcpListener,
     router: Router,
@@ -162,12 +171,7 @@ pub async fn serve<F>(
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, router).with_graceful_shutdown(signal_after(shutdown, tx));
-    with_grace(server, rx).await.unwrap_or_else(|| {
-        tracing::warn!("catalog server: graceful shutdown timed out, closing connections");
-        Ok(())
-    })
+    super::conn::serve(listener, None, router, Limits::default(), shutdown).await
 }
 
 /// [`serve`] over TLS with the given server configuration (see [`super::tls::server_config`]).
@@ -180,33 +184,7 @@ pub async fn serve_tls<F>(
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    let listener = super::tls::TlsListener::new(listener, tls)?;
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, router).with_graceful_shutdown(signal_after(shutdown, tx));
-    with_grace(server, rx).await.unwrap_or(Ok(()))
-}
-
-/// `shutdown`, then a signal on `tx` that starts [`with_grace`]'s grace period.
-async fn signal_after<F: Future<Output = ()>>(shutdown: F, tx: tokio::sync::oneshot::Sender<()>) {
-    shutdown.await;
-    let _ = tx.send(());
-}
-
-/// Runs `server` to its end, or until [`SHUTDOWN_GRACE`] after `started` fires (`None`).
-async fn with_grace(
-    server: impl IntoFuture<Output = std::io::Result<()>>,
-    started: tokio::sync::oneshot::Receiver<()>,
-) -> Option<std::io::Result<()>> {
-    tokio::select! {
-        r = server.into_future() => Some(r),
-        _ = async {
-            if started.await.is_ok() {
-                tokio::time::sleep(SHUTDOWN_GRACE).await;
-            } else {
-                std::future::pending::<()>().await;
-            }
-        } => None,
-    }
+    super::conn::serve(listener, Some(tls), router, Limits::default(), shutdown).await
 }
 
 impl Shared {
@@ -276,6 +254,11 @@ fn load(dir: &Path) -> Result<Loaded, ApiError> {
         }
         Err(e) => return Err(ApiError::Internal(e.to_string())),
     };
+    // Written by the ingest; content stored by an older version has none (then `all`
+    // is compressed on the fly).
+    let gzip = File::open(dir.join(CATALOG_GZIP_FILE))
+        .and_then(|f| f.metadata().map(|m| (Arc::new(f), m.len())))
+        .ok();
     let modified = meta
         .modified()
         .map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -295,6 +278,7 @@ fn load(dir: &Path) -> Result<Loaded, ApiError> {
         etag: HeaderValue::from_str(&format!("\"{version}\""))
             .map_err(|e| ApiError::Internal(e.to_string()))?,
         index,
+        gzip,
     })
 }
 
@@ -330,13 +314,30 @@ async fn all(
     if let Some(r) = precondition_response(check_preconditions(&headers, &l), &l) {
         return Ok(r);
     }
+    let range = headers
+        .get(header::RANGE)
+        .filter(|_| if_range_holds(&headers, &l));
+    if range.is_none()
+        && let Some((gz, gz_size)) = &l.gzip
+        && l.size >= GZIP_MIN_SIZE
+        && accepts_gzip(&headers)
+    {
+        // The compressed copy written at ingest; ranges are served from the plain file.
+        let builder = base_response(StatusCode::OK, &l)
+            .header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL)
+            .header(header::CONTENT_ENCODING, "gzip")
+            .header(header::CONTENT_LENGTH, *gz_size);
+        let body = if method == Method::HEAD {
+            Body::empty()
+        } else {
+            sections_body(gz, vec![[0, *gz_size]], *gz_size)?
+        };
+        return Ok(build(builder, body));
+    }
     let mut status = StatusCode::OK;
     let mut section: Section = [0, l.size];
     let mut builder = base_response(StatusCode::OK, &l).header(header::ACCEPT_RANGES, "bytes");
-    if let Some(range) = headers
-        .get(header::RANGE)
-        .filter(|_| if_range_holds(&headers, &l))
-    {
+    if let Some(range) = range {
         match parse_range(range, l.size) {
             RangeSpec::Full => {}
             RangeSpec::Unsatisfiable => {
@@ -421,9 +422,7 @@ async fn metas(
         let mut builder =
             base_response(StatusCode::OK, &l).header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL);
         if gzip {
-            builder = builder
-                .header(header::CONTENT_ENCODING, "gzip")
-                .header(header::VARY, "accept-encoding");
+            builder = builder.header(header::CONTENT_ENCODING, "gzip");
         }
         let builder = builder.header(header::CONTENT_LENGTH, b_len(&body));
         return Ok(build(builder, Body::from(body)));
@@ -541,13 +540,13 @@ fn sections_body(file: &Arc<File>, sections: Vec<Section>, total: u64) -> Result
         }
         return Ok(Body::from(buf));
     }
-    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(4);
+    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(2);
     let file = file.clone();
     tokio::task::spawn_blocking(move || {
         for [mut off, len] in sections {
             let end = off + len;
             while off < end {
-                let n = ((end - off) as usize).min(CHUNK);
+                let n = ((end - off) as usize).min(STREAM_CHUNK);
                 let mut buf = vec![0u8; n];
                 let r = file.read_exact_at(&mut buf, off).map(|_| buf);
                 let failed = r.is_err();

@@ -1,7 +1,8 @@
 //! HTTP servers: the catalogd-compatible catalog API ([`catalog`]), optional TLS for
-//! it ([`tls`]) and health probes ([`health`]); the Prometheus metrics are
+//! it ([`tls`]), the catalog server's accept loop with its connection limits ([`conn`]) and health probes ([`health`]); the Prometheus metrics are
 //! [`crate::metrics`].
 
 pub mod catalog;
+pub mod conn;
 pub mod health;
 pub mod tls;

@@ -1,20 +1,15 @@
-//! Optional TLS for the HTTP servers: a certificate chain and private key from PEM files
-//! (as catalogd's `--tls-cert`/`--tls-key`) and an axum [`Listener`] that completes TLS
-//! handshakes in background tasks (with a timeout), so a slow or hostile client cannot
-//! hold up accepting other connections.
+//! TLS for the catalog server: a certificate chain and private key from PEM files (as
+//! catalogd's `--tls-cert`/`--tls-key`), the minimum protocol version and the cipher
+//! suites named as in the Kubernetes ecosystem's flags (`--tls-min-version
+//! VersionTLS12|VersionTLS13`, `--tls-cipher-suites` with IANA names). The handshake
+//! itself runs in each connection's task ([`super::conn`]), bounded by the server's
+//! header timeout, so a slow or hostile client cannot hold up accepting others.
 
-use axum::serve::Listener;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
-use tokio_rustls::server::TlsStream;
-
-/// Time a client gets to complete the TLS handshake.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use tokio_rustls::rustls::SupportedCipherSuite;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -26,8 +21,114 @@ pub enum TlsError {
     Config(String),
 }
 
-/// A server configuration from a PEM certificate chain and a PEM private key.
+/// The lowest TLS version the server accepts (`VersionTLS12`, `VersionTLS13`, as Go's
+/// `crypto/tls` constants are named in Kubernetes flags).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MinVersion {
+    #[default]
+    Tls12,
+    Tls13,
+}
+
+impl FromStr for MinVersion {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "VersionTLS12" => Ok(MinVersion::Tls12),
+            "VersionTLS13" => Ok(MinVersion::Tls13),
+            "VersionTLS10" | "VersionTLS11" => Err(format!(
+                "{s} is not supported: TLS 1.0 and 1.1 are insecure; use VersionTLS12 or VersionTLS13"
+            )),
+            _ => Err(format!(
+                "unknown TLS version {s:?}: use VersionTLS12 or VersionTLS13"
+            )),
+        }
+    }
+}
+
+/// TLS settings beyond the key pair.
+#[derive(Clone, Debug, Default)]
+pub struct TlsOptions {
+    pub min_version: MinVersion,
+    /// IANA cipher suite names (checked with [`cipher_suite`]); empty = the defaults.
+    /// TLS 1.3 suites not named stay enabled unless some TLS 1.3 suite is named (Go
+    /// does not let TLS 1.3 suites be configured at all).
+    pub cipher_suites: Vec<String>,
+}
+
+/// Every suite this server can speak, by IANA name (TLS 1.3 names as IANA writes
+/// them: `TLS_AES_128_GCM_SHA256`).
+fn known_suites() -> impl Iterator<Item = (String, SupportedCipherSuite)> {
+    rustls::crypto::aws_lc_rs::ALL_CIPHER_SUITES
+        .iter()
+        .map(|s| {
+            let name = s.suite().as_str().unwrap_or_default();
+            (name.replacen("TLS13_", "TLS_", 1), *s)
+        })
+}
+
+/// The suite named `name` (IANA name; Go's short aliases without `_SHA256` for the
+/// ChaCha20 suites are accepted too), or an error listing the supported names.
+pub fn cipher_suite(name: &str) -> Result<SupportedCipherSuite, String> {
+    let wanted = name.trim();
+    known_suites()
+        .find(|(n, _)| {
+            n == wanted
+                || (n.ends_with("CHACHA20_POLY1305_SHA256") && format!("{wanted}_SHA256") == *n)
+        })
+        .map(|(_, s)| s)
+        .ok_or_else(|| {
+            let names: Vec<String> = known_suites().map(|(n, _)| n).collect();
+            format!(
+                "unknown or unsupported cipher suite {wanted:?}; supported: {}",
+                names.join(", ")
+            )
+        })
+}
+
+/// A cipher suite flag value: the name, when [`cipher_suite`] knows it.
+pub fn parse_cipher_suite(name: &str) -> Result<String, String> {
+    cipher_suite(name).map(|_| name.trim().to_string())
+}
+
+/// The enabled suites for `names` (see [`TlsOptions::cipher_suites`]).
+fn suites(names: &[String]) -> Result<Vec<SupportedCipherSuite>, TlsError> {
+    let defaults = rustls::crypto::aws_lc_rs::DEFAULT_CIPHER_SUITES;
+    if names.is_empty() {
+        return Ok(defaults.to_vec());
+    }
+    let chosen = names
+        .iter()
+        .map(|n| cipher_suite(n))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(TlsError::Config)?;
+    let is13 = |s: &SupportedCipherSuite| matches!(s, SupportedCipherSuite::Tls13(_));
+    let mut out: Vec<SupportedCipherSuite> = Vec::new();
+    if !chosen.iter().any(is13) {
+        out.extend(defaults.iter().filter(|s| is13(s)).copied());
+    }
+    for s in chosen {
+        if !out.iter().any(|o| o.suite() == s.suite()) {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+/// A server configuration from a PEM certificate chain and a PEM private key, with the
+/// default TLS options.
 pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    server_config_with(cert, key, &TlsOptions::default())
+}
+
+/// [`server_config`] with the given minimum version and cipher suites. ALPN offers
+/// HTTP/2 and HTTP/1.1.
+pub fn server_config_with(
+    cert: &Path,
+    key: &Path,
+    options: &TlsOptions,
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let cert_err = |message: String| TlsError::Cert {
@@ -45,9 +146,16 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig
         path: key.to_path_buf(),
         message: e.to_string(),
     })?;
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+    let provider = rustls::crypto::CryptoProvider {
+        cipher_suites: suites(&options.cipher_suites)?,
+        ..rustls::crypto::aws_lc_rs::default_provider()
+    };
+    let versions: &[&rustls::SupportedProtocolVersion] = match options.min_version {
+        MinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+        MinVersion::Tls13 => &[&rustls::version::TLS13],
+    };
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(versions)
         .map_err(|e| TlsError::Config(e.to_string()))?
         .with_no_client_auth()
         .with_single_cert(certs, key)
@@ -56,67 +164,53 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig
     Ok(Arc::new(config))
 }
 
-/// A TCP listener that yields connections after their TLS handshake succeeded.
-pub struct TlsListener {
-    local: SocketAddr,
-    rx: tokio::sync::mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    accept_task: tokio::task::JoinHandle<()>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl TlsListener {
-    pub fn new(listener: TcpListener, config: Arc<rustls::ServerConfig>) -> std::io::Result<Self> {
-        let local = listener.local_addr()?;
-        let acceptor = TlsAcceptor::from(config);
-        let (tx, rx) = tokio::sync::mpsc::channel(64);
-        let accept_task = tokio::spawn(async move {
-            loop {
-                let (tcp, addr) = match listener.accept().await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accepting connection");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let acceptor = acceptor.clone();
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(tls)) => {
-                            let _ = tx.send((tls, addr)).await;
-                        }
-                        Ok(Err(e)) => tracing::debug!(%addr, error = %e, "TLS handshake failed"),
-                        Err(_) => tracing::debug!(%addr, "TLS handshake timed out"),
-                    }
-                });
-            }
-        });
-        Ok(Self {
-            local,
-            rx,
-            accept_task,
-        })
-    }
-}
-
-impl Drop for TlsListener {
-    fn drop(&mut self) {
-        self.accept_task.abort();
-    }
-}
-
-impl Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.rx.recv().await {
-            Some(conn) => conn,
-            None => std::future::pending().await,
+    #[test]
+    fn versions_and_suites_parse_like_kubernetes_flags() {
+        assert_eq!("VersionTLS13".parse::<MinVersion>(), Ok(MinVersion::Tls13));
+        assert_eq!("VersionTLS12".parse::<MinVersion>(), Ok(MinVersion::Tls12));
+        assert!(
+            "VersionTLS11"
+                .parse::<MinVersion>()
+                .unwrap_err()
+                .contains("insecure")
+        );
+        assert!(
+            "tls13"
+                .parse::<MinVersion>()
+                .unwrap_err()
+                .contains("VersionTLS13")
+        );
+        for name in [
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+            "TLS_AES_256_GCM_SHA384",
+        ] {
+            assert!(cipher_suite(name).is_ok(), "{name}");
         }
+        let err = cipher_suite("TLS_RSA_WITH_AES_128_CBC_SHA").unwrap_err();
+        assert!(
+            err.contains("unsupported") && err.contains("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"),
+            "{err}"
+        );
+        assert!(cipher_suite("nonsense").is_err());
     }
 
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
+    #[test]
+    fn named_tls12_suites_keep_the_tls13_defaults() {
+        let s = suites(&["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256".to_string()]).unwrap();
+        let tls12: Vec<_> = s
+            .iter()
+            .filter(|s| matches!(s, SupportedCipherSuite::Tls12(_)))
+            .collect();
+        assert_eq!(tls12.len(), 1);
+        assert_eq!(s.len(), 1 + 3);
+        let only13 = suites(&["TLS_AES_128_GCM_SHA256".to_string()]).unwrap();
+        assert_eq!(only13.len(), 1);
+        assert!(suites(&["bogus".to_string()]).is_err());
     }
 }

@@ -298,6 +298,7 @@ pub fn controller_with(
             external_address: format!("127.0.0.1:{catalogs}"),
             catalog_server_tls_cert: None,
             catalog_server_tls_key: None,
+            catalog_server: Default::default(),
             cache_dir: cache_dir.clone(),
             insecure_registries: vec![registry.host().to_string(), failing.to_string()],
             ca_bundle: Some(ca_file),

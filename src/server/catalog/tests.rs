@@ -399,6 +399,76 @@ async fn gzip_above_threshold_only() {
     s.shutdown().await;
 }
 
+/// `all` with gzip comes from the copy written at ingest: a Content-Length, the same
+/// validators, conditional requests, HEAD; ranges are served from the plain file.
+#[tokio::test]
+async fn all_gzip_is_precompressed_with_length_and_validators() {
+    let s = Server::start().await;
+    let full = format!(
+        "{CAT}{{\"schema\":\"pad\",\"v\":\"{}\"}}\n",
+        "xyz".repeat(800)
+    );
+    let stored = s.store_text("cat", &full);
+    assert!(stored.dir.join(CATALOG_GZIP_FILE).exists());
+    let c = client();
+    let url = s.url("/catalogs/cat/api/v1/all");
+    let r = c
+        .get(&url)
+        .header(h::ACCEPT_ENCODING, "gzip, deflate")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()[h::CONTENT_ENCODING], "gzip");
+    assert_eq!(r.headers()[h::VARY], "accept-encoding");
+    assert_eq!(r.headers().get_all(h::VARY).iter().count(), 1);
+    let length: usize = r.headers()[h::CONTENT_LENGTH]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (etag, modified) = (
+        r.headers()[h::ETAG].clone(),
+        r.headers()[h::LAST_MODIFIED].clone(),
+    );
+    let bytes = r.bytes().await.unwrap();
+    assert_eq!(bytes.len(), length);
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&bytes[..])
+        .read_to_string(&mut text)
+        .unwrap();
+    assert_eq!(text, full);
+    let r = c
+        .head(&url)
+        .header(h::ACCEPT_ENCODING, "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()[h::CONTENT_ENCODING], "gzip");
+    assert_eq!(r.headers()[h::CONTENT_LENGTH], length.to_string().as_str());
+    for (k, v) in [(h::IF_NONE_MATCH, etag), (h::IF_MODIFIED_SINCE, modified)] {
+        let r = c
+            .get(&url)
+            .header(h::ACCEPT_ENCODING, "gzip")
+            .header(k, v)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 304);
+    }
+    let r = c
+        .get(&url)
+        .header(h::ACCEPT_ENCODING, "gzip")
+        .header(h::RANGE, "bytes=0-9")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 206);
+    assert!(!r.headers().contains_key(h::CONTENT_ENCODING));
+    assert_eq!(r.text().await.unwrap(), full[..10]);
+    s.shutdown().await;
+}
+
 #[tokio::test]
 async fn replacement_is_served_and_failed_ingest_keeps_old_content() {
     let s = Server::start().await;

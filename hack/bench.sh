@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Every benchmark of the repository, in release mode, then one table with each figure
+# beside its target. Not part of hack/test.sh (it takes a while and its figures depend on
+# the machine). Usage:
+#   hack/bench.sh                  # everything
+#   hack/bench.sh --skip install,lease   # without the benchmarks that need a control plane
+#   hack/bench.sh --only serve,render
+# Benchmarks: catalog (ingest + metas), serve (catalog HTTP API, plain/TLS, /all and
+# metas), content, resolve, render, crd (CRD upgrade safety), install (controller on a
+# local control plane) and lease (the ignored test measure_the_defaults in
+# tests/lease.rs). Large inputs come from ../shared (OLMV1_SHARED_DIR overrides it); the
+# full logs are kept in target/bench-logs/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+skip=""
+only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --skip) skip=",$2,"; shift 2 ;;
+    --only) only=",$2,"; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+wanted() {
+  if [ -n "$only" ]; then [[ "$only" == *",$1,"* ]]; else [[ "$skip" != *",$1,"* ]]; fi
+}
+
+logs=target/bench-logs
+mkdir -p "$logs"
+rows=()
+# row <benchmark> <figure> <value> <target>
+row() { rows+=("$1|$2|${3:-n/a}|$4"); }
+# first <regex> <file>: the first match of the extended regex (its first capture via sed).
+first() { sed -nE "s/$1/\\1/p" "$2" | head -n1; }
+
+examples=()
+for b in catalog serve content resolve render crd; do
+  if wanted "$b"; then
+    case $b in crd) examples+=(--example bench_crd_safety) ;; *) examples+=(--example "bench_$b") ;; esac
+  fi
+done
+if wanted install; then examples+=(--example bench_install --bin olmv1); fi
+if [ ${#examples[@]} -gt 0 ]; then
+  if [ ! -d target/release/deps ]; then
+    echo "== cargo build --release ${examples[*]} (first release build: compiles every dependency, 10-20 minutes on 2 cores)"
+  else
+    echo "== cargo build --release ${examples[*]}"
+  fi
+  cargo build --quiet --release "${examples[@]}"
+fi
+
+run() { # run <name> <command...>: runs with its log in target/bench-logs/<name>.log
+  local name=$1; shift
+  echo "== $name: $*"
+  local t0=$SECONDS
+  if ! "$@" >"$logs/$name.log" 2>&1; then
+    echo "   FAILED (log: $logs/$name.log)"; tail -n 5 "$logs/$name.log" | sed 's/^/   /'
+    return 1
+  fi
+  echo "   done in $((SECONDS - t0)) s (log: $logs/$name.log)"
+}
+
+failed=0
+if wanted catalog && run catalog target/release/examples/bench_catalog; then
+  l=$logs/catalog.log
+  row catalog "ingest 59 MB catalog" "$(first '.*ingest: ([0-9.]+ s).*' "$l")" "—"
+  row catalog "peak RSS during ingest above idle" "$(first '.*peak RSS during ingest: ([0-9.]+ MiB).*' "$l")" "—"
+  row catalog "metas?package (identity, conc. 4) p99" "$(first '.*p99 ([0-9.]+ ms) \(concurrency 4.*' "$l")" "≤ 2 ms"
+else wanted catalog && failed=1; fi
+
+if wanted serve && run serve target/release/examples/bench_serve; then
+  l=$logs/serve.log
+  fig() { first "^BENCH serve\\.bench-0\\.$1 ([0-9.]+)$" "$l"; }
+  all=$(sed -nE 's/^BENCH serve\.bench-0\.(all[0-9]+MB)\..*/\1/p' "$l" | head -n1)
+  metas=$(sed -nE 's/^BENCH serve\.bench-0\.(metas[0-9]+KB)\..*/\1/p' "$l" | head -n1)
+  for enc in gzip identity; do
+    for tls in tls plain; do
+      row serve "/all ${all#all} $tls $enc p50" "$(fig "$all.$tls.$enc.p50_ms") ms" "≤ 40 ms"
+    done
+  done
+  for tls in tls plain; do
+    for enc in identity gzip; do
+      row serve "metas ${metas#metas} $tls $enc p99" "$(fig "$metas.$tls.$enc.p99_ms") ms" "≤ 2 ms"
+    done
+  done
+else wanted serve && failed=1; fi
+
+if wanted content && run content target/release/examples/bench_content; then
+  l=$logs/content.log
+  row content "cache size (compact projection)" "$(first '.*compact projection ~([0-9.]+ MiB).*' "$l")" "≤ 32 MiB"
+  row content "resolution with warm cache p99" "$(sed -nE 's/.*p99 +([0-9.]+[µmn]?s).*/\1/p' "$l" | tail -n1)" "≤ 1 ms"
+else wanted content && failed=1; fi
+
+if wanted resolve && run resolve target/release/examples/bench_resolve; then
+  l=$logs/resolve.log
+  row resolve "every package, projection, p99" "$(first '^\[projection\] +all +p50 +[^ ]+ +p99 +([^ ]+).*' "$l")" "—"
+  row resolve "every package, projection, max" "$(first '^\[projection\] +all .*max +([^ ]+)$' "$l")" "—"
+else wanted resolve && failed=1; fi
+
+if wanted render && run render target/release/examples/bench_render; then
+  l=$logs/render.log
+  row render "load+validate+render 6.8 MB bundle p50" "$(first '.*render: p50 ([0-9.]+ ms).*' "$l")" "≤ 100 ms"
+  row render "peak RSS above baseline / bundle size" "$(first '.* = ([0-9.]+x) bundle size.*' "$l")" "≤ 3x"
+else wanted render && failed=1; fi
+
+if wanted crd && run crd target/release/examples/bench_crd_safety; then
+  row crd "upgrade safety, 32 CRDs, both passes" "$(first '^total check time: +([^ ]+).*' "$logs/crd.log")" "≤ 50 ms"
+else wanted crd && failed=1; fi
+
+if wanted install || wanted lease; then
+  echo "== the next benchmarks run a local control plane: hack/build-kube.sh (first run: builds kube-apiserver, a few minutes)"
+  hack/build-kube.sh
+  OLMV1_ETCD="$(hack/etcd-path.sh)"
+  export OLMV1_ETCD
+fi
+if wanted install && run install target/release/examples/bench_install; then
+  l=$logs/install.log
+  row install "created → Installed p50" "$(first '.*Installed p50 ([^,]+),.*' "$l")" "—"
+  row install "100 at once: all Installed after" "$(first '.*all Installed after (.*)$' "$l")" "—"
+  row install "controller RSS, extensions + both catalogs" "$(first '.*extensions and both catalogs: ([0-9.]+ MiB).*' "$l")" "≤ 64 MiB"
+  row install "idle API requests" "$(first '.* = ([0-9.]+ req\/s).*' "$l")" "≤ 0.066 req/s (upstream)"
+else wanted install && failed=1; fi
+
+if wanted lease; then
+  echo "   (lease: about 4 minutes, mostly waiting)"
+  if run lease cargo test --quiet --release --test lease measure_the_defaults -- --ignored --nocapture; then
+    l=$logs/lease.log
+    row lease "idle requests, leader + standby" "$(first '^FIGURE idle: .* = ([0-9.]+ requests\/s).*' "$l")" "≤ 0.066 req/s (upstream)"
+    row lease "takeover after SIGKILL, median" "$(first '^FIGURE takeover median: (.*)$' "$l")" "≤ 27 s (lease duration)"
+  else failed=1; fi
+fi
+
+echo
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+{
+  echo "benchmark|figure|value|target"
+  echo "---------|------|-----|------"
+  printf '%s\n' "${rows[@]}"
+} | column -t -s '|'
+exit $failed
