@@ -81,8 +81,14 @@ impl Protection {
                     authorizer.clone(),
                     require_authorization,
                 ));
-                let listener = crate::server::tls::TlsListener::new(listener, tls.clone())?;
-                axum::serve(listener, router).await
+                crate::server::conn::serve(
+                    listener,
+                    Some(tls.clone()),
+                    router,
+                    crate::server::conn::Limits::default(),
+                    std::future::pending(),
+                )
+                .await
             }
             Protection::Insecure => axum::serve(listener, router).await,
         }
