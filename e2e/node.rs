@@ -199,6 +199,17 @@ async fn publish_on_node(name: &str, package: &str, bundles: &[BundleSpec]) -> S
     format!("{}/{repo_tag}", node.registry)
 }
 
+/// Points the extension at `version` (an upgrade).
+async fn pin_version(api: &Api<ClusterExtension>, name: &str, version: &str) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"source": {"catalog": {"version": version}}}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("pinning {name} to {version}: {e}"));
+}
+
 async fn wait_available(deployments: &Api<Deployment>, name: &str, what: &str) {
     eventually(180, what, || async {
         let d = deployments.get(name).await.ok()?;
@@ -261,13 +272,7 @@ async fn olmv1_in_the_cluster_installs_upgrades_and_uninstalls_an_operator_that_
     // Upgrade, with the leader pod deleted right after the change.
     let leases: Api<Lease> = Api::namespaced(admin.clone(), olmv1::testenv::deploy::NAMESPACE);
     let leader = support::lease_holder(&leases).await.expect("a leader");
-    api.patch(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"source": {"catalog": {"version": "1.1.0"}}}})),
-    )
-    .await
-    .expect("upgrade");
+    pin_version(&api, &name, "1.1.0").await;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), olmv1::testenv::deploy::NAMESPACE);
     pods.delete(&leader, &DeleteParams::default())
         .await
@@ -428,13 +433,7 @@ async fn rollout_status_follows_real_pods() {
     .await;
 
     // Upgrade to an operator that becomes ready after 15 s.
-    api.patch(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"source": {"catalog": {"version": "1.1.0"}}}})),
-    )
-    .await
-    .expect("upgrade");
+    pin_version(&api, &name, "1.1.0").await;
     wait_progressing(&api, &name, "RollingOut 1.1.0", |(s, r, m)| {
         s == "True" && r == "RollingOut" && m.contains("1.1.0")
     })

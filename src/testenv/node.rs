@@ -165,33 +165,26 @@ pub fn prepare_host() -> Result<(), TestEnvError> {
 /// containerd shims serving our socket, mounts under the node's directories, and
 /// kube-proxy's rules. Safe to run when nothing is left.
 pub fn reset(kube_proxy: Option<&Path>) {
-    // containerd and its shims (`… -address /run/olmv1-node/containerd.sock`).
-    kill_matching(|cmdline| {
-        cmdline.starts_with("/usr/bin/containerd") && cmdline.contains(RUN_DIR)
-    });
-    for _ in 0..3 {
-        for controller in ["pids", "memory", "cpu"] {
-            let root = Path::new("/sys/fs/cgroup")
-                .join(controller)
-                .join("kubepods");
-            kill_cgroup_tree(&root);
-        }
-    }
-    unmount_under(&[PathBuf::from(RUN_DIR), PathBuf::from(STATE_DIR)]);
-    if let Some(proxy) = kube_proxy {
-        let _ = Command::new(proxy)
-            .arg("--cleanup")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-    let _ = std::fs::remove_dir_all(RUN_DIR);
-    let _ = std::fs::remove_dir_all(STATE_DIR);
+    // One implementation, in the shell: the reaper runs the same script after the
+    // test process is gone.
+    let _ = Command::new("sh")
+        .arg("-c")
+        .arg(reset_script(kube_proxy))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
 }
 
-/// [`reset`] as a shell script, for a reaper that runs it after the test process
-/// exited (see [`Process::reaper`]).
-pub fn reset_script(kube_proxy: &Path) -> String {
+/// What [`reset`] runs, also run by the reaper after the test process exited (see
+/// [`Process::reaper`]): kill containerd and its shims (`… -address
+/// /run/olmv1-node/containerd.sock`) and the pods' processes (kubelet's cgroups),
+/// unmount what is under the node's directories deepest first, remove kube-proxy's
+/// rules, remove the directories.
+pub fn reset_script(kube_proxy: Option<&Path>) -> String {
+    let proxy = kube_proxy
+        .map(|p| format!("'{}' --cleanup >/dev/null 2>&1\n", p.display()))
+        .unwrap_or_default();
     format!(
         r#"for p in /proc/[0-9]*; do
   cmd=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) || continue
@@ -203,68 +196,9 @@ for i in 1 2 3; do
   done
 done
 awk '{{print $5}}' /proc/self/mountinfo | grep -E '^({RUN_DIR}|{STATE_DIR})(/|$)' | sort -r | xargs -r -n1 umount -l 2>/dev/null
-'{proxy}' --cleanup >/dev/null 2>&1
-rm -rf --one-file-system {RUN_DIR} {STATE_DIR}
-"#,
-        proxy = kube_proxy.display()
+{proxy}rm -rf --one-file-system {RUN_DIR} {STATE_DIR}
+"#
     )
-}
-
-fn kill_matching(matches: impl Fn(&str) -> bool) {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|s| s.chars().all(|c| c.is_ascii_digit()))
-        else {
-            continue;
-        };
-        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
-        if matches(&cmdline) && pid != std::process::id().to_string() {
-            let _ = Command::new("kill").args(["-KILL", pid]).status();
-        }
-    }
-}
-
-fn kill_cgroup_tree(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-            kill_cgroup_tree(&entry.path());
-        }
-    }
-    if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
-        for pid in procs.split_whitespace() {
-            let _ = Command::new("kill").args(["-KILL", pid]).status();
-        }
-    }
-}
-
-fn unmount_under(prefixes: &[PathBuf]) {
-    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return;
-    };
-    let mut targets: Vec<&str> = mounts
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .filter(|m| prefixes.iter().any(|p| Path::new(m).starts_with(p)))
-        .collect();
-    // Deepest first.
-    targets.sort_by_key(|m| std::cmp::Reverse(m.len()));
-    for m in targets {
-        let _ = Command::new("umount")
-            .args(["-l", m])
-            .stderr(Stdio::null())
-            .status();
-    }
 }
 
 /// containerd's configuration: CRI with runc (cgroupfs), the CNI bridge from
@@ -453,7 +387,7 @@ pub async fn start(
         // Pods outlive the kubelet and containerd: clear them when the test process ends.
         processes.push(Process::reaper(
             "node-reaper",
-            &reset_script(&b.kube_proxy),
+            &reset_script(Some(&b.kube_proxy)),
             &ctx.log_dir.join("node-reaper.log"),
         )?);
     }
