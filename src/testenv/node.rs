@@ -371,6 +371,38 @@ fn spawn(
     )
 }
 
+/// The file whose lock says "a node runs on this machine" (outside [`RUN_DIR`], which
+/// a reset removes).
+pub const MACHINE_LOCK: &str = "/var/lock/olmv1-node.lock";
+
+/// There is one node per machine (fixed bridge, addresses and state directories): two
+/// test processes starting one at once would tear down each other's pods. The first
+/// holds an exclusive lock on [`MACHINE_LOCK`] until it exits; the next one waits.
+fn hold_machine_lock() -> Result<(), TestEnvError> {
+    static HELD: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+    if HELD.get().is_some() {
+        return Ok(());
+    }
+    let path = Path::new(MACHINE_LOCK);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| TestEnvError::io(dir, e))?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| TestEnvError::io(path, e))?;
+    if file.try_lock().is_err() {
+        eprintln!(
+            "another process runs the node on this machine (it holds {MACHINE_LOCK}): waiting for it to finish"
+        );
+        file.lock().map_err(|e| TestEnvError::io(path, e))?;
+    }
+    let _ = HELD.set(file);
+    Ok(())
+}
+
 /// Starts containerd, kube-scheduler, kube-proxy, CoreDNS and the kubelet (in that
 /// order), appending them to `processes`, and waits until the node is `Ready`.
 pub async fn start(
@@ -379,6 +411,7 @@ pub async fn start(
     processes: &mut Vec<Process>,
 ) -> Result<(), TestEnvError> {
     let b = ctx.binaries;
+    hold_machine_lock()?;
     reset(Some(&b.kube_proxy));
     prepare_host()?;
     std::fs::create_dir_all(RUN_DIR).map_err(|e| TestEnvError::io(Path::new(RUN_DIR), e))?;
