@@ -5,6 +5,8 @@
 // never passes; when READY_FILE is set, /readyz passes once that file exists;
 // READY_AFTER=<seconds> makes it pass only that long after the start.
 // "get URL" fetches URL (names resolved through the pod's DNS) and exits 0 on a 2xx.
+// "webhook" serves admission and conversion webhooks over HTTPS besides what "serve"
+// does (webhook.go).
 package main
 
 import (
@@ -31,6 +33,8 @@ func main() {
 		<-stop
 	case "serve":
 		serve(stop)
+	case "webhook":
+		webhook(stop)
 	case "get":
 		if len(os.Args) < 3 {
 			fmt.Fprintln(os.Stderr, "usage: testimage get URL")
@@ -38,7 +42,7 @@ func main() {
 		}
 		os.Exit(get(os.Args[2]))
 	default:
-		fmt.Fprintf(os.Stderr, "usage: testimage pause|serve|get URL\n")
+		fmt.Fprintf(os.Stderr, "usage: testimage pause|serve|webhook|get URL\n")
 		os.Exit(2)
 	}
 }

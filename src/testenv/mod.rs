@@ -9,6 +9,7 @@
 //! with the cargo feature `testenv` (which the integration tests, examples and the
 //! `olmv1-testenv` binary get), so the shipped `olmv1` binary does not contain it.
 
+pub mod cert_manager;
 pub mod control_plane;
 pub mod demo;
 pub mod deploy;

@@ -26,6 +26,8 @@ pub struct Cluster {
     pub log_dir: Option<PathBuf>,
     /// With [`node_cluster`]: the node's registry and images.
     pub node: Option<testenv::node::RunningNode>,
+    /// With [`node_cluster_with_cert_manager`]: cert-manager runs against it.
+    pub cert_manager: bool,
 }
 
 static CLUSTER: OnceLock<Cluster> = OnceLock::new();
@@ -44,6 +46,20 @@ pub fn node_cluster() -> &'static Cluster {
     c
 }
 static COUNTER: AtomicU64 = AtomicU64::new(0);
+static WANT_CERT_MANAGER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// [`node_cluster`] with real cert-manager (controller and cainjector built by
+/// `hack/build-cert-manager.sh`, its CRDs applied; `olmv1::testenv::cert_manager`).
+/// Every test of the binary must call this one.
+pub fn node_cluster_with_cert_manager() -> &'static Cluster {
+    WANT_CERT_MANAGER.store(true, Ordering::SeqCst);
+    let c = node_cluster();
+    assert!(
+        c.cert_manager,
+        "this test needs cert-manager: OLMV1_TEST_KUBECONFIG cannot be used with it"
+    );
+    c
+}
 
 /// The control plane of this test binary (started on first call).
 pub fn cluster() -> &'static Cluster {
@@ -59,6 +75,7 @@ pub fn cluster() -> &'static Cluster {
                 controller_kubeconfig: controller.into(),
                 log_dir: None,
                 node: None,
+                cert_manager: false,
             };
         }
         // A runtime of its own on its own thread: the test runtimes come and go.
@@ -116,6 +133,23 @@ fn start() -> Cluster {
         )
         .await
         .unwrap_or_else(|e| panic!("installing the controller identity from config/: {e}"));
+        let cert_manager = WANT_CERT_MANAGER.load(Ordering::SeqCst);
+        if cert_manager {
+            let binaries = testenv::cert_manager::CertManagerBinaries::locate()
+                .unwrap_or_else(|e| panic!("{e}"));
+            testenv::cert_manager::CertManager::start(
+                &binaries,
+                &admin,
+                &cp.admin_kubeconfig,
+                &log_dir,
+                Lifetime::Supervised,
+                &data_dir,
+                std::time::Duration::from_secs(120),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("starting cert-manager: {e}"))
+            .leak();
+        }
         let node = cp.node.clone();
         let (server, admin_kubeconfig) = cp.leak();
         Cluster {
@@ -124,6 +158,7 @@ fn start() -> Cluster {
             controller_kubeconfig,
             log_dir: Some(log_dir),
             node,
+            cert_manager,
         }
     })
 }
