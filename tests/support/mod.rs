@@ -48,9 +48,20 @@ pub fn node_cluster() -> &'static Cluster {
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 static WANT_CERT_MANAGER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// [`node_cluster`] with real cert-manager (controller and cainjector built by
+/// [`cluster`] with real cert-manager (controller and cainjector built by
 /// `hack/build-cert-manager.sh`, its CRDs applied; `olmv1::testenv::cert_manager`).
-/// Every test of the binary must call this one.
+/// Every test of the binary must call this one (or [`node_cluster_with_cert_manager`]).
+pub fn cluster_with_cert_manager() -> &'static Cluster {
+    WANT_CERT_MANAGER.store(true, Ordering::SeqCst);
+    let c = cluster();
+    assert!(
+        c.cert_manager,
+        "this test needs cert-manager: OLMV1_TEST_KUBECONFIG cannot be used with it"
+    );
+    c
+}
+
+/// [`node_cluster`] with real cert-manager, as [`cluster_with_cert_manager`].
 pub fn node_cluster_with_cert_manager() -> &'static Cluster {
     WANT_CERT_MANAGER.store(true, Ordering::SeqCst);
     let c = node_cluster();
