@@ -165,10 +165,6 @@ fn widget(package: &str, name: &str, labels: Value, size: i64) -> DynamicObject 
     .expect("widget")
 }
 
-fn ca_bundle_set(ca: Option<&k8s_openapi::ByteString>) -> bool {
-    ca.is_some_and(|b| String::from_utf8_lossy(&b.0).contains("BEGIN CERTIFICATE"))
-}
-
 #[tokio::test]
 async fn a_bundle_with_three_webhooks_runs_with_certificates_from_cert_manager() {
     let cluster = node_cluster_with_cert_manager();
@@ -261,8 +257,17 @@ async fn a_bundle_with_three_webhooks_runs_with_certificates_from_cert_manager()
             .iter()
             .all(|w| w.client_config.ca_bundle.as_ref().map(|b| &b.0) == Some(&issued_ca));
         let conversion = c.spec.conversion?;
-        let c_ok = ca_bundle_set(conversion.webhook?.client_config?.ca_bundle.as_ref());
+        let c_ok =
+            conversion.webhook?.client_config?.ca_bundle.map(|b| b.0) == Some(issued_ca.clone());
         (v_ok && m_ok && c_ok).then_some(())
+    })
+    .await;
+
+    // olmv1 waited for the rollout: the Certificate and the Deployment are ready.
+    eventually(180, "Progressing Succeeded", || async {
+        let e = api.get(&name).await.ok()?;
+        let p = support::extensions::condition(&e, "Progressing")?;
+        (p.status == "True" && p.reason == "Succeeded").then_some(())
     })
     .await;
 
@@ -288,6 +293,18 @@ async fn a_bundle_with_three_webhooks_runs_with_certificates_from_cert_manager()
         "a Running, Ready operator pod: {:?}",
         listed.items.iter().map(|p| &p.status).collect::<Vec<_>>()
     );
+    let pod_spec = listed.items[0].spec.as_ref().expect("pod spec");
+    let secret_volumes: Vec<String> = pod_spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.secret.as_ref()?.secret_name.clone())
+        .collect();
+    assert_eq!(
+        secret_volumes,
+        vec![cert_name.clone(), cert_name.clone()],
+        "the apiservice-cert and webhook-cert volumes, both from cert-manager's Secret"
+    );
 
     // The API server calls the webhooks. kube-proxy may follow the Service's endpoints
     // a moment after the pod is Ready: retry the first call until it reaches the pod.
@@ -303,7 +320,8 @@ async fn a_bundle_with_three_webhooks_runs_with_certificates_from_cert_manager()
             Ok(w) => Some(w),
             Err(kube::Error::Api(e)) if e.code == 409 => v1.get("plain").await.ok(),
             Err(e) => {
-                eprintln!("creating Widget plain: {e}");
+                let e = e.to_string();
+                eprintln!("creating Widget plain: {}", &e[..e.len().min(240)]);
                 None
             }
         }

@@ -42,6 +42,10 @@ pub enum TestEnvCommand {
         /// `hack/build-node.sh`).
         #[arg(long)]
         node: bool,
+        /// Also run cert-manager (controller and cainjector, its CRDs applied; needs
+        /// `hack/build-cert-manager.sh`): the certificate provider of webhook bundles.
+        #[arg(long)]
+        cert_manager: bool,
     },
     /// Build a reproducible OCI image of a program (its shared libraries, a CA bundle,
     /// a non-root user, no shell) and push it or write it as an OCI archive.
@@ -157,7 +161,8 @@ async fn run(args: TestEnvArgs) -> Result<()> {
             etcd,
             no_controller_manager,
             node,
-        } => up(dir, etcd, no_controller_manager, node).await,
+            cert_manager,
+        } => up(dir, etcd, no_controller_manager, node, cert_manager).await,
         TestEnvCommand::Image {
             program,
             name,
@@ -218,6 +223,7 @@ async fn up(
     etcd: Option<PathBuf>,
     no_controller_manager: bool,
     node: bool,
+    cert_manager: bool,
 ) -> Result<()> {
     let dir = std::path::absolute(&dir).context("resolving --dir")?;
     let data_dir = dir.join("data");
@@ -250,6 +256,20 @@ async fn up(
         &controller_kubeconfig,
     )
     .await?;
+    if cert_manager {
+        let binaries = olmv1::testenv::cert_manager::CertManagerBinaries::locate()?;
+        olmv1::testenv::cert_manager::CertManager::start(
+            &binaries,
+            &admin,
+            &cp.admin_kubeconfig,
+            &dir.join("logs"),
+            Lifetime::Detached,
+            &data_dir,
+            std::time::Duration::from_secs(120),
+        )
+        .await?
+        .leak();
+    }
     let running_node = cp.node.clone();
     let (server, admin_kubeconfig) = cp.leak();
     let env = dir.join("env.sh");
@@ -271,6 +291,12 @@ async fn up(
             "node:                  {} Ready (registry for pods: {})",
             olmv1::testenv::node::NODE_NAME,
             n.registry
+        );
+    }
+    if cert_manager {
+        println!(
+            "cert-manager:          {} Ready (controller and cainjector)",
+            olmv1::testenv::cert_manager::CERT_MANAGER_VERSION
         );
     }
     println!("admin kubeconfig:      {}", admin_kubeconfig.display());
