@@ -165,8 +165,28 @@ fn widget(package: &str, name: &str, labels: Value, size: i64) -> DynamicObject 
     .expect("widget")
 }
 
+/// The node's test program must have the webhook mode (hack/build-node.sh rebuilds it
+/// from hack/testimage; an older build answers `usage: …` and the pod crash-loops).
+fn assert_testimage_serves_webhooks() {
+    let bin = olmv1::testenv::node::NodeBinaries::locate()
+        .expect("node binaries")
+        .testimage;
+    let out = std::process::Command::new(&bin)
+        .arg("webhook")
+        .env("CERT_DIR", "/nonexistent")
+        .output()
+        .expect("run testimage");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("loading the serving certificate"),
+        "{} has no webhook mode (run hack/build-node.sh, which rebuilds it from hack/testimage): {stderr}",
+        bin.display()
+    );
+}
+
 #[tokio::test]
 async fn a_bundle_with_three_webhooks_runs_with_certificates_from_cert_manager() {
+    assert_testimage_serves_webhooks();
     let cluster = node_cluster_with_cert_manager();
     let node = cluster.node.as_ref().expect("node");
     // olmv1's controller as its own ServiceAccount (config/ RBAC), waiting for rollouts,
@@ -264,12 +284,22 @@ async fn a_bundle_with_three_webhooks_runs_with_certificates_from_cert_manager()
     .await;
 
     // olmv1 waited for the rollout: the Certificate and the Deployment are ready.
-    eventually(180, "Progressing Succeeded", || async {
-        let e = api.get(&name).await.ok()?;
-        let p = support::extensions::condition(&e, "Progressing")?;
-        (p.status == "True" && p.reason == "Succeeded").then_some(())
-    })
-    .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        let e = api.get(&name).await.expect("extension");
+        let p = support::extensions::condition(&e, "Progressing").expect("Progressing");
+        if p.status == "True" && p.reason == "Succeeded" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Progressing not Succeeded after 180 s: {}/{}: {}",
+            p.status,
+            p.reason,
+            p.message
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
 
     // The operator pod runs with the certificate mounted and is Ready.
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &ns);
