@@ -403,6 +403,28 @@ async fn a_bundle_with_three_webhooks_runs_with_certificates_from_cert_manager()
     let back = v1.get("from-v2").await.expect("Widget from-v2 at v1");
     assert_eq!(back.data["spec"], json!({"size": 7}), "{:?}", back.data);
 
+    // olmv1's drift correction and the cainjector do not fight over the webhook
+    // configurations: the injected caBundle is a field olmv1 does not apply.
+    let versions = || async {
+        (
+            validating
+                .get(&vname)
+                .await
+                .expect("vwc")
+                .metadata
+                .resource_version,
+            mutating
+                .get(&mname)
+                .await
+                .expect("mwc")
+                .metadata
+                .resource_version,
+        )
+    };
+    let before = versions().await;
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    assert_eq!(versions().await, before, "webhook configurations rewritten");
+
     // Uninstall: the Widgets go with their CRD, and everything olmv1 installed goes.
     api.delete(&name, &DeleteParams::default())
         .await
