@@ -10,7 +10,8 @@
 
 mod support;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use olmv1::api::{ClusterCatalog, ClusterExtension};
 use serde_json::{Value, json};
@@ -27,6 +28,56 @@ struct Capture {
     object: Value,
     status: &'static str,
     message: String,
+}
+
+/// The test controller, waiting for rollouts (workloads ready) as in production: this
+/// binary writes the pods' status itself, as a kubelet would.
+fn start_controller() {
+    support::controller_with(|args| args.skip_rollout_wait = false);
+}
+
+/// The pods of `deployment` (label `app=<deployment>`), once kube-controller-manager made them.
+async fn pods(admin: &kube::Client, ns: &str, deployment: &str) -> Vec<String> {
+    let api: Api<Pod> = Api::namespaced(admin.clone(), ns);
+    support::eventually(60, &format!("pods of {deployment}"), || async {
+        let list = api
+            .list(&ListParams::default().labels(&format!("app={deployment}")))
+            .await
+            .ok()?;
+        let names: Vec<String> = list
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        (!names.is_empty()).then_some(names)
+    })
+    .await
+}
+
+/// Writes a pod's status as a kubelet would: ready and running, or waiting for `reason`.
+async fn set_pod_status(admin: &kube::Client, ns: &str, pod: &str, waiting: Option<&str>) {
+    let now = jiff::Timestamp::now().to_string();
+    let ready = if waiting.is_none() { "True" } else { "False" };
+    let state = match waiting {
+        None => json!({"running": {"startedAt": now}}),
+        Some(reason) => json!({"waiting": {"reason": reason, "message": "simulated"}}),
+    };
+    let status = json!({"status": {
+        "phase": if waiting.is_none() { "Running" } else { "Pending" },
+        "conditions": [
+            {"type": "Ready", "status": ready, "lastTransitionTime": now},
+            {"type": "ContainersReady", "status": ready, "lastTransitionTime": now},
+        ],
+        "containerStatuses": [{
+            "name": "manager", "image": "example.com/manager:1", "imageID": "",
+            "ready": waiting.is_none(), "restartCount": 0, "started": waiting.is_none(),
+            "state": state,
+        }],
+    }});
+    Api::<Pod>::namespaced(admin.clone(), ns)
+        .patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap_or_else(|e| panic!("writing the status of pod {pod}: {e}"));
 }
 
 fn project() -> &'static Path {
@@ -227,7 +278,7 @@ fn check(kind: &str, captures: &[Capture]) {
 
 #[tokio::test]
 async fn cluster_extension_health_on_live_statuses() {
-    support::controller();
+    start_controller();
     let admin = support::cluster().admin().await;
     let api = extensions_api(admin.clone());
     let package = support::unique("argo");
@@ -266,6 +317,34 @@ async fn cluster_extension_health_on_live_statuses() {
         status: "Progressing",
         message: "Waiting for the controller".into(),
     });
+    // Applied, the operator's pods not ready yet: RollingOut.
+    let deployment = v1.deployment_name();
+    let pod_names = pods(&admin, &ns, &deployment).await;
+    for pod in &pod_names {
+        set_pod_status(&admin, &ns, pod, Some("ImagePullBackOff")).await;
+    }
+    let live = wait_for(&api, &installed, "RollingOut", |v| {
+        is(v, "Installed", "True", "Succeeded")
+            && is(v, "Progressing", "True", "RollingOut")
+            && field(&condition(v, "Progressing"), "message").ends_with("ImagePullBackOff")
+    })
+    .await;
+    let message = field(&condition(&live, "Progressing"), "message");
+    assert_eq!(
+        message,
+        format!(
+            "Revision 1.0.0 is rolling out: deployment/{deployment} 0/1 available: ImagePullBackOff"
+        )
+    );
+    captures.push(Capture {
+        name: "rolling-out",
+        object: live,
+        status: "Progressing",
+        message,
+    });
+    for pod in &pod_names {
+        set_pod_status(&admin, &ns, pod, None).await;
+    }
     let live = wait_for(&api, &installed, "Installed and Succeeded", |v| {
         is(v, "Installed", "True", "Succeeded") && is(v, "Progressing", "True", "Succeeded")
     })
@@ -420,7 +499,7 @@ async fn cluster_extension_health_on_live_statuses() {
 
 #[tokio::test]
 async fn cluster_catalog_health_on_live_statuses() {
-    support::controller();
+    start_controller();
     let admin = support::cluster().admin().await;
     let api = catalogs_api(admin.clone());
     let mut captures = Vec::new();
