@@ -6,14 +6,18 @@
 #   hack/image.sh --push 127.0.0.1:5000/olmv1:dev [--insecure]
 #   hack/image.sh --oci-archive olmv1.oci.tar
 #   hack/image.sh --debug ...    # package target/debug/olmv1 (faster to build; tests)
+#   hack/image.sh --push REF --release-manifest olmv1.yaml   # also write the release
+#       manifest (dist/olmv1.yaml's content) with the image pinned to the pushed digest
 # Prints the digest-pinned reference (or the manifest digest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=release
 args=()
+release_manifest=
 while [ $# -gt 0 ]; do
   case "$1" in
     --debug) profile=debug ;;
+    --release-manifest) shift; release_manifest="${1:?--release-manifest needs a file}" ;;
     *) args+=("$1") ;;
   esac
   shift
@@ -32,7 +36,15 @@ testenv="${OLMV1_TESTENV_BIN:-$target/debug/olmv1-testenv}"
 stripped=$(mktemp -d)
 trap 'rm -rf "$stripped"' EXIT
 strip -o "$stripped/olmv1" "$target/$profile/olmv1"
-"$testenv" image --program "$stripped/olmv1" --name olmv1 --cmd controller \
+ref=$("$testenv" image --program "$stripped/olmv1" --name olmv1 --cmd controller \
   --label org.opencontainers.image.source=https://github.com/olmv1-rs/olmv1 \
   --label org.opencontainers.image.revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
-  "${args[@]}"
+  "${args[@]}")
+echo "$ref"
+if [ -n "$release_manifest" ]; then
+  case "$ref" in
+    *@sha256:*) "$testenv" release --image "$ref" -o "$release_manifest"
+                echo "release manifest with $ref: $release_manifest" >&2 ;;
+    *) echo "error: --release-manifest needs --push (the manifest pins the pushed image by digest)" >&2; exit 1 ;;
+  esac
+fi

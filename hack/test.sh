@@ -13,6 +13,7 @@ deny_version=0.20.2
 hack/build-kube.sh
 hack/build-node.sh
 hack/build-cert-manager.sh
+hack/build-argo-health.sh >/dev/null
 hack/registry.sh check
 export OLMV1_ETCD="$(hack/etcd-path.sh)"
 

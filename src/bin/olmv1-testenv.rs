@@ -121,6 +121,19 @@ pub enum TestEnvCommand {
         #[arg(long, env = "KUBECONFIG")]
         kubeconfig: PathBuf,
     },
+    /// Print the release manifest: everything config/ installs, in one multi-document
+    /// YAML for `kubectl apply -f` (dist/olmv1.yaml is this output without --image).
+    Release {
+        /// Pin the controller image (`registry/olmv1@sha256:…`, as hack/image.sh prints).
+        #[arg(long)]
+        image: Option<String>,
+        /// Write to this file instead of stdout.
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
+        /// The config/ directory (default: the project's).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -214,6 +227,20 @@ async fn run(args: TestEnvArgs) -> Result<()> {
             Ok(())
         }
         TestEnvCommand::Down { dir } => down(dir),
+        TestEnvCommand::Release {
+            image,
+            output,
+            config,
+        } => {
+            let config = config.unwrap_or_else(|| olmv1::testenv::project_dir().join("config"));
+            let manifest = olmv1::testenv::release::generate(&config, image.as_deref())?;
+            match output {
+                Some(path) => std::fs::write(&path, manifest)
+                    .with_context(|| format!("writing {}", path.display()))?,
+                None => print!("{manifest}"),
+            }
+            Ok(())
+        }
     }
 }
 
