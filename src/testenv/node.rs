@@ -403,6 +403,26 @@ fn hold_machine_lock() -> Result<(), TestEnvError> {
     Ok(())
 }
 
+/// Where a node started detached (`olmv1-testenv up --node`, the demo) records its
+/// kubelet's pid; removed with the rest of [`RUN_DIR`] by `down`.
+const DETACHED_MARKER: &str = "/run/olmv1-node/detached-kubelet.pid";
+
+/// A node started detached outlives its launcher and so its machine lock: a test
+/// starting a node must not reset it under the user's feet.
+fn refuse_if_detached_node_runs() -> Result<(), TestEnvError> {
+    let Ok(pid) = std::fs::read_to_string(DETACHED_MARKER) else {
+        return Ok(());
+    };
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", pid.trim())).unwrap_or_default();
+    if String::from_utf8_lossy(&cmdline).contains("kubelet") {
+        return Err(TestEnvError::Missing(format!(
+            "a free node: one started by `olmv1-testenv up --node` (kubelet pid {}) still runs on this machine; stop it with `hack/control-plane.sh down` (or `olmv1-testenv down`) first",
+            pid.trim()
+        )));
+    }
+    Ok(())
+}
+
 /// Starts containerd, kube-scheduler, kube-proxy, CoreDNS and the kubelet (in that
 /// order), appending them to `processes`, and waits until the node is `Ready`.
 pub async fn start(
@@ -412,6 +432,7 @@ pub async fn start(
 ) -> Result<(), TestEnvError> {
     let b = ctx.binaries;
     hold_machine_lock()?;
+    refuse_if_detached_node_runs()?;
     reset(Some(&b.kube_proxy));
     prepare_host()?;
     std::fs::create_dir_all(RUN_DIR).map_err(|e| TestEnvError::io(Path::new(RUN_DIR), e))?;
@@ -487,6 +508,15 @@ pub async fn start(
             format!("--node-ip={HOST_ADDRESS}"),
         ],
     )?);
+    if ctx.lifetime == Lifetime::Detached {
+        // The launcher exits (and with it the machine lock): the kubelet's pid says the
+        // node is still in use (`refuse_if_detached_node_runs`).
+        if let Some(kubelet) = processes.last() {
+            let marker = Path::new(DETACHED_MARKER);
+            std::fs::write(marker, kubelet.id().to_string())
+                .map_err(|e| TestEnvError::io(marker, e))?;
+        }
+    }
     let healthz = format!("http://127.0.0.1:{kubelet_healthz}/healthz");
     wait_for(Duration::from_secs(90), "kubelet", processes, || {
         let url = healthz.clone();

@@ -125,6 +125,11 @@ impl Process {
         })
     }
 
+    /// The operating-system process id (of the supervisor shell when supervised).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// An error if the process already ended, with the end of its log.
     pub fn check_running(&mut self) -> Result<(), TestEnvError> {
         match self.child.try_wait() {
