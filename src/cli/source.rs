@@ -249,7 +249,8 @@ pub fn local_registry_credentials() -> Result<DockerConfig, String> {
 }
 
 /// The image puller configuration of the command-line tools: the cache, plain-HTTP
-/// registries and the registries configuration (mirrors, blocked registries).
+/// registries, the registries configuration (mirrors, blocked registries), and pull
+/// progress on stderr when it is a terminal.
 pub fn puller_config(
     cache: PathBuf,
     insecure_registries: &[String],
@@ -257,6 +258,7 @@ pub fn puller_config(
 ) -> Result<PullerConfig, crate::image::ImageError> {
     let mut config = PullerConfig::new(cache);
     config.insecure_registries = insecure_registries.to_vec();
+    config.progress = super::progress::terminal_sink();
     if let Some(path) = registries_conf {
         config = config.with_registries_conf(path)?;
         config.registries.warn_unused();
