@@ -301,12 +301,17 @@ pub fn next_step(r: &ExtensionReport) -> String {
     let message = progressing.map(|p| p.message.as_str()).unwrap_or_default();
     let first_line = message.lines().next().unwrap_or_default();
     if message.contains("pre-authorization failed") {
+        let diff = r
+            .installed
+            .as_ref()
+            .map(|i| format!(" --diff {}", i.version))
+            .unwrap_or_default();
         let target = r
             .target
             .as_ref()
             .map(|t| {
                 format!(
-                    " (`olmv1 rbac {}@{} --catalog {} --namespace {} --extension {}` prints a least-privilege role for it)",
+                    " (`olmv1 rbac {}@{} --catalog {}{diff} --namespace {} --extension {}` prints them)",
                     r.package, t.version, t.catalog, r.namespace, r.name
                 )
             })
@@ -521,8 +526,9 @@ mod tests {
             r.next
         );
         assert!(
-            r.next
-                .contains("olmv1 rbac p@1.1.0 --catalog cat --namespace ns --extension e"),
+            r.next.contains(
+                "olmv1 rbac p@1.1.0 --catalog cat --diff 1.0.0 --namespace ns --extension e"
+            ),
             "{}",
             r.next
         );
