@@ -9,16 +9,21 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// `pulling <image>: layer <n>/<m>, <done>/<total> MB`.
+/// `pulling <image>: layer <n>/<m>, <done>/<total> MB` (kB when the image is
+/// smaller than a megabyte).
 pub fn line(p: &Progress<'_>) -> String {
-    let mb = |b: u64| b as f64 / 1_000_000.0;
+    let (div, unit) = if p.total_bytes < 1_000_000 {
+        (1_000.0, "kB")
+    } else {
+        (1_000_000.0, "MB")
+    };
     format!(
-        "pulling {}: layer {}/{}, {:.1}/{:.1} MB",
+        "pulling {}: layer {}/{}, {:.1}/{:.1} {unit}",
         p.image,
         p.layer,
         p.layers,
-        mb(p.bytes),
-        mb(p.total_bytes)
+        p.bytes as f64 / div,
+        p.total_bytes as f64 / div
     )
 }
 
@@ -65,6 +70,17 @@ mod tests {
         assert_eq!(
             line(&p),
             "pulling quay.io/org/op:v1: layer 2/5, 12.3/40.1 MB"
+        );
+        let small = Progress {
+            layer: 1,
+            layers: 1,
+            bytes: 1_200,
+            total_bytes: 2_500,
+            ..p
+        };
+        assert_eq!(
+            line(&small),
+            "pulling quay.io/org/op:v1: layer 1/1, 1.2/2.5 kB"
         );
     }
 
