@@ -94,7 +94,10 @@ fn main() -> ExitCode {
         Command::Status(args) => olmv1::cli::status::run(args),
         Command::Completion(args) => {
             use std::io::Write;
-            let script = olmv1::cli::docs::completion(command(name), args.shell, name);
+            // a script for a program name with a space would not load: the plugin's
+            // completions are for its file name
+            let bin = name.replace(' ', "-");
+            let script = olmv1::cli::docs::completion(command(name), args.shell, &bin);
             match std::io::stdout().write_all(&script) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(anyhow::anyhow!("writing the completion script: {e}")),
