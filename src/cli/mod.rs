@@ -10,6 +10,7 @@
 
 pub mod catalog;
 pub mod catalog_validate;
+pub mod cluster_content;
 pub mod crd_diff;
 pub mod docs;
 pub mod progress;

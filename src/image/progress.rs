@@ -82,7 +82,9 @@ mod tests {
         let pushed = push_layers(&reg, "progress/two:v1", layers, &labels)
             .await
             .expect("push");
-        let log: std::sync::Arc<Mutex<Vec<(usize, usize, u64, u64, bool)>>> = Default::default();
+        /// (layer, layers, bytes, total bytes, finished)
+        type Seen = Vec<(usize, usize, u64, u64, bool)>;
+        let log: std::sync::Arc<Mutex<Seen>> = Default::default();
         let record = log.clone();
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = reg.puller_config(dir.path());

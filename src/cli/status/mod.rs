@@ -1,16 +1,16 @@
 //! `olmv1 status [NAME]`: the state of ClusterExtensions for a person, read from the
 //! cluster of the current kubeconfig context (like kubectl: `--kubeconfig`,
 //! `--context`, `KUBECONFIG`). This module is the I/O edge: it reads the extensions,
-//! the ClusterCatalogs and the package's content they serve (from `status.urls.base`,
-//! or through the API server's service proxy when that in-cluster URL does not answer
-//! from here), and the extensions' Events; [`report`] decides everything and
+//! the ClusterCatalogs and the package's content they serve (through
+//! [`super::cluster_content`]: `status.urls.base`, or the API server's service proxy
+//! when that in-cluster URL does not answer from here), and the extensions' Events; [`report`] decides everything and
 //! [`render`] prints the table or the detailed view.
 
 pub mod render;
 pub mod report;
 
 use crate::api::{ClusterCatalog, ClusterExtension};
-use crate::content::{CatalogContent, ContentClient, ContentConfig, ContentError, compact};
+use crate::content::{CatalogContent, ContentClient, ContentConfig};
 use crate::fbc::model::PackageContent;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
@@ -202,7 +202,9 @@ async fn package_contents(
             crate::api::AvailabilityMode::Available => crate::resolve::Availability::Available,
         };
         let data = if availability == crate::resolve::Availability::Available {
-            read_package(content, kube, c, package).await
+            super::cluster_content::package(content, kube, c, package)
+                .await
+                .map_err(|e| e.to_string())
         } else {
             Ok(Arc::new(PackageContent::default()))
         };
@@ -215,87 +217,6 @@ async fn package_contents(
         });
     }
     out
-}
-
-/// One catalog's package: from `status.urls.base` directly, else (the URL is an
-/// in-cluster Service name this machine cannot reach) through the API server's
-/// service proxy.
-async fn read_package(
-    content: &ContentClient,
-    kube: &kube::Client,
-    catalog: &ClusterCatalog,
-    package: &str,
-) -> Result<Arc<PackageContent>, String> {
-    let direct = content.package(catalog, package).await;
-    let Err(ContentError::Request { url, detail, .. }) = &direct else {
-        return direct.map_err(|e| e.to_string());
-    };
-    let base = crate::content::endpoint(catalog)
-        .map(|ep| ep.base_url)
-        .unwrap_or_default();
-    let Some(prefix) = service_proxy_path(&base) else {
-        return Err(format!("GET {url}: {detail}"));
-    };
-    proxy_package(kube, &prefix, package)
-        .await
-        .map(Arc::new)
-        .map_err(|e| format!("GET {url}: {detail}; through the API server's service proxy: {e}"))
-}
-
-async fn proxy_package(
-    kube: &kube::Client,
-    prefix: &str,
-    package: &str,
-) -> Result<PackageContent, String> {
-    let get = |path: String| async move {
-        let req = http::Request::get(path)
-            .body(Vec::new())
-            .map_err(|e| e.to_string())?;
-        kube.request_text(req).await.map_err(|e| e.to_string())
-    };
-    let body = get(format!("{prefix}/api/v1/metas?package={package}")).await?;
-    let mut content = compact::parse_jsonl(body.as_bytes(), package, false)?;
-    let pkg = get(format!(
-        "{prefix}/api/v1/metas?schema=olm.package&name={package}"
-    ))
-    .await?;
-    content.package = compact::parse_jsonl(pkg.as_bytes(), package, true)?.package;
-    Ok(content)
-}
-
-/// `http(s)://<service>.<namespace>.svc[.cluster.local][:port]/<path>` →
-/// `/api/v1/namespaces/<namespace>/services/<scheme>:<service>:<port>/proxy/<path>`;
-/// `None` for URLs that do not name a Service.
-pub fn service_proxy_path(base: &str) -> Option<String> {
-    let (scheme, rest) = base.split_once("://")?;
-    if scheme != "http" && scheme != "https" {
-        return None;
-    }
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, ""),
-    };
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && !p.is_empty() => {
-            (h, p.to_string())
-        }
-        _ => (
-            authority,
-            if scheme == "https" { "443" } else { "80" }.to_string(),
-        ),
-    };
-    let host = host
-        .strip_suffix(".cluster.local")
-        .unwrap_or(host)
-        .strip_suffix(".svc")?;
-    let (service, namespace) = host.split_once('.')?;
-    if service.is_empty() || namespace.is_empty() || namespace.contains('.') {
-        return None;
-    }
-    Some(format!(
-        "/api/v1/namespaces/{namespace}/services/{scheme}:{service}:{port}/proxy{}",
-        path.trim_end_matches('/')
-    ))
 }
 
 /// The extension's Events (core/v1, any namespace: cluster-scoped objects' Events
@@ -345,26 +266,4 @@ async fn events_of(kube: &kube::Client, ext: &ClusterExtension) -> Vec<EventView
     events.sort_by(|a, b| a.last_seen.cmp(&b.last_seen));
     let skip = events.len().saturating_sub(EVENTS_SHOWN);
     events.split_off(skip)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::service_proxy_path;
-
-    #[test]
-    fn in_cluster_urls_go_through_the_service_proxy() {
-        assert_eq!(
-            service_proxy_path("http://olmv1-catalogd-service.olmv1-system.svc/catalogs/demo")
-                .as_deref(),
-            Some(
-                "/api/v1/namespaces/olmv1-system/services/http:olmv1-catalogd-service:80/proxy/catalogs/demo"
-            )
-        );
-        assert_eq!(
-            service_proxy_path("https://cat.ns.svc.cluster.local:8443/catalogs/x/").as_deref(),
-            Some("/api/v1/namespaces/ns/services/https:cat:8443/proxy/catalogs/x")
-        );
-        assert_eq!(service_proxy_path("http://127.0.0.1:8080/catalogs/x"), None);
-        assert_eq!(service_proxy_path("https://catalogs.example.com/x"), None);
-    }
 }
