@@ -247,6 +247,7 @@ fn upgrade(
         && let Some(p) = progressing.filter(|p| p.reason != conditions::REASON_SUCCEEDED)
     {
         let first = p.message.lines().next().unwrap_or_default();
+        let first = first.trim_end().trim_end_matches(':');
         reasons.push(format!("the controller reports {}: {first}", p.reason));
     }
     let channels = contents
