@@ -9,8 +9,10 @@
 #      whose operator image really runs,
 #   4. a ClusterCatalog and a ClusterExtension installed through an installer
 #      ServiceAccount whose RBAC `olmv1 rbac` generated from the rendered bundles,
-# then shows the node, olmv1's pods, the catalogs and extensions and the operator's
-# running Deployment, and waits for Ctrl-C. Everything it started is stopped on exit.
+# then shows the node, olmv1's pods, the catalogs and extensions, the operator's
+# running Deployment and `olmv1 status` (with `--explain` for the demo extension), and
+# waits for Ctrl-C. Everything it started is stopped on exit. Every long step says what
+# it does, how long it usually takes, and how long it took.
 #   usage: hack/demo.sh [--no-wait] [--no-node]
 #     --no-wait  exit after showing the tables
 #     --no-node  no node and no root needed: the controller runs as a local process
@@ -42,15 +44,26 @@ package=demo-operator
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 
+# `step "what it does" "how long it usually takes"` announces a step; `done_step`
+# prints how long it took.
+step_started=0
+step() {
+  step_started=$(date +%s)
+  echo "== $1 ($2)"
+}
+done_step() {
+  echo "   done in $(( $(date +%s) - step_started ))s"
+}
+demo_started=$(date +%s)
+
 if [ -z "${OLMV1_BIN:-}" ] || [ -z "${OLMV1_TESTENV_BIN:-}" ]; then
-  started=$(date +%s)
   if [ ! -x "${CARGO_TARGET_DIR:-target}/debug/olmv1" ]; then
-    echo "== building olmv1 and olmv1-testenv (first run: about 10 minutes on 2 cores; later runs take seconds)"
+    step "building olmv1 and olmv1-testenv with cargo" "first run only: about 10 minutes on 2 cores; later runs take seconds"
   else
-    echo "== building olmv1 and olmv1-testenv"
+    step "building olmv1 and olmv1-testenv with cargo" "seconds when little changed"
   fi
   cargo build --quiet --features testenv --bin olmv1 --bin olmv1-testenv
-  echo "   built in $(( $(date +%s) - started ))s"
+  done_step
   target="$(pwd)/${CARGO_TARGET_DIR:-target}"
   case "${CARGO_TARGET_DIR:-}" in /*) target="$CARGO_TARGET_DIR" ;; esac
   OLMV1_BIN="${OLMV1_BIN:-$target/debug/olmv1}"
@@ -130,22 +143,39 @@ spec:
     catalog:
       packageName: $package
 YAML
+  step "waiting for the ClusterCatalog to serve and the ClusterExtension to install" "usually 5-30 seconds"
   kubectl_ wait --for=condition=Serving clustercatalog/demo --timeout=120s
   kubectl_ wait --for=condition=Installed clusterextension/"$ext" --timeout=180s
+  done_step
 }
 
 publish_catalog() { # [operator image]
   rm -rf "$dir/rendered"
   local image_args=()
   if [ -n "${1:-}" ]; then image_args=(--operator-image "$1"); fi
+  step "building and pushing the demo's bundle and catalog images" "a few seconds"
   catalog_image="$("$testenv" demo-catalog --registry "$REGISTRY" --package "$package" \
     --version 1.0.0 --version 1.1.0 --tag v1 --render-dir "$dir/rendered" --namespace "$ns" \
     "${image_args[@]}")"
-  echo "published catalog $catalog_image ($package 1.0.0, 1.1.0)"
+  done_step
+  echo "   published catalog $catalog_image ($package 1.0.0, 1.1.0)"
+}
+
+# What olmv1 itself says about the extensions (the table, then the demo extension with
+# the reasons for every newer bundle); through the API server's service proxy when the
+# catalog's URL is an in-cluster Service name.
+show_status() {
+  echo
+  echo "\$ olmv1 status"
+  "$bin" status || echo "(olmv1 status failed)" >&2
+  echo
+  echo "\$ olmv1 status $ext --explain"
+  "$bin" status "$ext" --explain || echo "(olmv1 status failed)" >&2
 }
 
 finish() {
   echo
+  echo "(the demo took $(( $(date +%s) - demo_started ))s)"
   if [ "$no_wait" = 1 ]; then
     exit 0
   fi
@@ -156,31 +186,45 @@ finish() {
 
 # 1. Control plane (a stale one from an interrupted run is stopped first).
 hack/control-plane.sh down "$dir" >/dev/null 2>&1 || true
+kube_version_dir="$kube_bin"
 if [ "$use_node" = 1 ]; then
-  echo "== control plane and node (the first run builds the node's programs with Go: about 30 minutes on 2 cores)"
+  if [ ! -x "$kube_version_dir/kubelet" ]; then
+    step "starting the control plane and the node: first building kube-apiserver, kube-controller-manager, kubelet, kube-scheduler, kube-proxy, kubectl and CoreDNS from Go modules" "first run only: about 30 minutes on 2 cores, then about 1 minute"
+  else
+    step "starting the control plane (etcd, kube-apiserver, kube-controller-manager) and the node (containerd, kubelet, kube-scheduler, kube-proxy, CoreDNS, a registry)" "usually about 1 minute"
+  fi
   hack/control-plane.sh up --node "$dir"
 else
+  if [ ! -x "$kube_version_dir/kube-apiserver" ]; then
+    step "starting the control plane: first building kube-apiserver and kube-controller-manager from Go modules" "first run only: about 20 minutes on 2 cores, then about 20 seconds"
+  else
+    step "starting the control plane (etcd, kube-apiserver, kube-controller-manager)" "usually about 20 seconds"
+  fi
   hack/control-plane.sh up "$dir"
 fi
+done_step
 # shellcheck disable=SC1091
 source "$dir/env.sh"
 
 if [ "$use_node" = 1 ]; then
   # 2. olmv1 in the cluster, from its own image and config/.
   REGISTRY="$OLMV1_NODE_REGISTRY"
-  echo "== olmv1's image (no container engine: the program, its libraries, a CA bundle, a non-root user)"
+  step "building olmv1's image without a container engine (the program, its libraries, a CA bundle, a non-root user) and pushing it" "usually 10-30 seconds"
   strip -o "$dir/olmv1.stripped" "$bin"
   image="$("$testenv" image --program "$dir/olmv1.stripped" --name olmv1 --cmd controller \
     --push "$REGISTRY/olmv1/olmv1:demo" --insecure)"
+  done_step
   echo "   $image"
-  echo "== kubectl apply -k config/ (image pinned by digest); waiting for the rollout"
+  step "kubectl apply -k config/ (image pinned by digest), then waiting for both replicas to roll out" "usually under a minute"
   "$testenv" deploy --image "$image" --overlay "$dir/overlay" --arg "--insecure-registry=$REGISTRY"
+  done_step
   # 3., 4. Catalog and extension; the operator really runs.
   publish_catalog "$OLMV1_WORKLOAD_IMAGE"
   write_demo_env
   install_extension
-  echo "== waiting for the operator's Deployment"
+  step "waiting for the operator's Deployment to become available" "usually 10-30 seconds"
   kubectl_ -n "$ns" rollout status deployment/"$package"-controller --timeout=180s
+  done_step
   echo
   kubectl_ get nodes -o wide
   echo
@@ -189,6 +233,7 @@ if [ "$use_node" = 1 ]; then
   kubectl_ get clustercatalogs,clusterextensions
   echo
   kubectl_ -n "$ns" get deployments,pods
+  show_status
   finish
 fi
 
@@ -200,11 +245,12 @@ for _ in $(seq 1 200); do [ -s "$dir/registry.env" ] && break; sleep 0.1; done
 [ -s "$dir/registry.env" ] || { echo "the registry did not start: $(cat "$dir/registry.log")" >&2; exit 1; }
 # shellcheck disable=SC1091
 source "$dir/registry.env"
-echo "registry serving at $REGISTRY"
+echo "   registry serving at $REGISTRY"
 publish_catalog
 write_demo_env
 
 # The controller, as its own ServiceAccount (RBAC from config/).
+step "starting the controller as a local process" "a few seconds"
 health="$(free_port 8081)"
 catalogs="$(free_port 8443)"
 "$bin" controller --kubeconfig "$OLMV1_CONTROLLER_KUBECONFIG" \
@@ -218,10 +264,12 @@ for _ in $(seq 1 300); do
   kill -0 "$controller" 2>/dev/null || { echo "the controller exited: $(tail -20 "$dir/controller.log")" >&2; exit 1; }
   sleep 0.1
 done
-echo "controller ready (pid $controller, log $dir/controller.log)"
+done_step
+echo "   controller ready (pid $controller, log $dir/controller.log)"
 install_extension
 echo
 kubectl_ get clustercatalogs,clusterextensions
 echo
 kubectl_ -n "$ns" get deployments,configmaps,serviceaccounts -l "olm.operatorframework.io/owner-name=$ext"
+show_status
 finish

@@ -1,7 +1,7 @@
 #![forbid(unsafe_code)]
 //! The `olmv1` binary: argument parsing and wiring only.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// jemalloc instead of the system allocator: the controller's allocations come from
@@ -41,10 +41,40 @@ enum Command {
     Render(olmv1::cli::render::RenderArgs),
     /// Print the least-privilege RBAC an installer ServiceAccount needs for a bundle.
     Rbac(olmv1::cli::rbac::RbacArgs),
+    /// Show ClusterExtensions: installed bundle, target, available upgrades, Events, what to do next.
+    Status(olmv1::cli::status::StatusArgs),
+    /// Print a shell completion script (bash, zsh, fish).
+    Completion(olmv1::cli::docs::CompletionArgs),
+    /// Write man pages (one per command and subcommand) into a directory.
+    Man(olmv1::cli::docs::ManArgs),
+}
+
+/// The program name in usage and help: `kubectl olmv1` when this binary runs as the
+/// kubectl plugin `kubectl-olmv1` (kubectl finds it on PATH by that name), else `olmv1`.
+fn program_name(argv0: Option<&std::ffi::OsStr>) -> &'static str {
+    let base = argv0
+        .map(std::path::Path::new)
+        .and_then(std::path::Path::file_name)
+        .and_then(|n| n.to_str());
+    if base == Some("kubectl-olmv1") {
+        "kubectl olmv1"
+    } else {
+        "olmv1"
+    }
+}
+
+/// The clap definition with the program name it is invoked as.
+fn command(name: &'static str) -> clap::Command {
+    Cli::command().bin_name(name).display_name(name)
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let argv0 = std::env::args_os().next();
+    let name = program_name(argv0.as_deref());
+    let cli = match Cli::from_arg_matches(&command(name).get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     init_logging(&cli.log_format);
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     match cli.command {
@@ -61,6 +91,27 @@ fn main() -> ExitCode {
         Command::Resolve(args) => olmv1::cli::resolve::run(args),
         Command::Render(args) => olmv1::cli::render::run(args),
         Command::Rbac(args) => olmv1::cli::rbac::run(args),
+        Command::Status(args) => olmv1::cli::status::run(args),
+        Command::Completion(args) => {
+            use std::io::Write;
+            // a script for a program name with a space would not load: the plugin's
+            // completions are for its file name
+            let bin = name.replace(' ', "-");
+            let script = olmv1::cli::docs::completion(command(name), args.shell, &bin);
+            match std::io::stdout().write_all(&script) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(anyhow::anyhow!("writing the completion script: {e}")),
+            }
+        }
+        Command::Man(args) => {
+            match olmv1::cli::docs::write_man_pages(command("olmv1"), &args.dir) {
+                Ok(paths) => {
+                    eprintln!("wrote {} man pages to {}", paths.len(), args.dir.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(anyhow::anyhow!(e)),
+            }
+        }
     }
 }
 
@@ -98,5 +149,90 @@ fn init_logging(format: &str) {
             .init();
     } else {
         builder.init();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn invoked_as_kubectl_olmv1_it_says_so() {
+        use std::ffi::OsStr;
+        assert_eq!(
+            program_name(Some(OsStr::new("/home/u/.local/bin/kubectl-olmv1"))),
+            "kubectl olmv1"
+        );
+        assert_eq!(
+            program_name(Some(OsStr::new("target/debug/olmv1"))),
+            "olmv1"
+        );
+        assert_eq!(program_name(None), "olmv1");
+        let mut cmd = command("kubectl olmv1");
+        let help = cmd.render_help().to_string();
+        assert!(help.contains("Usage: kubectl olmv1 "), "{help}");
+        let err = command("kubectl olmv1")
+            .try_get_matches_from(["kubectl-olmv1", "status", "--bogus"])
+            .expect_err("unknown flag");
+        assert!(
+            err.to_string().contains("Usage: kubectl olmv1 status"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn completions_list_the_subcommands() {
+        use olmv1::cli::docs::{Shell, completion};
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let script =
+                String::from_utf8(completion(command("olmv1"), shell, "olmv1")).expect("utf-8");
+            for sub in [
+                "status",
+                "completion",
+                "man",
+                "resolve",
+                "catalog",
+                "render",
+                "rbac",
+            ] {
+                assert!(script.contains(sub), "{shell:?} completion lacks {sub}");
+            }
+            // fish spells flags `-l explain`
+            assert!(
+                script.contains("explain"),
+                "{shell:?} completion lacks --explain"
+            );
+        }
+    }
+
+    #[test]
+    fn the_man_page_of_status_mentions_its_flags() {
+        let pages = olmv1::cli::docs::man_pages(command("olmv1")).expect("man pages");
+        let names: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
+        for n in [
+            "olmv1.1",
+            "olmv1-status.1",
+            "olmv1-catalog-packages.1",
+            "olmv1-completion.1",
+        ] {
+            assert!(names.contains(&n), "{n} missing from {names:?}");
+        }
+        let (_, status) = pages
+            .iter()
+            .find(|(n, _)| n == "olmv1-status.1")
+            .expect("status page");
+        let text = String::from_utf8_lossy(status);
+        assert!(text.contains(".TH olmv1-status 1"), "{text}");
+        for flag in ["explain", "output", "context", "kubeconfig"] {
+            assert!(
+                text.contains(&format!("\\-\\-{flag}")),
+                "the status man page lacks --{flag}: {text}"
+            );
+        }
     }
 }

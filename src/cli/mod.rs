@@ -1,5 +1,7 @@
-//! The offline subcommands of the `olmv1` binary: `catalog`, `resolve`, `render`,
-//! `crd-diff` and `rbac`, one module each. A module here owns the command's clap
+//! The subcommands of the `olmv1` binary but `controller`: `catalog`, `resolve`,
+//! `render`, `crd-diff`, `rbac` (offline tools), `status` (the cluster's
+//! ClusterExtensions for a person), one module each; `completion` and `man` in
+//! [`docs`]; image pull progress on a terminal in [`progress`]. A module here owns the command's clap
 //! arguments, reading its inputs (files, images, catalogs, the cluster of the current
 //! kubeconfig) and printing; every decision (which bundle, which objects, is a CRD change
 //! safe, which rules an installer needs) is a call into the domain modules. Nothing
@@ -8,11 +10,15 @@
 
 pub mod catalog;
 pub mod catalog_validate;
+pub mod cluster_content;
 pub mod crd_diff;
+pub mod docs;
+pub mod progress;
 pub mod rbac;
 pub mod render;
 pub mod resolve;
 pub mod source;
+pub mod status;
 
 /// Runs `fut` to completion on a runtime of its own, for the synchronous command
 /// handlers (which run outside any async context).

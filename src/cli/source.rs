@@ -4,12 +4,14 @@
 //! — or `~/.cache/…`, or a temporary directory — and its configs directory extracted),
 //! or a ClusterCatalog name (read with the kubeconfig of `--kubeconfig` or
 //! `KUBECONFIG`; content fetched from `status.urls.base` through
-//! [`crate::content::ContentClient`]). [`CatalogSource::parse`] decides which one a flag value
+//! [`crate::content::ContentClient`], or through the API server's service proxy when
+//! that URL names an in-cluster Service this machine cannot reach, see
+//! [`super::cluster_content`]). [`CatalogSource::parse`] decides which one a flag value
 //! is; the I/O is in the async methods, with blocking wrappers for the synchronous
 //! command handlers.
 
 use crate::api::ClusterCatalog;
-use crate::content::{ContentClient, ContentConfig, ContentError, endpoint};
+use crate::content::{ContentClient, ContentConfig, ContentError};
 use crate::fbc::model::PackageContent;
 use crate::image::{DockerConfig, Extract, ImagePuller, PullerConfig};
 use std::path::{Path, PathBuf};
@@ -121,9 +123,12 @@ impl CatalogSource {
                 })
             }
             CatalogSource::ClusterCatalog(name) => {
-                let catalog = get_cluster_catalog(name, args).await?;
+                let kube = kube_client(name, args).await?;
+                let catalog = read_cluster_catalog(&kube, name).await?;
                 let client = ContentClient::new(ContentConfig::default())?;
-                let content = client.package(&catalog, package).await?;
+                let content = super::cluster_content::package(&client, &kube, &catalog, package)
+                    .await
+                    .map_err(|e| content_error(name, e))?;
                 Ok(LoadedPackage {
                     content: std::sync::Arc::unwrap_or_clone(content),
                     priority: Some(catalog.spec.priority),
@@ -151,20 +156,17 @@ impl CatalogSource {
                 _temp: None,
             }),
             CatalogSource::ClusterCatalog(name) => {
-                let catalog = get_cluster_catalog(name, args).await?;
-                let ep = endpoint(&catalog)?;
+                let kube = kube_client(name, args).await?;
+                let catalog = read_cluster_catalog(&kube, name).await?;
                 let client = ContentClient::new(ContentConfig::default())?;
                 let temp = tempfile::Builder::new()
                     .prefix("olmv1-catalog-")
                     .tempdir()
                     .map_err(|e| SourceError::Io(format!("creating a temporary directory: {e}")))?;
                 let path = temp.path().join("catalog.jsonl");
-                let file = std::fs::File::create(&path)
-                    .map_err(|e| SourceError::Io(format!("creating {}: {e}", path.display())))?;
-                let mut out = std::io::BufWriter::new(file);
-                client.download(&ep, package, &mut out).await?;
-                std::io::Write::flush(&mut out)
-                    .map_err(|e| SourceError::Io(format!("writing {}: {e}", path.display())))?;
+                super::cluster_content::download(&client, &kube, &catalog, package, &path)
+                    .await
+                    .map_err(|e| content_error(name, e))?;
                 Ok(LocalCatalog {
                     path,
                     _temp: Some(temp),
@@ -249,7 +251,8 @@ pub fn local_registry_credentials() -> Result<DockerConfig, String> {
 }
 
 /// The image puller configuration of the command-line tools: the cache, plain-HTTP
-/// registries and the registries configuration (mirrors, blocked registries).
+/// registries, the registries configuration (mirrors, blocked registries), and pull
+/// progress on stderr when it is a terminal.
 pub fn puller_config(
     cache: PathBuf,
     insecure_registries: &[String],
@@ -257,6 +260,7 @@ pub fn puller_config(
 ) -> Result<PullerConfig, crate::image::ImageError> {
     let mut config = PullerConfig::new(cache);
     config.insecure_registries = insecure_registries.to_vec();
+    config.progress = super::progress::terminal_sink();
     if let Some(path) = registries_conf {
         config = config.with_registries_conf(path)?;
         config.registries.warn_unused();
@@ -320,13 +324,32 @@ async fn kube_client(name: &str, args: &FetchArgs) -> Result<kube::Client, Sourc
     kube::Client::try_from(config).map_err(|e| err(format!("creating the client: {e}")))
 }
 
+/// A content read error of ClusterCatalog `name`: the content client's as it is, the
+/// proxy's and writing errors with the catalog named.
+fn content_error(name: &str, e: super::cluster_content::ClusterContentError) -> SourceError {
+    match e {
+        super::cluster_content::ClusterContentError::Direct(e) => SourceError::Content(e),
+        other => SourceError::Cluster {
+            name: name.to_string(),
+            message: other.to_string(),
+        },
+    }
+}
+
 /// Reads a ClusterCatalog from the cluster.
 pub async fn get_cluster_catalog(
     name: &str,
     args: &FetchArgs,
 ) -> Result<ClusterCatalog, SourceError> {
     let client = kube_client(name, args).await?;
-    let api: kube::Api<ClusterCatalog> = kube::Api::all(client);
+    read_cluster_catalog(&client, name).await
+}
+
+async fn read_cluster_catalog(
+    client: &kube::Client,
+    name: &str,
+) -> Result<ClusterCatalog, SourceError> {
+    let api: kube::Api<ClusterCatalog> = kube::Api::all(client.clone());
     match api.get_opt(name).await {
         Ok(Some(c)) => Ok(c),
         Ok(None) => Err(SourceError::ClusterCatalogNotFound {

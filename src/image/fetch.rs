@@ -196,7 +196,8 @@ impl ImagePuller {
         let data = self
             .retry(image, || async {
                 let mut buf = Vec::new();
-                self.stream_blob(remote, r, desc, max, &mut buf).await?;
+                self.stream_blob(remote, r, desc, max, &mut buf, None)
+                    .await?;
                 Ok(buf)
             })
             .await?;
@@ -225,13 +226,16 @@ impl ImagePuller {
         desc: &OciDescriptor,
         path: &Path,
         max: u64,
+        on_bytes: Option<&(dyn Fn(u64) + Sync)>,
     ) -> Result<u64, ImageError> {
         let image = remote.image;
         self.retry(image, || async {
             let mut file = tokio::fs::File::create(path)
                 .await
                 .map_err(|e| Classified::Fail(ImageError::io(image, path, e)))?;
-            let n = self.stream_blob(remote, r, desc, max, &mut file).await?;
+            let n = self
+                .stream_blob(remote, r, desc, max, &mut file, on_bytes)
+                .await?;
             file.flush()
                 .await
                 .map_err(|e| Classified::Fail(ImageError::io(image, path, e)))?;
@@ -242,6 +246,7 @@ impl ImagePuller {
 
     /// Stream one blob into `out`, hashing as it goes; never buffers the whole blob
     /// unless `out` does. At most `max` bytes (and never more than the descriptor's size).
+    /// `on_bytes` hears the bytes received so far after each chunk.
     async fn stream_blob<W: tokio::io::AsyncWrite + Unpin>(
         &self,
         remote: &Remote<'_>,
@@ -249,6 +254,7 @@ impl ImagePuller {
         desc: &OciDescriptor,
         max: u64,
         out: &mut W,
+        on_bytes: Option<&(dyn Fn(u64) + Sync)>,
     ) -> Result<u64, Classified> {
         let Remote {
             image,
@@ -302,6 +308,9 @@ impl ImagePuller {
             out.write_all(&chunk)
                 .await
                 .map_err(|e| Classified::Fail(ImageError::io(image, Path::new("(blob)"), e)))?;
+            if let Some(f) = on_bytes {
+                f(total);
+            }
         }
         let actual = format!(
             "sha256:{}",

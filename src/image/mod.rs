@@ -15,6 +15,7 @@
 pub mod auth;
 pub mod error;
 mod fetch;
+pub mod progress;
 pub mod reference;
 pub mod registries;
 pub mod unpack;
@@ -89,6 +90,8 @@ pub struct PullerConfig {
     pub read_timeout: Duration,
     /// Mirrors and blocked registries (registries.conf); empty = none.
     pub registries: RegistriesConf,
+    /// Receives layer/byte progress of downloads (the CLI on a terminal); none by default.
+    pub progress: Option<progress::ProgressSink>,
 }
 
 impl PullerConfig {
@@ -106,6 +109,7 @@ impl PullerConfig {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(60),
             registries: RegistriesConf::default(),
+            progress: None,
         }
     }
 
@@ -467,11 +471,38 @@ impl ImagePuller {
         }
         let mut layers = Vec::new();
         let mut downloaded: u64 = 0;
-        for desc in &manifest.layers {
+        let sink = self.config.progress.as_ref();
+        let total_bytes = manifest
+            .layers
+            .iter()
+            .map(|d| u64::try_from(d.size).unwrap_or(0))
+            .sum();
+        let report = |layer: usize, bytes: u64, finished: bool| {
+            if let Some(sink) = sink {
+                sink.report(&progress::Progress {
+                    image,
+                    layer,
+                    layers: manifest.layers.len(),
+                    bytes,
+                    total_bytes,
+                    finished,
+                });
+            }
+        };
+        for (i, desc) in manifest.layers.iter().enumerate() {
             let path = blobs.join(desc.digest.replace(':', "-"));
             let budget = self.config.max_download_bytes.saturating_sub(downloaded);
+            let before = downloaded;
+            let on_bytes = |n: u64| report(i + 1, before + n, false);
             downloaded += self
-                .download_layer(remote, top_ref, desc, &path, budget)
+                .download_layer(
+                    remote,
+                    top_ref,
+                    desc,
+                    &path,
+                    budget,
+                    sink.map(|_| &on_bytes as &(dyn Fn(u64) + Sync)),
+                )
                 .await?;
             layers.push(unpack::LayerFile {
                 path,
@@ -479,6 +510,7 @@ impl ImagePuller {
                 media_type: desc.media_type.clone(),
             });
         }
+        report(manifest.layers.len(), downloaded, true);
         let (img, limits, dest) = (
             image.to_string(),
             self.config.limits.clone(),
