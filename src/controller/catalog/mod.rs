@@ -446,8 +446,15 @@ async fn store_content(
         strict: ctx.settings.strict,
     };
     let (catalog_name, dir) = (name.to_string(), pulled.dir.clone());
+    // The cache GC leaves the catalog's directories alone while it is stored.
+    let lease = ctx
+        .puller
+        .leases()
+        .acquire(crate::image::gc::catalog_key(name));
     let stored = tokio::task::spawn_blocking(move || {
-        fbc::store::store_with_options(&storage, &catalog_name, &dir, &options)
+        let stored = fbc::store::store_with_options(&storage, &catalog_name, &dir, &options);
+        drop(lease);
+        stored
     })
     .await
     .map_err(|e| FbcError::Limit {
