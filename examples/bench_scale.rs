@@ -14,6 +14,8 @@
 //!   client count `olmv1_kube_api_requests_total`, installer clients included).
 //!
 //! `cargo build --release --bin olmv1 --example bench_scale && target/release/examples/bench_scale [<extensions> <idle seconds>]`
+//! (`BENCH_OLMV1_BIN=<path>` runs another controller binary; `BENCH_CONTROLLER_ARGS`
+//! adds controller flags.)
 //! Needs the cached Kubernetes binaries (hack/build-kube.sh), `docker-registry`, and
 //! `OLMV1_ETCD` or the etcd crate's binary.
 
@@ -64,9 +66,10 @@ fn apiserver_pid(data_dir: &Path) -> Option<u32> {
     let needle = data_dir.to_string_lossy().to_string();
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
         let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
         let cmd = String::from_utf8_lossy(&cmd);
-        (cmd.contains("kube-apiserver") && cmd.contains(&needle)).then_some(pid)
+        (comm.trim() == "kube-apiserver" && cmd.contains(&needle)).then_some(pid)
     })
 }
 
@@ -213,10 +216,17 @@ async fn main() -> anyhow::Result<()> {
         .collect();
     let count = argv.first().copied().unwrap_or(1000);
     let idle_seconds = argv.get(1).copied().unwrap_or(60) as u64;
-    let olmv1_bin = std::env::current_exe()?
-        .parent()
-        .and_then(|examples| examples.parent())
-        .map(|dir| dir.join("olmv1"))
+    // BENCH_OLMV1_BIN: another controller binary (e.g. the release one from a debug
+    // build of this benchmark).
+    let olmv1_bin = std::env::var_os("BENCH_OLMV1_BIN")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::current_exe()
+                .ok()?
+                .parent()
+                .and_then(|examples| examples.parent())
+                .map(|dir| dir.join("olmv1"))
+        })
         .filter(|p| p.exists())
         .ok_or_else(|| {
             anyhow::anyhow!("the olmv1 binary is missing: cargo build --release --bin olmv1")
@@ -291,6 +301,7 @@ async fn main() -> anyhow::Result<()> {
         catalog_refs.push((format!("small{i}"), image.reference, 0));
     }
     let bench = bench_dir();
+    let mut csvmeta: Option<Vec<u8>> = None;
     for (name, file) in [
         ("large-csvmeta", "cop-rendered-csvmeta-linear.jsonl.zst"),
         ("large-bundleobject", "large-bundleobject-v4.16.jsonl.zst"),
@@ -302,13 +313,13 @@ async fn main() -> anyhow::Result<()> {
         }
         let content = zstd::stream::decode_all(std::fs::File::open(&path)?)?;
         println!("{name}: {:.1} MB of FBC", content.len() as f64 / 1e6);
-        let image = registry::push_catalog_image(
-            &reg,
-            &format!("catalogs/{name}:v1"),
-            &BTreeMap::from([("all/catalog.json".to_string(), content)]),
-        )
-        .await?;
+        let files = BTreeMap::from([("all/catalog.json".to_string(), content)]);
+        let image =
+            registry::push_catalog_image(&reg, &format!("catalogs/{name}:v1"), &files).await?;
         catalog_refs.push((name.to_string(), image.reference, -100));
+        if name == "large-csvmeta" {
+            csvmeta = files.into_values().next();
+        }
     }
     println!(
         "pushed {count} bundles and {} catalog images in {:.1?}",
@@ -515,6 +526,75 @@ async fn main() -> anyhow::Result<()> {
         proc_mib(pid, "RssFile:"),
         proc_mib(pid, "VmHWM:")
     );
+
+    // A new version of the 59 MB catalog: ingested while 1,000 extensions are installed,
+    // all of which re-resolve (a catalog change re-reconciles every extension). The peak
+    // is VmHWM after resetting it (/proc/<pid>/clear_refs), above the settled RSS.
+    if let Some(mut content) = csvmeta {
+        content.extend_from_slice(
+            b"{\"schema\":\"olm.package\",\"name\":\"bench-scale-extra\",\"defaultChannel\":\"stable\"}\n",
+        );
+        let image = registry::push_catalog_image(
+            &reg,
+            "catalogs/large-csvmeta:v2",
+            &BTreeMap::from([("all/catalog.json".to_string(), content)]),
+        )
+        .await?;
+        let before_requests = api_requests(metrics).await?;
+        let settled = proc_mib(pid, "VmRSS:");
+        let reset = std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok();
+        let t = Instant::now();
+        catalogs_api
+            .patch(
+                "large-csvmeta",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(
+                    json!({"spec": {"source": {"image": {"ref": image.reference}}}}),
+                ),
+            )
+            .await?;
+        loop {
+            let c = catalogs_api.get("large-csvmeta").await?;
+            let done = c.status.as_ref().is_some_and(|s| {
+                s.resolved_source
+                    .as_ref()
+                    .is_some_and(|r| r.image.ref_ == image.reference)
+                    && conditions::find(&s.conditions, "Serving")
+                        .is_some_and(|c| c.status == "True")
+            });
+            if done {
+                break;
+            }
+            anyhow::ensure!(
+                t.elapsed() < Duration::from_secs(300),
+                "new catalog version not served"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let served = t.elapsed();
+        // The re-resolutions: until the API traffic settles again.
+        let mut quiet = 0;
+        let mut last = api_requests(metrics).await?;
+        while quiet < 2 && t.elapsed() < Duration::from_secs(300) {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            let now = api_requests(metrics).await?;
+            quiet = if now - last <= 2.0 { quiet + 1 } else { 0 };
+            last = now;
+        }
+        let peak = proc_mib(pid, "VmHWM:");
+        println!(
+            "re-ingest of the 59 MB catalog with {count} extensions re-resolving: served after {:.1?}, settled after {:.1?} ({:.0} API requests); RSS peak {peak:.1} MiB = +{:.1} MiB over the settled {settled:.1} MiB{}",
+            served,
+            t.elapsed(),
+            last - before_requests,
+            peak - settled,
+            if reset {
+                ""
+            } else {
+                " [VmHWM not reset: includes earlier peaks]"
+            }
+        );
+    }
     println!("load average at the end: {}", load_average());
     controller.start_kill()?;
     drop(cp);
