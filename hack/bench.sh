@@ -132,6 +132,7 @@ if wanted scale && run scale target/release/examples/bench_scale; then
   row scale "controller RSS settled (1,000 ext., 10 catalogs)" "$(first '.*catalogs: ([0-9.]+ MiB) \(anonymous.*' "$l")" "≤ 128 MiB"
   row scale "controller RSS peak (VmHWM)" "$(first '.*; peak ([0-9.]+ MiB) \(VmHWM\).*' "$l")" "—"
   row scale "idle API requests (controller's count)" "$(first '.* = ([0-9.]+ req\/s).*' "$l")" "≤ 0.1 req/s"
+  row scale "59 MB re-ingest + 1,000 re-resolutions: RSS peak above settled" "$(first '.*RSS peak [0-9.]+ MiB = \+([0-9.]+ MiB) over the settled.*' "$l")" "≤ 16 MiB"
 else wanted scale && failed=1; fi
 
 if wanted lease; then
