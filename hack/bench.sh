@@ -3,12 +3,12 @@
 # beside its target. Not part of hack/test.sh (it takes a while and its figures depend on
 # the machine). Usage:
 #   hack/bench.sh                  # everything
-#   hack/bench.sh --skip install,lease   # without the benchmarks that need a control plane
+#   hack/bench.sh --skip install,scale,lease   # without the benchmarks that need a control plane
 #   hack/bench.sh --only serve,render
 # Benchmarks: catalog (ingest + metas), serve (catalog HTTP API, plain/TLS, /all and
 # metas), content, resolve, render, crd (CRD upgrade safety), install (controller on a
-# local control plane) and lease (the ignored test measure_the_defaults in
-# tests/lease.rs). Large inputs come from ../shared (OLMV1_SHARED_DIR overrides it); the
+# local control plane), scale (1,000 extensions and ten catalogs, ~10 minutes) and
+# lease (the ignored test measure_the_defaults in tests/lease.rs). Large inputs come from ../shared (OLMV1_SHARED_DIR overrides it); the
 # full logs are kept in target/bench-logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --skip) skip=",$2,"; shift 2 ;;
     --only) only=",$2,"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -42,6 +42,7 @@ for b in catalog serve content resolve render crd; do
   fi
 done
 if wanted install; then examples+=(--example bench_install --bin olmv1); fi
+if wanted scale; then examples+=(--example bench_scale --bin olmv1); fi
 if [ ${#examples[@]} -gt 0 ]; then
   if [ ! -d target/release/deps ]; then
     echo "== cargo build --release ${examples[*]} (first release build: compiles every dependency, 10-20 minutes on 2 cores)"
@@ -109,7 +110,7 @@ if wanted crd && run crd target/release/examples/bench_crd_safety; then
   row crd "upgrade safety, 32 CRDs, both passes" "$(first '^total check time: +([^ ]+).*' "$logs/crd.log")" "≤ 50 ms"
 else wanted crd && failed=1; fi
 
-if wanted install || wanted lease; then
+if wanted install || wanted scale || wanted lease; then
   echo "== the next benchmarks run a local control plane: hack/build-kube.sh (first run: builds kube-apiserver, a few minutes)"
   hack/build-kube.sh
   OLMV1_ETCD="$(hack/etcd-path.sh)"
@@ -122,6 +123,17 @@ if wanted install && run install target/release/examples/bench_install; then
   row install "controller RSS, extensions + both catalogs" "$(first '.*extensions and both catalogs: ([0-9.]+ MiB).*' "$l")" "≤ 64 MiB"
   row install "idle API requests" "$(first '.* = ([0-9.]+ req\/s).*' "$l")" "≤ 0.066 req/s (upstream)"
 else wanted install && failed=1; fi
+
+if wanted scale && run scale target/release/examples/bench_scale; then
+  l=$logs/scale.log
+  row scale "10 catalogs: controller RSS peak during ingest above start" "$(first '.*RSS peak during the ingest [0-9.]+ MiB \(\+([0-9.]+ MiB).*' "$l")" "≤ 16 MiB"
+  row scale "1,000 extensions at once: all Installed after" "$(first '^all [0-9]+ Installed after ([0-9.]+ s).*' "$l")" "≤ 180 s"
+  row scale "kube-apiserver CPU during the burst" "$(first '^kube-apiserver CPU during the burst: ([0-9.]+ s).*' "$l")" "—"
+  row scale "controller RSS settled (1,000 ext., 10 catalogs)" "$(first '.*catalogs: ([0-9.]+ MiB) \(anonymous.*' "$l")" "≤ 128 MiB"
+  row scale "controller RSS peak (VmHWM)" "$(first '.*; peak ([0-9.]+ MiB) \(VmHWM\).*' "$l")" "—"
+  row scale "idle API requests (controller's count)" "$(first '.* = ([0-9.]+ req\/s).*' "$l")" "≤ 0.1 req/s"
+  row scale "59 MB re-ingest + 1,000 re-resolutions: RSS peak above settled" "$(first '.*RSS peak [0-9.]+ MiB = \+([0-9.]+ MiB) over the settled.*' "$l")" "≤ 16 MiB"
+else wanted scale && failed=1; fi
 
 if wanted lease; then
   echo "   (lease: about 4 minutes, mostly waiting)"

@@ -136,6 +136,10 @@ pub struct Metrics {
     http_duration: HistogramFamily<CodeLabel>,
     leader: Gauge,
     api_requests: Family<VerbLabel, Counter>,
+    active_workers: Family<ControllerLabel, Gauge>,
+    active_workers_peak: Family<ControllerLabel, Gauge>,
+    max_workers: Family<ControllerLabel, Gauge>,
+    cache_gc_removed: Counter,
     known: Mutex<Known>,
 }
 
@@ -162,6 +166,10 @@ impl Metrics {
             http_duration: Family::new_with_constructor(duration_histogram),
             leader: Gauge::default(),
             api_requests: Family::default(),
+            active_workers: Family::default(),
+            active_workers_peak: Family::default(),
+            max_workers: Family::default(),
+            cache_gc_removed: Counter::default(),
             known: Mutex::default(),
         };
         metrics.register();
@@ -236,6 +244,26 @@ impl Metrics {
             "kube_api_requests",
             "Requests the controller's own client sent to the API server",
             self.api_requests.clone(),
+        );
+        r.register(
+            "active_workers",
+            "Reconciles running now (bounded by --max-concurrent-reconciles)",
+            self.active_workers.clone(),
+        );
+        r.register(
+            "active_workers_peak",
+            "Most reconciles that ran at once since the start",
+            self.active_workers_peak.clone(),
+        );
+        r.register(
+            "max_concurrent_reconciles",
+            "The reconcile worker limit (--max-concurrent-reconciles)",
+            self.max_workers.clone(),
+        );
+        r.register(
+            "cache_gc_removed",
+            "Unreferenced image and catalog cache entries removed by the cache GC",
+            self.cache_gc_removed.clone(),
         );
     }
 
@@ -393,6 +421,21 @@ impl Metrics {
                 code: code.to_string(),
             })
             .observe(took.as_secs_f64());
+    }
+
+    /// The worker gauges of `controller`: (running now, peak, limit).
+    pub fn worker_gauges(&self, controller: Controller) -> (Gauge, Gauge, Gauge) {
+        let label = ControllerLabel { controller };
+        (
+            self.active_workers.get_or_create(&label).clone(),
+            self.active_workers_peak.get_or_create(&label).clone(),
+            self.max_workers.get_or_create(&label).clone(),
+        )
+    }
+
+    /// The cache GC removed `n` entries.
+    pub fn cache_gc_removed(&self, n: u64) {
+        self.cache_gc_removed.inc_by(n);
     }
 
     pub fn set_leader(&self, leader: bool) {

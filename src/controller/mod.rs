@@ -6,11 +6,13 @@
 //! then the replica runs the [`catalog::follower`], so that it serves the same catalog
 //! content as the leader.
 
+pub mod cache_gc;
 pub mod catalog;
 pub mod common;
 pub mod extension;
 pub mod lease;
 pub mod options;
+pub mod workers;
 
 pub use common::backoff;
 pub use options::ControllerArgs;
@@ -162,6 +164,14 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         _ => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let cache_gc = cache_gc::CacheGc {
+        client: client.clone(),
+        namespace: args.namespace.clone(),
+        puller: puller.clone(),
+        catalogs_dir: storage_dir.clone(),
+        interval: args.workers.cache_gc_interval,
+        metrics: metrics.clone(),
+    };
     let catalog_ctx = Arc::new(
         catalog::CatalogContext::new(
             client.clone(),
@@ -181,7 +191,12 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
             content,
             extension_settings(&args),
         )
-        .with_metrics(metrics.clone()),
+        .with_metrics(metrics.clone())
+        .with_max_concurrent_reconciles(args.workers.max_concurrent_reconciles),
+    );
+    tracing::info!(
+        max_concurrent_reconciles = extension_ctx.workers.limit(),
+        "ClusterExtension reconcile workers"
     );
 
     let shutdown = shutdown_signal();
@@ -215,6 +230,7 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         result = profiling => result.context("profiling server failed"),
         result = catalogs => result.context("catalog server failed"),
         result = reconcilers => result,
+        () = cache_gc.run() => Ok(()),
         () = &mut shutdown => {
             tracing::info!("termination signal received, shutting down");
             Ok(())

@@ -113,6 +113,10 @@ pub struct ControllerArgs {
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_bind_address: String,
 
+    /// Reconcile workers and the cache GC.
+    #[command(flatten)]
+    pub workers: WorkerArgs,
+
     /// How `/metrics` and the profiling endpoints are protected; --pprof-bind-address.
     #[command(flatten)]
     pub metrics_serving: MetricsServingArgs,
@@ -299,6 +303,80 @@ pub fn parse_seconds(value: &str) -> Result<std::time::Duration, String> {
         .map_err(|_| format!("{value:?} is not a number of seconds (e.g. 27 or 27s)"))
 }
 
+/// Reconcile concurrency and cache garbage collection.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct WorkerArgs {
+    /// Most ClusterExtension reconciles running at once (first come, first served;
+    /// bundle pulls and renders happen inside them). At least 1.
+    #[arg(long, default_value_t = crate::controller::workers::DEFAULT_MAX_CONCURRENT_RECONCILES,
+          value_parser = parse_workers)]
+    pub max_concurrent_reconciles: usize,
+
+    /// How often unpacked images and stored catalogs that no ClusterCatalog and no
+    /// installed revision references are removed from --cache-dir (`12h`, `30m`,
+    /// `90s`, or seconds); `0` disables it. Entries in use are never removed.
+    #[arg(long, default_value = "12h", value_parser = parse_interval)]
+    pub cache_gc_interval: std::time::Duration,
+}
+
+impl Default for WorkerArgs {
+    fn default() -> Self {
+        WorkerArgs {
+            max_concurrent_reconciles:
+                crate::controller::workers::DEFAULT_MAX_CONCURRENT_RECONCILES,
+            cache_gc_interval: crate::controller::cache_gc::DEFAULT_INTERVAL,
+        }
+    }
+}
+
+fn parse_workers(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if (1..=10_000).contains(&n) => Ok(n),
+        _ => Err(format!("{value:?}: a number from 1 to 10000 expected")),
+    }
+}
+
+/// `12h`, `30m`, `90s`, `1h30m` or plain seconds; `0` is allowed (off).
+pub fn parse_interval(value: &str) -> Result<std::time::Duration, String> {
+    let v = value.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Ok(std::time::Duration::from_secs(secs));
+    }
+    let mut total = 0u64;
+    let mut number = String::new();
+    for c in v.chars() {
+        match c {
+            '0'..='9' => number.push(c),
+            'h' | 'm' | 's' => {
+                let n: u64 = number.parse().map_err(|_| {
+                    format!("invalid duration {value:?}: a number must precede {c:?}")
+                })?;
+                number.clear();
+                let unit = match c {
+                    'h' => 3600,
+                    'm' => 60,
+                    _ => 1,
+                };
+                total = n
+                    .checked_mul(unit)
+                    .and_then(|s| total.checked_add(s))
+                    .ok_or_else(|| format!("duration {value:?} too large"))?;
+            }
+            _ => {
+                return Err(format!(
+                    "invalid duration {value:?}: use e.g. 12h, 30m, 90s, 1h30m or seconds"
+                ));
+            }
+        }
+    }
+    if !number.is_empty() || v.is_empty() {
+        return Err(format!(
+            "invalid duration {value:?}: use e.g. 12h, 30m, 90s, 1h30m or seconds"
+        ));
+    }
+    Ok(std::time::Duration::from_secs(total))
+}
+
 /// [`parse_seconds`], more than zero.
 pub fn parse_positive_seconds(value: &str) -> Result<std::time::Duration, String> {
     parse_seconds(value).and_then(|d| {
@@ -342,6 +420,55 @@ impl ControllerArgs {
             });
         }
         self.default_installer_service_account.clone()
+    }
+}
+
+#[cfg(test)]
+mod worker_args_tests {
+    use super::WorkerArgs;
+    use clap::Parser;
+    use std::time::Duration;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: WorkerArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<WorkerArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn defaults_and_values() {
+        assert_eq!(parse(&[]).unwrap(), WorkerArgs::default());
+        assert_eq!(WorkerArgs::default().max_concurrent_reconciles, 10);
+        assert_eq!(
+            WorkerArgs::default().cache_gc_interval,
+            Duration::from_secs(12 * 3600)
+        );
+        let a = parse(&["--max-concurrent-reconciles=3", "--cache-gc-interval=1h30m"]).unwrap();
+        assert_eq!(a.max_concurrent_reconciles, 3);
+        assert_eq!(a.cache_gc_interval, Duration::from_secs(5400));
+        for (v, secs) in [
+            ("0", 0),
+            ("90", 90),
+            ("90s", 90),
+            ("30m", 1800),
+            ("2h", 7200),
+        ] {
+            let a = parse(&[&format!("--cache-gc-interval={v}")]).unwrap();
+            assert_eq!(a.cache_gc_interval, Duration::from_secs(secs), "{v}");
+        }
+        for bad in [
+            "--max-concurrent-reconciles=0",
+            "--cache-gc-interval=",
+            "--cache-gc-interval=5d",
+            "--cache-gc-interval=h",
+            "--cache-gc-interval=10m5",
+        ] {
+            assert!(parse(&[bad]).is_err(), "{bad}");
+        }
     }
 }
 

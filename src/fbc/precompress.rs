@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 /// Bytes collected before a batch goes to the compressing thread.
 const BATCH: usize = 256 << 10;
 /// Batches in flight between the writer and the compressing thread.
-const IN_FLIGHT: usize = 4;
+const IN_FLIGHT: usize = 2;
 
 /// A writer of `<path>`: gzip of everything passed to [`GzipTee::write`].
 pub struct GzipTee {
@@ -33,7 +33,7 @@ impl GzipTee {
         let thread = std::thread::Builder::new()
             .name("catalog-gzip".into())
             .spawn(move || {
-                let out = std::io::BufWriter::with_capacity(1 << 20, file);
+                let out = std::io::BufWriter::with_capacity(256 << 10, file);
                 let mut enc = GzEncoder::new(out, Compression::default());
                 for batch in rx {
                     enc.write_all(&batch)?;

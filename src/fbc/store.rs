@@ -202,7 +202,7 @@ fn write_version(
 ) -> Result<(WalkStats, Summary, Vec<String>), FbcError> {
     let file_path = dir.join(CATALOG_FILE);
     let file = std::fs::File::create(&file_path).map_err(io(&file_path))?;
-    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let mut out = BufWriter::with_capacity(256 << 10, file);
     let gzip_path = dir.join(CATALOG_GZIP_FILE);
     let mut gzip = super::precompress::GzipTee::create(&gzip_path).map_err(io(&gzip_path))?;
     let mut index = Index::default();

@@ -10,11 +10,13 @@
 //! Cache layout under `cache_dir`:
 //! `images/<alg>-<hex>/<mode>/{content/, meta.json}` (one finished unpack per image
 //! digest and extraction mode, moved into place atomically by `rename`) and `tmp/`
-//! (work directories: downloaded blobs and the unpack in progress).
+//! (work directories: downloaded blobs and the unpack in progress). [`gc`] removes
+//! entries nothing references any more, never one a lease marks in use.
 
 pub mod auth;
 pub mod error;
 mod fetch;
+pub mod gc;
 pub mod progress;
 pub mod reference;
 pub mod registries;
@@ -174,6 +176,9 @@ pub struct PulledImage {
     /// True when nothing was downloaded because the digest was already unpacked.
     #[serde(skip)]
     pub from_cache: bool,
+    /// Keeps the cache GC away from `dir` while this (or a clone) lives.
+    #[serde(skip)]
+    pub lease: gc::CacheLease,
 }
 
 /// Counters for tests and metrics.
@@ -201,6 +206,7 @@ pub struct ImagePuller {
     config: PullerConfig,
     clients: Mutex<HashMap<ClientKey, Arc<Client>>>,
     counters: Counters,
+    leases: Arc<gc::CacheLeases>,
 }
 
 impl std::fmt::Debug for ImagePuller {
@@ -236,7 +242,37 @@ impl ImagePuller {
             config,
             clients: Mutex::new(HashMap::new()),
             counters: Counters::default(),
+            leases: Arc::default(),
         })
+    }
+
+    /// The in-use marks of the cache (pulls hold them on image digests; catalog
+    /// ingests on catalog names).
+    pub fn leases(&self) -> &Arc<gc::CacheLeases> {
+        &self.leases
+    }
+
+    /// Removes the unpacked images under `images/` and the stored catalogs under
+    /// `catalogs_dir` that `references` does not name, that no lease holds and that
+    /// were not used since `since` (see [`gc`]). Returns what was removed.
+    pub fn collect_garbage(
+        &self,
+        catalogs_dir: &Path,
+        references: &gc::References,
+        since: std::time::SystemTime,
+    ) -> Result<gc::Plan, ImageError> {
+        let images = self.config.cache_dir.join("images");
+        let inventory = gc::inventory(&images, catalogs_dir)
+            .map_err(|e| ImageError::io("-", &self.config.cache_dir, e))?;
+        let trash = self.config.cache_dir.join("tmp");
+        Ok(self
+            .leases
+            .sweep(&inventory, references, since, |doomed| match doomed {
+                gc::Doomed::Image(name) => gc::remove_image(&images, &trash, name),
+                gc::Doomed::Catalog(name) => crate::fbc::store::delete(catalogs_dir, name)
+                    .map(|_| ())
+                    .map_err(std::io::Error::other),
+            }))
     }
 
     pub fn config(&self) -> &PullerConfig {
@@ -326,6 +362,10 @@ impl ImagePuller {
         let (client, auth) = self.client_and_auth(src, secrets)?;
         let top = self.top_digest(image, at, &client, &auth).await?;
         let pinned_ref = pinned(r, &top);
+        // In use from here until the caller drops the result.
+        let lease = self
+            .leases
+            .acquire(gc::image_key(&gc::image_entry_name(&top)));
         let final_dir = self
             .config
             .cache_dir
@@ -338,6 +378,7 @@ impl ImagePuller {
             // The same content may have been pulled from another repository first:
             // report the reference that was asked for.
             hit.reference = pinned_ref;
+            hit.lease = lease;
             return Ok(hit);
         }
         let remote = Remote {
@@ -378,6 +419,7 @@ impl ImagePuller {
             labels,
             dir: final_dir.join("content"),
             from_cache: false,
+            lease,
         })
     }
 
@@ -643,6 +685,7 @@ fn read_cached(final_dir: &Path) -> Option<PulledImage> {
         labels: meta.labels,
         dir,
         from_cache: true,
+        lease: gc::CacheLease::default(),
     })
 }
 

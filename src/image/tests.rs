@@ -963,3 +963,56 @@ async fn invalid_reference_is_terminal() {
     assert!(matches!(e, ImageError::InvalidReference { .. }), "{e:?}");
     assert!(!e.is_retryable());
 }
+
+/// A pull holds a lease on its digest while the result lives: the GC keeps the entry
+/// then, and removes it (unreferenced, no lease, not used since) afterwards; a
+/// referenced entry stays; the next pull unpacks it again.
+#[tokio::test]
+async fn pulled_images_are_leased_and_collected_once_unused() {
+    crypto();
+    let reg = plain();
+    let pushed = push_bundle_image(
+        reg,
+        "gc/bundle:v1",
+        &files(&[("manifests/csv.yaml", "kind: ClusterServiceVersion\n")]),
+        "gc-pkg",
+        &["stable"],
+    )
+    .await
+    .unwrap();
+    let area = Area::new();
+    let p = area.puller(reg);
+    let none = DockerConfig::default();
+    let img = p
+        .pull(&pushed.reference, &Extract::Whole, &none)
+        .await
+        .unwrap();
+    let key = gc::image_key(&gc::image_entry_name(&img.digest));
+    assert!(p.leases().is_held(&key));
+    let catalogs = area.root.path().join("catalogs");
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+    let removed = p
+        .collect_garbage(&catalogs, &gc::References::default(), later)
+        .unwrap();
+    assert!(removed.is_empty(), "in use: {removed:?}");
+    assert!(img.dir.is_dir());
+    drop(img);
+    assert!(!p.leases().is_held(&key));
+    let mut referenced = gc::References::default();
+    referenced.add_image(&pushed.reference);
+    assert!(
+        p.collect_garbage(&catalogs, &referenced, later)
+            .unwrap()
+            .is_empty()
+    );
+    let removed = p
+        .collect_garbage(&catalogs, &gc::References::default(), later)
+        .unwrap();
+    assert_eq!(removed.images.len(), 1);
+    let again = p
+        .pull(&pushed.reference, &Extract::Whole, &none)
+        .await
+        .unwrap();
+    assert!(!again.from_cache, "unpacked again after the GC");
+    assert!(again.dir.join("manifests/csv.yaml").is_file());
+}

@@ -3,7 +3,9 @@
 //! with Range and conditional requests as Go's `ServeContent`) and
 //! `GET|HEAD /catalogs/{name}/api/v1/metas?schema=&package=&name=` (the index
 //! intersection, in file order). Responses are `application/jsonl` with `Last-Modified`
-//! (mtime of the stored file) and an `ETag` (`"<version>"`, unique per ingest); bodies
+//! (mtime of the stored file), `Vary: Accept-Encoding` and an `ETag` per representation
+//! (`"<version>"`, unique per ingest; `"<version>-gzip"` for the gzip-encoded body, so
+//! that caches never mix the two and `If-None-Match` works for each); bodies
 //! larger than 1400 bytes are gzip-compressed for clients that accept it — `all` from
 //! the compressed copy the ingest wrote (`catalog.jsonl.gz`), with its `Content-Length`.
 //! Bodies are read from the stored file section by section (small ones at once, large
@@ -64,7 +66,10 @@ struct Loaded {
     size: u64,
     modified: SystemTime,
     last_modified: HeaderValue,
+    /// The identity representation's ETag, `"<version>"`.
     etag: HeaderValue,
+    /// The gzip representation's ETag, `"<version>-gzip"`.
+    etag_gzip: HeaderValue,
     index: Index,
     /// `catalog.jsonl.gz` and its size, when the ingest wrote it.
     gzip: Option<(Arc<File>, u64)>,
@@ -277,26 +282,54 @@ fn load(dir: &Path) -> Result<Loaded, ApiError> {
             .map_err(|e| ApiError::Internal(e.to_string()))?,
         etag: HeaderValue::from_str(&format!("\"{version}\""))
             .map_err(|e| ApiError::Internal(e.to_string()))?,
+        etag_gzip: HeaderValue::from_str(&format!("\"{version}-gzip\""))
+            .map_err(|e| ApiError::Internal(e.to_string()))?,
         index,
         gzip,
     })
 }
 
-fn base_response(status: StatusCode, l: &Loaded) -> http::response::Builder {
+/// Which encoding of a body a response carries: its ETag differs per representation.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Encoding {
+    Identity,
+    Gzip,
+}
+
+impl Encoding {
+    /// Gzip when the client accepts it and the body is large enough to be compressed
+    /// (here from a stored or cached copy, or by the compression layer on the fly).
+    fn select(headers: &HeaderMap, body_size: u64) -> Encoding {
+        if body_size >= GZIP_MIN_SIZE && accepts_gzip(headers) {
+            Encoding::Gzip
+        } else {
+            Encoding::Identity
+        }
+    }
+
+    fn etag(self, l: &Loaded) -> &HeaderValue {
+        match self {
+            Encoding::Identity => &l.etag,
+            Encoding::Gzip => &l.etag_gzip,
+        }
+    }
+}
+
+fn base_response(status: StatusCode, l: &Loaded, encoding: Encoding) -> http::response::Builder {
     Response::builder()
         .status(status)
         .header(header::LAST_MODIFIED, l.last_modified.clone())
-        .header(header::ETAG, l.etag.clone())
+        .header(header::ETAG, encoding.etag(l).clone())
         .header(header::VARY, "accept-encoding")
 }
 
-fn precondition_response(p: Precondition, l: &Loaded) -> Option<Response> {
+fn precondition_response(p: Precondition, l: &Loaded, encoding: Encoding) -> Option<Response> {
     let status = match p {
         Precondition::Proceed => return None,
         Precondition::NotModified => StatusCode::NOT_MODIFIED,
         Precondition::Failed => StatusCode::PRECONDITION_FAILED,
     };
-    Some(build(base_response(status, l), Body::empty()))
+    Some(build(base_response(status, l, encoding), Body::empty()))
 }
 
 fn build(b: http::response::Builder, body: Body) -> Response {
@@ -311,19 +344,23 @@ async fn all(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let l = shared.lookup(&name).await?;
-    if let Some(r) = precondition_response(check_preconditions(&headers, &l), &l) {
-        return Ok(r);
-    }
+    // Ranges are served from the plain file (identity); otherwise gzip when accepted.
     let range = headers
         .get(header::RANGE)
         .filter(|_| if_range_holds(&headers, &l));
-    if range.is_none()
+    let encoding = match range {
+        Some(_) => Encoding::Identity,
+        None => Encoding::select(&headers, l.size),
+    };
+    let etag = encoding.etag(&l);
+    if let Some(r) = precondition_response(check_preconditions(&headers, &l, etag), &l, encoding) {
+        return Ok(r);
+    }
+    if encoding == Encoding::Gzip
         && let Some((gz, gz_size)) = &l.gzip
-        && l.size >= GZIP_MIN_SIZE
-        && accepts_gzip(&headers)
     {
-        // The compressed copy written at ingest; ranges are served from the plain file.
-        let builder = base_response(StatusCode::OK, &l)
+        // The compressed copy written at ingest.
+        let builder = base_response(StatusCode::OK, &l, encoding)
             .header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL)
             .header(header::CONTENT_ENCODING, "gzip")
             .header(header::CONTENT_LENGTH, *gz_size);
@@ -336,12 +373,14 @@ async fn all(
     }
     let mut status = StatusCode::OK;
     let mut section: Section = [0, l.size];
-    let mut builder = base_response(StatusCode::OK, &l).header(header::ACCEPT_RANGES, "bytes");
+    // Identity, or gzip compressed on the fly (content stored without the copy).
+    let mut builder =
+        base_response(StatusCode::OK, &l, encoding).header(header::ACCEPT_RANGES, "bytes");
     if let Some(range) = range {
         match parse_range(range, l.size) {
             RangeSpec::Full => {}
             RangeSpec::Unsatisfiable => {
-                let r = base_response(StatusCode::RANGE_NOT_SATISFIABLE, &l)
+                let r = base_response(StatusCode::RANGE_NOT_SATISFIABLE, &l, encoding)
                     .header(header::CONTENT_RANGE, format!("bytes */{}", l.size));
                 return Ok(build(r, Body::empty()));
             }
@@ -389,14 +428,14 @@ async fn metas(
         filter[slot].get_or_insert(v);
     }
     let l = shared.lookup(&name).await?;
-    if let Some(r) = precondition_response(check_preconditions(&headers, &l), &l) {
-        return Ok(r);
-    }
     let sections = select(&l, &filter);
     let total: u64 = sections.iter().map(|s| s[1]).sum();
-    let gzip = method == Method::GET
-        && (GZIP_MIN_SIZE..=4 * GZIP_CACHE_ENTRY).contains(&total)
-        && accepts_gzip(&headers);
+    let encoding = Encoding::select(&headers, total);
+    let etag = encoding.etag(&l);
+    if let Some(r) = precondition_response(check_preconditions(&headers, &l, etag), &l, encoding) {
+        return Ok(r);
+    }
+    let gzip = method == Method::GET && encoding == Encoding::Gzip && total <= 4 * GZIP_CACHE_ENTRY;
     if method == Method::GET && (gzip || total <= GZIP_CACHE_ENTRY) {
         let key = (l.dir.clone(), filter, gzip);
         let cached = shared.bodies.lock().ok().and_then(|c| c.get(&key));
@@ -419,15 +458,16 @@ async fn metas(
                 b
             }
         };
-        let mut builder =
-            base_response(StatusCode::OK, &l).header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL);
+        let mut builder = base_response(StatusCode::OK, &l, encoding)
+            .header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL);
         if gzip {
             builder = builder.header(header::CONTENT_ENCODING, "gzip");
         }
         let builder = builder.header(header::CONTENT_LENGTH, b_len(&body));
         return Ok(build(builder, Body::from(body)));
     }
-    let builder = base_response(StatusCode::OK, &l)
+    // Identity, or (large bodies, HEAD) gzip compressed on the fly by the layer.
+    let builder = base_response(StatusCode::OK, &l, encoding)
         .header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL)
         .header(header::CONTENT_LENGTH, total);
     let body = if method == Method::HEAD {

@@ -359,6 +359,7 @@ pub fn controller_with(
             poll_unit_seconds: 1,
             metrics_bind_address: "127.0.0.1:0".into(),
             metrics_serving: Default::default(),
+            workers: Default::default(),
             leader_elect: false,
             leader_elect_lease_duration: std::time::Duration::from_secs(27),
             leader_elect_renew_deadline: std::time::Duration::from_secs(22),

@@ -77,6 +77,10 @@ pub struct CatalogContext {
     recorder: Recorder,
     /// Told when the local store has caught up (this replica may then be ready).
     pub readiness: crate::server::health::Readiness,
+    /// One ingest (parse, validate, index, store) at a time, first come first served:
+    /// the ingest peak does not add up over catalogs. Pulls and tag polls stay
+    /// concurrent (a slow registry holds no other catalog back).
+    ingests: Arc<tokio::sync::Semaphore>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +107,7 @@ impl CatalogContext {
             records: Mutex::default(),
             failures: Failures::default(),
             metrics: Arc::new(Metrics::new()),
+            ingests: Arc::new(tokio::sync::Semaphore::new(1)),
         }
     }
 
@@ -446,8 +451,18 @@ async fn store_content(
         strict: ctx.settings.strict,
     };
     let (catalog_name, dir) = (name.to_string(), pulled.dir.clone());
+    // One ingest at a time (the semaphore is never closed; were it, ingests would run
+    // unbounded rather than stop).
+    let permit = ctx.ingests.clone().acquire_owned().await.ok();
+    // The cache GC leaves the catalog's directories alone while it is stored.
+    let lease = ctx
+        .puller
+        .leases()
+        .acquire(crate::image::gc::catalog_key(name));
     let stored = tokio::task::spawn_blocking(move || {
-        fbc::store::store_with_options(&storage, &catalog_name, &dir, &options)
+        let stored = fbc::store::store_with_options(&storage, &catalog_name, &dir, &options);
+        drop((lease, permit));
+        stored
     })
     .await
     .map_err(|e| FbcError::Limit {

@@ -33,6 +33,7 @@ use crate::apply::{InstallerClients, RevisionStore};
 use crate::bundle::CertProvider;
 use crate::content::ContentClient;
 use crate::controller::common::{self, Failures};
+use crate::controller::workers::{DEFAULT_MAX_CONCURRENT_RECONCILES, Workers};
 use crate::image::ImagePuller;
 use crate::metrics::{Controller as MetricsController, Metrics};
 use futures::StreamExt;
@@ -80,6 +81,9 @@ pub struct ExtensionContext {
     failures: Failures,
     /// Where reconciles report durations, errors and status (metrics hook).
     pub metrics: Arc<Metrics>,
+    /// The reconcile worker limit (`--max-concurrent-reconciles`, fair: first come,
+    /// first served; see [`crate::controller::workers`]).
+    pub workers: Arc<Workers>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -116,7 +120,19 @@ impl ExtensionContext {
             drift,
             failures: Failures::default(),
             metrics: Arc::new(Metrics::new()),
+            workers: Workers::new(DEFAULT_MAX_CONCURRENT_RECONCILES),
         }
+    }
+
+    /// At most `limit` reconciles at once (reported in the worker gauges of `metrics`,
+    /// so call [`ExtensionContext::with_metrics`] first).
+    pub fn with_max_concurrent_reconciles(mut self, limit: usize) -> Self {
+        self.workers = Workers::with_gauges(
+            limit,
+            self.metrics
+                .worker_gauges(MetricsController::clusterextension),
+        );
+        self
     }
 
     /// Reports into `metrics` (shared with the rest of the process).
@@ -139,6 +155,9 @@ impl ExtensionContext {
 /// - an RBAC object change re-reconciles only the extensions that are failing (a
 ///   permission preflight failure is retried at once), never the installed ones;
 /// - drift of a managed object ([`drift`]) reconciles its extension.
+///
+/// The controller itself runs unbounded; each reconcile waits for one of
+/// [`ExtensionContext::workers`] (a fair limit, see [`crate::controller::workers`]).
 pub async fn run(ctx: Arc<ExtensionContext>) {
     let client = ctx.client.clone();
     let extensions: Api<ClusterExtension> = Api::all(client.clone());
@@ -209,6 +228,9 @@ async fn reconcile(
     ctx: Arc<ExtensionContext>,
 ) -> Result<Action, ExtensionError> {
     let controller = MetricsController::clusterextension;
+    // Waits for a worker (FIFO) before anything else: the limit bounds API traffic,
+    // pulls and rendered bundles in memory alike.
+    let _worker = ctx.workers.start().await;
     let exec = executor::KubeExecutor::new(&ctx, &ext);
     common::instrumented(
         controller,

@@ -51,11 +51,16 @@ pub(super) enum Precondition {
     Failed,
 }
 
-/// RFC 9110 §13.2.2 evaluation order, as Go's `checkPreconditions`.
-pub(super) fn check_preconditions(headers: &HeaderMap, l: &Loaded) -> Precondition {
+/// RFC 9110 §13.2.2 evaluation order, as Go's `checkPreconditions`; `etag` is the ETag
+/// of the representation the response would carry.
+pub(super) fn check_preconditions(
+    headers: &HeaderMap,
+    l: &Loaded,
+    etag: &HeaderValue,
+) -> Precondition {
     let modified = unix_secs(l.modified);
     if let Some(im) = headers.get(header::IF_MATCH) {
-        if !etag_matches(im, &l.etag, false) {
+        if !etag_matches(im, etag, false) {
             return Precondition::Failed;
         }
     } else if let Some(ius) = headers
@@ -66,7 +71,7 @@ pub(super) fn check_preconditions(headers: &HeaderMap, l: &Loaded) -> Preconditi
         return Precondition::Failed;
     }
     if let Some(inm) = headers.get(header::IF_NONE_MATCH) {
-        if etag_matches(inm, &l.etag, true) {
+        if etag_matches(inm, etag, true) {
             return Precondition::NotModified;
         }
     } else if let Some(ims) = headers

@@ -749,3 +749,77 @@ async fn swaps_are_atomic_for_readers() {
     assert!(!seen.is_empty());
     s.shutdown().await;
 }
+
+/// The gzip and identity representations of `all` and `metas` carry distinct ETags
+/// (`"<v>"`, `"<v>-gzip"`) with `Vary: Accept-Encoding`; If-None-Match answers 304 only
+/// for the representation the request would get — with the copy written at ingest and
+/// with on-the-fly compression (content stored before the copy existed).
+#[tokio::test]
+async fn gzip_and_identity_have_distinct_etags() {
+    let s = Server::start().await;
+    let full = format!(
+        "{CAT}{{\"schema\":\"pad\",\"package\":\"p\",\"v\":\"{}\"}}\n",
+        "etag".repeat(900)
+    );
+    s.store_text("cat", &full);
+    let stored = s.store_text("otf", &full);
+    std::fs::remove_file(stored.dir.join(CATALOG_GZIP_FILE)).unwrap();
+    let c = client();
+    for path in [
+        "/catalogs/cat/api/v1/all",
+        "/catalogs/otf/api/v1/all",
+        "/catalogs/cat/api/v1/metas?package=p",
+        "/catalogs/otf/api/v1/metas",
+    ] {
+        let get = |gzip: bool, inm: Option<HeaderValue>| {
+            let mut r = c.get(s.url(path));
+            if gzip {
+                r = r.header(h::ACCEPT_ENCODING, "gzip");
+            }
+            if let Some(v) = inm {
+                r = r.header(h::IF_NONE_MATCH, v);
+            }
+            r.send()
+        };
+        let plain = get(false, None).await.unwrap();
+        assert_eq!(plain.status(), 200, "{path}");
+        assert!(!plain.headers().contains_key(h::CONTENT_ENCODING), "{path}");
+        let zipped = get(true, None).await.unwrap();
+        assert_eq!(zipped.headers()[h::CONTENT_ENCODING], "gzip", "{path}");
+        for r in [&plain, &zipped] {
+            assert_eq!(r.headers()[h::VARY], "accept-encoding", "{path}");
+        }
+        let (etag, etag_gz) = (
+            plain.headers()[h::ETAG].clone(),
+            zipped.headers()[h::ETAG].clone(),
+        );
+        assert_ne!(etag, etag_gz, "{path}: one ETag for two representations");
+        assert_eq!(
+            etag_gz.to_str().unwrap(),
+            format!("{}-gzip\"", etag.to_str().unwrap().trim_end_matches('"')),
+            "{path}"
+        );
+        // Each validator matches its own representation only.
+        let r = get(false, Some(etag.clone())).await.unwrap();
+        assert_eq!(r.status(), 304, "{path} identity");
+        assert_eq!(r.headers()[h::ETAG], etag, "{path}");
+        let r = get(true, Some(etag_gz.clone())).await.unwrap();
+        assert_eq!(r.status(), 304, "{path} gzip");
+        assert_eq!(r.headers()[h::ETAG], etag_gz, "{path}");
+        let r = get(true, Some(etag.clone())).await.unwrap();
+        assert_eq!(r.status(), 200, "{path}: identity ETag, gzip request");
+        assert_eq!(r.headers()[h::CONTENT_ENCODING], "gzip", "{path}");
+        let r = get(false, Some(etag_gz.clone())).await.unwrap();
+        assert_eq!(r.status(), 200, "{path}: gzip ETag, identity request");
+        // A client holding both sends both.
+        let both = HeaderValue::from_str(&format!(
+            "{}, {}",
+            etag.to_str().unwrap(),
+            etag_gz.to_str().unwrap()
+        ))
+        .unwrap();
+        assert_eq!(get(true, Some(both.clone())).await.unwrap().status(), 304);
+        assert_eq!(get(false, Some(both)).await.unwrap().status(), 304);
+    }
+    s.shutdown().await;
+}
