@@ -26,6 +26,7 @@ async fn without_service_account_the_default_installer_installs() {
         args.default_installer_service_account = Some(InstallerAccount {
             namespace: ns.clone(),
             name: format!("{name}-installer"),
+            source: olmv1::api::InstallerSource::DefaultInstallerServiceAccount,
         });
     });
     let catalog = support::unique("cat");

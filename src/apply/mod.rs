@@ -9,6 +9,7 @@
 
 pub mod applier;
 pub mod client;
+pub mod helm_release;
 pub mod install;
 pub mod order;
 pub mod ownership;
