@@ -924,3 +924,23 @@ fn the_recorded_installer_stays_in_status() {
         Some(crate::api::InstallerSource::DefaultInstallerServiceAccount)
     );
 }
+
+#[test]
+fn without_an_installer_upstreams_installation_is_still_shown_installed() {
+    let fake = Fake {
+        installer: Some(Err("spec.serviceAccount is not set".into())),
+        upstream: upstream("1.0.0"),
+        ..Fake::default()
+    };
+    run(&ext(), &fake);
+    assert_eq!(
+        fake.calls(),
+        ["load_record", "load_upstream", "write_status"]
+    );
+    let status = fake.status.borrow().clone().expect("status");
+    assert_eq!(
+        status.installed.map(|b| b.version),
+        Some("1.0.0".to_string())
+    );
+    assert!(matches!(status.outcome, Outcome::Blocked { .. }));
+}

@@ -213,9 +213,13 @@ pub fn decide(spec: &ClusterExtensionSpec, facts: &Facts) -> Plan {
         return Plan::AddFinalizer;
     }
     if let Err(message) = &facts.installer {
-        // Nobody may act for the extension; the status still shows what is installed.
+        // Nobody may act for the extension; the status still shows what is installed
+        // (by olmv1, or by upstream OLM v1 before the switch).
         if facts.record.is_none() {
             return Plan::LoadRecord;
+        }
+        if matches!(facts.record, Some(Ok(None))) && facts.upstream.is_none() {
+            return Plan::LoadUpstream;
         }
         return Plan::Report(Box::new(Report {
             observation: observe(
