@@ -526,6 +526,19 @@ impl Walker<'_> {
     }
 }
 
+/// A served blob as operator-controller's Go decoder reads it, for blobs that need Go's
+/// key rules (keys spelled `"Schema"`, a key written twice; [`go_keys`]); `None` when the
+/// blob reads as it is (the common case: one view parse) or cannot be normalized.
+pub fn go_normalized(line: &[u8]) -> Option<Vec<u8>> {
+    match serde_json::from_slice::<BlobView>(line) {
+        Ok(view) if !view.needs_go_keys => None,
+        _ => go_keys::normalize(line)
+            .ok()
+            .flatten()
+            .map(|(json, _)| json),
+    }
+}
+
 fn parse_view(json: &[u8]) -> Result<BlobView, serde_json::Error> {
     match serde_json::from_slice::<BlobView>(json) {
         Ok(v) => Ok(v),

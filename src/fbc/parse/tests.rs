@@ -299,3 +299,27 @@ fn normalized_blobs_are_warnings_and_strict_refuses_them() {
     );
     assert!(matches!(strict, Err(FbcError::Invalid { .. })));
 }
+
+#[test]
+fn served_blobs_are_read_as_go_reads_them() {
+    assert_eq!(
+        go_normalized(br#"{"schema":"olm.package","name":"p"}"#),
+        None
+    );
+    assert_eq!(
+        go_normalized(br#"{"Schema":"olm.package","Name":"p"}"#).as_deref(),
+        Some(br#"{"schema":"olm.package","name":"p"}"#.as_slice())
+    );
+    let mut content = crate::fbc::model::PackageContent::default();
+    crate::content::compact::push_line(
+        &mut content,
+        br#"{"Schema":"olm.package","Name":"p","DefaultChannel":"s"}"#,
+        "p",
+        false,
+    )
+    .unwrap();
+    assert_eq!(
+        content.package.map(|p| p.default_channel),
+        Some("s".to_string())
+    );
+}
