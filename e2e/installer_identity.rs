@@ -1,6 +1,8 @@
 //! ClusterExtensions without `spec.serviceAccount` (YAML written for current upstream
 //! releases) on a controller started with `--default-installer-service-account`: they
-//! install as that account, least privilege kept, and the Event names the identity.
+//! install as that account, least privilege kept, and the Event and
+//! `status.install.installer` name the identity; an extension that names its own
+//! account shows `source: ServiceAccount` there.
 //! (Refusal without a default is in e2e/extensions.rs, whose controller has none.)
 
 #[path = "../tests/support/mod.rs"]
@@ -26,6 +28,7 @@ async fn without_service_account_the_default_installer_installs() {
         args.default_installer_service_account = Some(InstallerAccount {
             namespace: ns.clone(),
             name: format!("{name}-installer"),
+            source: olmv1::api::InstallerSource::DefaultInstallerServiceAccount,
         });
     });
     let catalog = support::unique("cat");
@@ -40,6 +43,52 @@ async fn without_service_account_the_default_installer_installs() {
         .expect("created without serviceAccount");
     let e = wait_installed(&api, &name, "1.0.0").await;
     assert!(e.spec.service_account.is_none());
+    // The status names who installed, and why that identity.
+    let installer = e
+        .status
+        .as_ref()
+        .and_then(|s| s.install.as_ref())
+        .and_then(|i| i.installer.clone())
+        .expect("status.install.installer");
+    assert_eq!(
+        installer.username,
+        format!("system:serviceaccount:{ns}:{name}-installer")
+    );
+    assert_eq!(
+        installer.source,
+        olmv1::api::InstallerSource::DefaultInstallerServiceAccount
+    );
+
+    // On the same controller, an extension that names its own account: that account
+    // installs, and the status says so (one test: the controller's flags are per binary).
+    let package2 = support::unique("pkg");
+    let name2 = support::unique("ext");
+    let named = BundleSpec::new(&package2, "1.0.0");
+    grant_installer(&ns, &name2, &[bundles::render(&named, &ns)]).await;
+    let catalog2 = support::unique("cat");
+    let image2 = publish(&catalog2, &package2, &[named]).await;
+    create_catalog(&catalog2, &image2).await;
+    api.create(
+        &PostParams::default(),
+        &extension(&name2, &ns, &package2, json!({})),
+    )
+    .await
+    .expect("created with serviceAccount");
+    let e = wait_installed(&api, &name2, "1.0.0").await;
+    let installer = e
+        .status
+        .as_ref()
+        .and_then(|s| s.install.as_ref())
+        .and_then(|i| i.installer.clone())
+        .expect("status.install.installer");
+    assert_eq!(
+        installer.username,
+        format!("system:serviceaccount:{ns}:{name2}-installer")
+    );
+    assert_eq!(
+        installer.source,
+        olmv1::api::InstallerSource::ServiceAccount
+    );
 
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::all(admin.clone());
     let selector = format!("involvedObject.name={name}");

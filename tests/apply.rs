@@ -641,6 +641,7 @@ async fn upgrade_step_checks_deletions_prunes_and_records_only_changes() {
         &env.owner,
         bundle("1"),
         &v1,
+        None,
         &opts(),
     )
     .await
@@ -694,6 +695,7 @@ async fn upgrade_step_checks_deletions_prunes_and_records_only_changes() {
         &env.owner,
         bundle("2"),
         &v2,
+        None,
         &opts(),
     )
     .await
@@ -721,6 +723,7 @@ async fn upgrade_step_checks_deletions_prunes_and_records_only_changes() {
         &env.owner,
         bundle("2"),
         &v2,
+        None,
         &opts(),
     )
     .await

@@ -797,3 +797,67 @@ async fn pull_secret_of_the_controller_account_unlocks_an_authenticated_registry
 fn base64_encode(data: &[u8]) -> String {
     data_encoding::BASE64.encode(data)
 }
+
+/// Keys as Go's encoding/json reads them (catalogd's acceptance): `"Schema"`/`"Name"`
+/// match case-insensitively and a key written twice keeps its last value. The catalog is
+/// served (blobs normalized to the declcfg spelling, indexed as catalogd indexes them)
+/// and each such blob is named in the InvalidCatalogContent warning.
+#[tokio::test]
+async fn keys_are_read_as_catalogd_reads_them() {
+    let content = br#"{"Schema":"olm.package","Name":"g","DefaultChannel":"stable"}
+{"schema":"olm.channel","name":"stable","package":"g","entries":[{"name":"g.v1.0.0"}]}
+{"schema":"olm.bundle","name":"g.v0","name":"g.v1.0.0","package":"g","image":"example.com/g:v1","properties":[{"Type":"olm.package","Value":{"packageName":"g","version":"1.0.0"}}]}
+"#;
+    let name = support::unique("gokeys");
+    served_with_warnings(
+        &name,
+        "g/catalog.json",
+        content,
+        &[
+            "g/catalog.json:1: olm.package blob \"g\": keys matched case-insensitively",
+            "Schema→schema",
+            "g/catalog.json:3: olm.bundle blob \"g.v1.0.0\"",
+            "a key written twice",
+        ],
+    )
+    .await;
+    let api = api().await;
+    let list = api.list(&Default::default()).await.expect("list");
+    let c = list
+        .items
+        .into_iter()
+        .find(|c| {
+            c.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(&format!("{name}-")))
+        })
+        .expect("catalog");
+    let base = c.status.and_then(|s| s.urls).expect("urls").base;
+    let (code, body) = get_body(&format!("{base}/api/v1/metas?schema=olm.package&name=g")).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        body.trim_end(),
+        r#"{"schema":"olm.package","name":"g","defaultChannel":"stable"}"#
+    );
+    let (code, body) = get_body(&format!("{base}/api/v1/metas?schema=olm.bundle&package=g")).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        body.trim_end(),
+        r#"{"schema":"olm.bundle","name":"g.v1.0.0","package":"g","image":"example.com/g:v1","properties":[{"type":"olm.package","value":{"packageName":"g","version":"1.0.0"}}]}"#
+    );
+}
+
+/// Two keys folding to the same name: catalogd refuses the blob, and so does olmv1.
+#[tokio::test]
+async fn keys_folding_to_one_name_are_refused() {
+    let content = br#"{"schema":"olm.package","Schema":"olm.package","name":"h"}
+"#;
+    bad_catalog(
+        "gofold",
+        "h/catalog.json",
+        content,
+        "duplicate keys for key \"schema\": [Schema schema]",
+    )
+    .await;
+}

@@ -154,6 +154,9 @@ async fn controller_identity_is_least_privilege() {
         ),
         // Rollout status: waiting reasons of the pods of an installed Deployment.
         ("list", "", "pods", Some("default")),
+        // Upstream OLM v1's Helm release Secrets: read to adopt, patched to mark.
+        ("list", "", "secrets", Some("olmv1-system")),
+        ("patch", "", "secrets", Some("olmv1-system")),
         // The checks of /metrics requests.
         ("create", "authentication.k8s.io", "tokenreviews", None),
         (
@@ -180,6 +183,8 @@ async fn controller_identity_is_least_privilege() {
         ("create", "rbac.authorization.k8s.io", "clusterroles", None),
         ("delete", "", "namespaces", None),
         ("get", "", "secrets", Some("default")),
+        ("patch", "", "secrets", Some("default")),
+        ("delete", "", "secrets", Some("olmv1-system")),
         ("delete", "", "pods", Some("default")),
         ("get", "", "pods/log", Some("default")),
         ("impersonate", "", "users", None),

@@ -284,6 +284,35 @@ pub struct ClusterExtensionStatus {
 pub struct ClusterExtensionInstallStatus {
     /// bundle is a required field which represents the identifying attributes of a bundle.
     pub bundle: BundleMetadata,
+    /// installer is the identity that applied the installed revision, and why that
+    /// identity was used (olmv1 addition; clients that do not know it ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installer: Option<InstallerStatus>,
+}
+
+/// InstallerStatus names the identity every write of the installed revision was made as.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct InstallerStatus {
+    /// username is the Kubernetes user the writes were made as, e.g.
+    /// `system:serviceaccount:<namespace>:<name>`.
+    pub username: String,
+    /// source says why this identity was used: `ServiceAccount` (named in
+    /// spec.serviceAccount), `DefaultInstallerServiceAccount` (the controller's
+    /// --default-installer-service-account) or `ControllerIdentity` (the controller's
+    /// own ServiceAccount, --allow-controller-identity).
+    pub source: InstallerSource,
+}
+
+/// Why an installer identity was used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum InstallerSource {
+    /// spec.serviceAccount names it.
+    #[default]
+    ServiceAccount,
+    /// The controller's --default-installer-service-account.
+    DefaultInstallerServiceAccount,
+    /// The controller's own ServiceAccount (--allow-controller-identity).
+    ControllerIdentity,
 }
 
 /// BundleMetadata is a representation of the identifying attributes of a bundle.

@@ -3,7 +3,9 @@
 //! Established, pruning and uninstall.
 
 use super::order::{PhaseKind, apply_order};
-use super::ownership::{Conflict, Owner, Ownership, classify, conflict_message, with_ownership};
+use super::ownership::{
+    Conflict, Owner, Ownership, classify, conflict_message, helm_managed, with_ownership,
+};
 use super::record::ObjectRef;
 use futures::FutureExt;
 use futures::{StreamExt, TryStreamExt};
@@ -101,6 +103,10 @@ pub struct ApplyOptions {
     pub concurrency: usize,
     /// Poll interval while waiting.
     pub poll: Duration,
+    /// Refuse existing objects that upstream OLM v1's Helm applier installed
+    /// ([`super::ownership::helm_managed`]): set for a first install that adopts no
+    /// release; unset once olmv1's record exists or while adopting.
+    pub refuse_helm_managed: bool,
 }
 
 impl Default for ApplyOptions {
@@ -110,6 +116,7 @@ impl Default for ApplyOptions {
             delete_timeout: Duration::from_secs(120),
             concurrency: 16,
             poll: Duration::from_millis(100),
+            refuse_helm_managed: false,
         }
     }
 }
@@ -251,7 +258,7 @@ pub async fn apply(
 ) -> Result<ApplyReport, ApplyError> {
     let refs = refs_of(objects)?;
     let resolver = Resolver::new(installer.clone());
-    let versions = check_takeover(&resolver, owner, &refs, opts.concurrency).await?;
+    let versions = check_takeover(&resolver, owner, &refs, opts).await?;
     let mut report = ApplyReport::default();
     for phase in apply_order(objects) {
         let results: Vec<(ObjectRef, bool)> = futures::stream::iter(phase.objects.iter().copied())
@@ -313,8 +320,10 @@ async fn check_takeover(
     resolver: &Resolver,
     owner: &Owner,
     refs: &[ObjectRef],
-    concurrency: usize,
+    opts: &ApplyOptions,
 ) -> Result<HashMap<usize, Option<String>>, ApplyError> {
+    let concurrency = opts.concurrency;
+    let refuse_helm = opts.refuse_helm_managed;
     let found: Vec<Option<(usize, Option<String>, Ownership)>> =
         futures::stream::iter(refs.iter().cloned().enumerate())
             .map(|(i, r)| {
@@ -329,11 +338,11 @@ async fn check_takeover(
                         .await
                         .map_err(kube_err("reading", r))?;
                     Ok::<_, ApplyError>(existing.map(|o| {
-                        (
-                            i,
-                            o.metadata.resource_version.clone(),
-                            classify(o.metadata.labels.as_ref(), &owner.name),
-                        )
+                        let mut ownership = classify(o.metadata.labels.as_ref(), &owner.name);
+                        if refuse_helm {
+                            ownership = helm_managed(ownership, o.metadata.annotations.as_ref());
+                        }
+                        (i, o.metadata.resource_version.clone(), ownership)
                     }))
                 }
                 .boxed()

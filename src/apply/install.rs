@@ -30,13 +30,15 @@ pub struct InstallOutcome {
 /// Installs `objects` of `bundle` for `owner`: records the revision as pending, applies it
 /// ([`apply`]), prunes what earlier revisions had and this one does not ([`prune`]) and
 /// records it as installed. The record is only written when it changes, so a re-apply of
-/// the installed revision (drift correction) costs no record write.
+/// the installed revision (drift correction) costs no record write. `installed_by` is
+/// recorded on the revision (`status.install.installer`).
 pub async fn install_revision(
     installer: &kube::Client,
     store: &RevisionStore,
     owner: &Owner,
     bundle: crate::api::BundleIdentity,
     objects: &[Value],
+    installed_by: Option<crate::api::InstallerStatus>,
     opts: &ApplyOptions,
 ) -> Result<InstallOutcome, InstallError> {
     let mut history = store
@@ -45,6 +47,7 @@ pub async fn install_revision(
         .unwrap_or_else(|| RevisionHistory::new(owner));
     let original = history.clone();
     let revision = history.begin(bundle, objects);
+    history.set_installer(revision, installed_by);
     let mut record_written = false;
     if history != original {
         store.save(&history).await?;

@@ -1,7 +1,8 @@
 //! Applying rendered objects as the installer ServiceAccount (docs/installer-permissions.md A3, docs/rendering.md A5, docs/api-and-status.md A7, docs/rendering.md §5.6):
 //! impersonating clients ([`client`]), the dependency order ([`order`]), ownership labels,
 //! ownerReferences and the takeover refusal ([`ownership`]), the durable revision record
-//! ([`record`]), and the I/O of server-side apply, pruning and uninstall ([`applier`]).
+//! ([`record`]), upstream OLM v1's Helm releases read for an in-place switch
+//! ([`helm_release`]), and the I/O of server-side apply, pruning and uninstall ([`applier`]).
 //!
 //! Typical reconcile: the preflights (`preflight::run`) → [`apply`] → record the revision with
 //! [`RevisionHistory::begin`] before and [`RevisionHistory::complete`] after → [`prune`]
@@ -9,6 +10,7 @@
 
 pub mod applier;
 pub mod client;
+pub mod helm_release;
 pub mod install;
 pub mod order;
 pub mod ownership;

@@ -9,6 +9,8 @@ pub const OWNER_KIND_LABEL: &str = "olm.operatorframework.io/owner-kind";
 pub const OWNER_NAME_LABEL: &str = "olm.operatorframework.io/owner-name";
 pub const OWNER_KIND: &str = "ClusterExtension";
 pub const OWNER_API_VERSION: &str = "olm.operatorframework.io/v1";
+/// Helm's annotation on every object of a release (upstream OLM v1 installs through Helm).
+pub const HELM_RELEASE_NAME_ANNOTATION: &str = "meta.helm.sh/release-name";
 
 /// The ClusterExtension that owns what is applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +103,26 @@ pub enum Ownership {
     OtherExtension(String),
     /// Not labelled as managed by any ClusterExtension.
     Unmanaged,
+    /// Labelled as this extension's, but installed by upstream OLM v1's Helm release of
+    /// that name, and not being adopted ([`helm_managed`]).
+    HelmRelease(String),
+}
+
+/// Upstream OLM v1 labels its objects as olmv1 does; an object that also carries Helm's
+/// release annotation was installed by upstream. Such an object is this extension's only
+/// when its release is being adopted (README "Switching from upstream OLM v1") or once it
+/// is in olmv1's revision record; otherwise it is reported, not taken over.
+pub fn helm_managed(
+    ownership: Ownership,
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> Ownership {
+    match (
+        ownership,
+        annotations.and_then(|a| a.get(HELM_RELEASE_NAME_ANNOTATION)),
+    ) {
+        (Ownership::Ours, Some(release)) => Ownership::HelmRelease(release.clone()),
+        (ownership, _) => ownership,
+    }
 }
 
 /// Classifies an existing object's `metadata.labels` for extension `extension`.
@@ -131,6 +153,10 @@ pub fn conflict_message(conflicts: &[Conflict]) -> String {
             Ownership::OtherExtension(other) => {
                 format!("{} (owned by ClusterExtension {other:?})", c.object)
             }
+            Ownership::HelmRelease(release) => format!(
+                "{} (installed by upstream OLM v1, Helm release {release:?}, without a release olmv1 can adopt)",
+                c.object
+            ),
             _ => format!("{} (not managed by a ClusterExtension)", c.object),
         })
         .collect();
@@ -200,6 +226,22 @@ mod tests {
         assert_eq!(
             classify(Some(&l), "f"),
             Ownership::OtherExtension("e".into())
+        );
+    }
+
+    #[test]
+    fn helm_objects_are_ours_only_when_adopted() {
+        let mut a = BTreeMap::new();
+        assert_eq!(helm_managed(Ownership::Ours, None), Ownership::Ours);
+        assert_eq!(helm_managed(Ownership::Ours, Some(&a)), Ownership::Ours);
+        a.insert(HELM_RELEASE_NAME_ANNOTATION.to_owned(), "e".to_owned());
+        assert_eq!(
+            helm_managed(Ownership::Ours, Some(&a)),
+            Ownership::HelmRelease("e".into())
+        );
+        assert_eq!(
+            helm_managed(Ownership::Unmanaged, Some(&a)),
+            Ownership::Unmanaged
         );
     }
 

@@ -112,6 +112,10 @@ pub struct Revision {
     /// `sha256:<hex>` of the rendered objects (see [`content_hash`]).
     pub content_hash: String,
     pub objects: Vec<ObjectRef>,
+    /// Who applied it (`status.install.installer`); absent in records written before
+    /// olmv1 recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installer: Option<crate::api::InstallerStatus>,
 }
 
 /// All recorded revisions of one ClusterExtension, oldest first.
@@ -173,8 +177,19 @@ impl RevisionHistory {
             bundle,
             content_hash: hash,
             objects: refs,
+            installer: None,
         });
         number
+    }
+
+    /// Records who applies revision `number` (the latest applier wins: a re-apply by
+    /// another account after `spec.serviceAccount` changed is that account's).
+    pub fn set_installer(&mut self, number: u64, installer: Option<crate::api::InstallerStatus>) {
+        if let Some(r) = self.revisions.iter_mut().find(|r| r.number == number)
+            && installer.is_some()
+        {
+            r.installer = installer;
+        }
     }
 
     pub fn get(&self, number: u64) -> Option<&Revision> {

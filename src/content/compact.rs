@@ -240,7 +240,12 @@ pub fn push_line(
             return Ok(());
         }
     }
-    push_compact(content, line)
+    // A server that serves blobs as written (upstream catalogd with `"Schema"` keys,
+    // a key written twice): read them as operator-controller's Go decoder does.
+    match crate::fbc::parse::go_normalized(line) {
+        Some(normalized) => push_compact(content, &normalized),
+        None => push_compact(content, line),
+    }
 }
 
 fn value_size(v: &Value) -> usize {

@@ -39,13 +39,25 @@ pub async fn remove_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Resu
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    if !obj.finalizers().iter().any(|f| f == finalizer) {
+    remove_finalizers(api, obj, &[finalizer]).await
+}
+
+/// Removes every finalizer of `remove` that `obj` has, in one patch.
+pub async fn remove_finalizers<K>(api: &Api<K>, obj: &K, remove: &[&str]) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    if !obj
+        .finalizers()
+        .iter()
+        .any(|f| remove.contains(&f.as_str()))
+    {
         return Ok(());
     }
     let finalizers: Vec<String> = obj
         .finalizers()
         .iter()
-        .filter(|f| *f != finalizer)
+        .filter(|f| !remove.contains(&f.as_str()))
         .cloned()
         .collect();
     match patch_finalizers(api, obj, &finalizers).await {

@@ -417,6 +417,7 @@ impl ControllerArgs {
             return Some(crate::controller::extension::installer::InstallerAccount {
                 namespace: self.namespace.clone(),
                 name: self.service_account.clone(),
+                source: crate::api::InstallerSource::ControllerIdentity,
             });
         }
         self.default_installer_service_account.clone()

@@ -47,20 +47,79 @@ impl Default for Limits {
 
 /// The parts of a blob that indexing and validation read; everything else is skipped
 /// while parsing (but the blob is fully checked for JSON syntax).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default)]
 pub struct BlobView {
-    #[serde(default)]
     pub schema: Option<String>,
-    #[serde(default)]
     pub package: Option<String>,
-    #[serde(default)]
     pub name: Option<String>,
-    #[serde(default, rename = "defaultChannel")]
     pub default_channel: Option<String>,
-    #[serde(default)]
     pub entries: Option<Vec<EntryView>>,
-    #[serde(default)]
     pub properties: Option<Vec<PropertyView>>,
+    /// Set when the blob was normalized as Go's `encoding/json` reads it (keys matched
+    /// case-insensitively, a key written twice): what was done, reported as a catalog
+    /// warning ([`go_keys`]).
+    pub normalized: Option<String>,
+    /// A view key written twice, or a key that only case-insensitively matches one:
+    /// the blob needs [`go_keys::normalize`].
+    needs_go_keys: bool,
+}
+
+impl<'de> Deserialize<'de> for BlobView {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = BlobView;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<BlobView, A::Error> {
+                let mut v = BlobView::default();
+                // Seen view keys (bit per key of go_keys::VIEW_KEYS), for duplicates.
+                let mut seen = 0u8;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let bit = match key.as_ref() {
+                        "schema" => {
+                            v.schema = map.next_value()?;
+                            1
+                        }
+                        "package" => {
+                            v.package = map.next_value()?;
+                            2
+                        }
+                        "name" => {
+                            v.name = map.next_value()?;
+                            4
+                        }
+                        "defaultChannel" => {
+                            v.default_channel = map.next_value()?;
+                            8
+                        }
+                        "entries" => {
+                            v.entries = map.next_value()?;
+                            16
+                        }
+                        "properties" => {
+                            v.properties = map.next_value()?;
+                            32
+                        }
+                        other => {
+                            if go_keys::folds_to_view_key(other) {
+                                v.needs_go_keys = true;
+                            }
+                            map.next_value::<IgnoredAny>()?;
+                            0
+                        }
+                    };
+                    if seen & bit != 0 {
+                        v.needs_go_keys = true;
+                    }
+                    seen |= bit;
+                }
+                Ok(v)
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 /// An entry of `olm.channel` (`name`) or of `olm.deprecations` (`reference`, `message`).
@@ -407,8 +466,48 @@ impl Walker<'_> {
                 message: format!("blob {index} starting at line {line}: invalid UTF-8: {e}"),
             });
         }
-        let view = parse_view(&self.buf).map_err(|e| parse_err(&e))?;
-        let json: &[u8] = if has_space {
+        let mut view = match parse_view(&self.buf) {
+            Ok(view) => view,
+            // A nested key spelled as Go matches it (`"Type"` in a property) can fail
+            // the typed view: normalized, the blob may read.
+            Err(e) => match go_keys::normalize(&self.buf) {
+                Ok(Some(_)) => BlobView {
+                    needs_go_keys: true,
+                    ..BlobView::default()
+                },
+                _ => return Err(parse_err(&e)),
+            },
+        };
+        if view.needs_go_keys
+            // Rare: the blob as Go's encoding/json reads it (catalogd's acceptance).
+            && let Some((normalized, what)) =
+                go_keys::normalize(&self.buf).map_err(|message| FbcError::Parse {
+                    path: path.to_path_buf(),
+                    message: format!("blob {index} starting at line {line}: {message}"),
+                })?
+        {
+            view = parse_view(&normalized).map_err(|e| parse_err(&e))?;
+            view.normalized = Some(what);
+            self.compact = normalized;
+            return self.hand_out(path, line, index, true, view, f);
+        }
+        self.hand_out(path, line, index, has_space, view, f)
+    }
+
+    /// Hands the blob out: `compacted` when it is in `self.compact` already, else
+    /// compacted from `self.buf` when `has_space`.
+    fn hand_out(
+        &mut self,
+        path: &Path,
+        line: u64,
+        index: u64,
+        has_space: bool,
+        view: BlobView,
+        f: &mut BlobFn<'_>,
+    ) -> Result<(), FbcError> {
+        let json: &[u8] = if view.normalized.is_some() {
+            &self.compact
+        } else if has_space {
             compact_json(&self.buf, &mut self.compact);
             &self.compact
         } else {
@@ -424,6 +523,19 @@ impl Walker<'_> {
         };
         check_schema(&blob)?;
         f(&blob)
+    }
+}
+
+/// A served blob as operator-controller's Go decoder reads it, for blobs that need Go's
+/// key rules (keys spelled `"Schema"`, a key written twice; [`go_keys`]); `None` when the
+/// blob reads as it is (the common case: one view parse) or cannot be normalized.
+pub fn go_normalized(line: &[u8]) -> Option<Vec<u8>> {
+    match serde_json::from_slice::<BlobView>(line) {
+        Ok(view) if !view.needs_go_keys => None,
+        _ => go_keys::normalize(line)
+            .ok()
+            .flatten()
+            .map(|(json, _)| json),
     }
 }
 
@@ -487,6 +599,7 @@ pub fn display_path(root: &Path, path: &Path) -> PathBuf {
     }
 }
 
+mod go_keys;
 mod json_stream;
 mod yaml_stream;
 

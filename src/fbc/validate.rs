@@ -68,6 +68,10 @@ impl Validator {
     pub fn add(&mut self, blob: &Blob<'_>) {
         let v = blob.view;
         let at = blob.location();
+        if let Some(what) = &v.normalized {
+            // Accepted as catalogd accepts it; worth fixing in the catalog.
+            self.problem(format!("{at}: {} blob {:?}: {what}", v.schema(), v.name()));
+        }
         let name = v.name().to_string();
         let package = v.package().to_string();
         let schema = v.schema();

@@ -23,6 +23,7 @@ fn installed(version: &str, conditions: Vec<Condition>) -> ClusterExtensionStatu
                 version: version.into(),
                 ..Default::default()
             },
+            installer: None,
         }),
         ..Default::default()
     }

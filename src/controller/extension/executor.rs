@@ -9,11 +9,12 @@ use super::plan::{InstallFailure, Installed, Note};
 use super::status::{self, Observation};
 use super::{ExtensionContext, ExtensionError, finalize, install};
 use crate::api::{self, BundleIdentity, ClusterCatalog, ClusterExtension, ClusterExtensionStatus};
+use crate::apply::helm_release::{self, UpstreamRelease};
 use crate::apply::{Owner, RevisionHistory};
 use crate::controller::common;
 use crate::metrics::{Controller as MetricsController, Phase};
 use crate::resolve::{self, Resolution, ResolveError, ResolveRequest};
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
@@ -95,6 +96,26 @@ impl Executor for KubeExecutor<'_> {
             .map_err(|e| e.to_string())
     }
 
+    async fn load_upstream(&self) -> Result<Option<UpstreamRelease>, String> {
+        // Helm's Secret storage in the controller's namespace (upstream's olmv1-system),
+        // selected by Helm's `name` label.
+        let namespace = &self.ctx.settings.namespace;
+        let name = self.ext.name_any();
+        let secrets = Api::<Secret>::namespaced(self.ctx.client.clone(), namespace)
+            .list(&ListParams::default().labels(&format!("name={name}")))
+            .await
+            .map_err(|e| format!("listing Secrets in namespace {namespace:?}: {e}"))?;
+        match helm_release::latest(&secrets.items, &name) {
+            // Adopted earlier (olmv1's record was deleted since): olmv1's own history
+            // took over; the release is stale.
+            Some(secret) if helm_release::is_adopted(secret) => Ok(None),
+            Some(secret) => helm_release::decode(secret)
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            None => Ok(None),
+        }
+    }
+
     async fn resolve(
         &self,
         request: &ResolveRequest,
@@ -124,13 +145,22 @@ impl Executor for KubeExecutor<'_> {
         &self,
         target: &BundleIdentity,
         history: Option<&RevisionHistory>,
+        adopt: Option<&UpstreamRelease>,
     ) -> Result<Installed, InstallFailure> {
         let installer = self
             .installer
             .as_ref()
             .map_err(|message| InstallFailure::Blocked(message.clone()))?;
-        let (installed, managed) =
-            install::install(self.ctx, self.ext, installer, &self.owner, target, history).await?;
+        let (installed, managed) = install::install(
+            self.ctx,
+            self.ext,
+            installer,
+            &self.owner,
+            target,
+            history,
+            adopt,
+        )
+        .await?;
         self.ctx.drift.ensure(
             &self.ext.name_any(),
             (&installer.namespace, &installer.name),

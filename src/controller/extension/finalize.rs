@@ -108,7 +108,14 @@ async fn remove(exec: &KubeExecutor<'_>, note: &Note) -> Result<Action, Extensio
     if let Err(e) = ctx.store.delete(&name).await {
         tracing::warn!(extension = %name, error = %e, "deleting the revision record");
     }
-    common::remove_finalizer(&exec.api, ext, api::FINALIZER_EXTENSION).await?;
+    // Upstream's second finalizer, left on extensions taken over from upstream OLM v1
+    // (README "Switching from upstream OLM v1"): nothing else would remove it.
+    common::remove_finalizers(
+        &exec.api,
+        ext,
+        &[api::FINALIZER_EXTENSION, api::FINALIZER_EXTENSION_CONTENT],
+    )
+    .await?;
     ctx.failures.succeeded(&name);
     ctx.metrics.forget_extension(&name);
     Ok(Action::await_change())

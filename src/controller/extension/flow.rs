@@ -10,6 +10,7 @@ use super::plan::{self, Facts, InstallFailure, Installed, Next, Note, Plan, Repo
 use super::status::Observation;
 use crate::api::{self, BundleIdentity, ClusterExtension};
 use crate::apply::RevisionHistory;
+use crate::apply::helm_release::UpstreamRelease;
 use crate::resolve::{Resolution, ResolveError, ResolveRequest};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -34,16 +35,21 @@ pub(crate) trait Executor {
     async fn validate(&self) -> Vec<String>;
     /// The revision record (`Err`: why it cannot be read).
     async fn load_record(&self) -> Result<Option<RevisionHistory>, String>;
+    /// Upstream OLM v1's installation of the extension (its latest Helm release not yet
+    /// adopted), for an extension olmv1 has no record of (`Err`: why it cannot be read).
+    async fn load_upstream(&self) -> Result<Option<UpstreamRelease>, String>;
     /// Resolves over the served catalogs (`Err`: the catalogs could not be listed).
     async fn resolve(
         &self,
         request: &ResolveRequest,
     ) -> Result<Result<Resolution, ResolveError>, kube::Error>;
-    /// Pull, render, preflights and apply as the installer account.
+    /// Pull, render, preflights and apply as the installer account (adopting `adopt`'s
+    /// objects in place when they are exactly the rendered ones).
     async fn install(
         &self,
         target: &BundleIdentity,
         history: Option<&RevisionHistory>,
+        adopt: Option<&UpstreamRelease>,
     ) -> Result<Installed, InstallFailure>;
     /// Uninstall and drop the finalizer.
     async fn uninstall(&self) -> Result<Action, ExtensionError>;
@@ -89,9 +95,12 @@ pub(crate) async fn reconcile<E: Executor>(
             }
             Plan::Validate => facts.validation = Some(exec.validate().await),
             Plan::LoadRecord => facts.record = Some(exec.load_record().await),
+            Plan::LoadUpstream => facts.upstream = Some(exec.load_upstream().await),
             Plan::Resolve(request) => facts.resolution = Some(exec.resolve(&request).await?),
             Plan::Install(install) => {
-                let result = exec.install(&install.target, facts.history()).await;
+                let result = exec
+                    .install(&install.target, facts.history(), install.adopt.as_ref())
+                    .await;
                 let report = plan::after_install(&ext.spec, &facts, install, result);
                 return finish(ext, exec, report).await;
             }

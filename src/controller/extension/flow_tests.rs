@@ -10,6 +10,7 @@ use super::super::status::Outcome;
 use super::*;
 use crate::api::conditions::{REASON_BLOCKED, REASON_INVALID_CONFIGURATION};
 use crate::apply::Owner;
+use crate::apply::helm_release::UpstreamRelease;
 use crate::fbc::model::{Deprecation, DeprecationEntry, PackageScopedReference};
 use crate::resolve::deprecation::ConditionStatus;
 use crate::resolve::{CatalogStats, NoUniqueBundle, ResolvedBundle};
@@ -24,6 +25,7 @@ struct Fake {
     installer: Option<Result<InstallerAccount, String>>,
     validation: Vec<String>,
     record: Option<Result<Option<RevisionHistory>, String>>,
+    upstream: Option<Result<Option<UpstreamRelease>, String>>,
     resolution: Option<Result<Resolution, ResolveError>>,
     install: Option<Result<Installed, InstallFailure>>,
     failing_for: Duration,
@@ -67,6 +69,7 @@ impl Executor for Fake {
             Ok(InstallerAccount {
                 namespace: "ns".into(),
                 name: "sa".into(),
+                source: crate::api::InstallerSource::ServiceAccount,
             })
         })
     }
@@ -82,6 +85,10 @@ impl Executor for Fake {
         self.call("load_record");
         self.record.clone().unwrap_or(Ok(None))
     }
+    async fn load_upstream(&self) -> Result<Option<UpstreamRelease>, String> {
+        self.call("load_upstream");
+        self.upstream.clone().unwrap_or(Ok(None))
+    }
     async fn resolve(
         &self,
         request: &ResolveRequest,
@@ -96,8 +103,12 @@ impl Executor for Fake {
         &self,
         target: &BundleIdentity,
         _history: Option<&RevisionHistory>,
+        adopt: Option<&UpstreamRelease>,
     ) -> Result<Installed, InstallFailure> {
-        self.call(&format!("install {}", target.version));
+        match adopt {
+            Some(r) => self.call(&format!("install {} adopting {}", target.version, r.secret)),
+            None => self.call(&format!("install {}", target.version)),
+        }
         *self.installed_target.borrow_mut() = Some(target.clone());
         self.install.clone().expect("install result")
     }
@@ -240,6 +251,7 @@ fn first_install() {
         [
             "validate",
             "load_record",
+            "load_upstream",
             "resolve from None",
             "install 1.0.0",
             "write_status",
@@ -608,6 +620,7 @@ fn the_default_installer_is_named_in_the_event() {
         installer: Some(Ok(InstallerAccount {
             namespace: "olmv1-system".into(),
             name: "installer".into(),
+            source: crate::api::InstallerSource::DefaultInstallerServiceAccount,
         })),
         resolution: Some(resolved("1.0.0", None)),
         install: Some(Ok(pulled("1.0.0"))),
@@ -784,4 +797,150 @@ fn a_ready_revision_that_becomes_unavailable_says_so_and_a_completed_rollout_too
         upgrade.events().iter().map(|e| e.1).collect::<Vec<_>>(),
         ["Upgraded"]
     );
+}
+
+/// Upstream OLM v1's release of bundle `version` (status deployed).
+fn upstream(version: &str) -> Option<Result<Option<UpstreamRelease>, String>> {
+    Some(Ok(Some(UpstreamRelease {
+        secret: "sh.helm.release.v1.e.v2".into(),
+        name: "e".into(),
+        version: 2,
+        namespace: "ns".into(),
+        status: "deployed".into(),
+        bundle: identity(version),
+        objects: Vec::new(),
+    })))
+}
+
+#[test]
+fn an_upstream_installation_of_the_resolved_bundle_is_adopted() {
+    let fake = Fake {
+        upstream: upstream("1.0.0"),
+        resolution: Some(resolved("1.0.0", None)),
+        install: Some(Ok(pulled("1.0.0"))),
+        ..Fake::default()
+    };
+    assert_eq!(run(&ext(), &fake), Action::await_change());
+    assert_eq!(
+        fake.calls(),
+        [
+            "validate",
+            "load_record",
+            "load_upstream",
+            "resolve from Some(\"1.0.0\")",
+            "install 1.0.0 adopting sh.helm.release.v1.e.v2",
+            "write_status",
+            "succeeded"
+        ]
+    );
+    let events = fake.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!((events[0].0, events[0].1), (false, "Adopted"));
+    assert!(
+        events[0]
+            .2
+            .contains("Helm release Secret sh.helm.release.v1.e.v2")
+    );
+    assert!(events[0].2.ends_with("as system:serviceaccount:ns:sa"));
+    let status = fake.status.borrow().clone().expect("status");
+    let installer = status.installer.expect("installer recorded in status");
+    assert_eq!(installer.username, "system:serviceaccount:ns:sa");
+    assert_eq!(
+        installer.source,
+        crate::api::InstallerSource::ServiceAccount
+    );
+}
+
+#[test]
+fn an_upstream_installation_of_another_version_is_reported_and_untouched() {
+    let fake = Fake {
+        upstream: upstream("1.0.0"),
+        resolution: Some(resolved("1.1.0", None)),
+        ..Fake::default()
+    };
+    run(&ext(), &fake);
+    assert!(!fake.calls().iter().any(|c| c.starts_with("install")));
+    let Outcome::Retrying(message) = fake.outcome() else {
+        panic!("{:?}", fake.outcome());
+    };
+    assert!(message.starts_with("not adopting upstream OLM v1's installation (Helm release Secret sh.helm.release.v1.e.v2, bundle p.v1.0.0 version 1.0.0): "), "{message}");
+    assert!(message.ends_with("; nothing was changed"), "{message}");
+    assert_eq!(fake.events()[0].1, "AdoptionRefused");
+    // Upstream's installation is still what is installed.
+    let status = fake.status.borrow().clone().expect("status");
+    assert_eq!(
+        status.installed.map(|b| b.version),
+        Some("1.0.0".to_string())
+    );
+    assert_eq!(*fake.errors.borrow(), ["AdoptionRefused"]);
+}
+
+#[test]
+fn an_unreadable_upstream_release_stops_before_resolution() {
+    let fake = Fake {
+        upstream: Some(Err("release Secret s: no data.release".into())),
+        ..Fake::default()
+    };
+    run(&ext(), &fake);
+    assert_eq!(
+        fake.calls(),
+        ["validate", "load_record", "load_upstream", "write_status"]
+    );
+    let Outcome::Retrying(message) = fake.outcome() else {
+        panic!("{:?}", fake.outcome());
+    };
+    assert!(
+        message.contains("reading upstream OLM v1's installation: release Secret s"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_recorded_installer_stays_in_status() {
+    let mut history = match record("1.0.0") {
+        Some(Ok(Some(h))) => h,
+        _ => unreachable!(),
+    };
+    let n = history.revisions[0].number;
+    history.set_installer(
+        n,
+        Some(crate::api::InstallerStatus {
+            username: "system:serviceaccount:olmv1-system:installer".into(),
+            source: crate::api::InstallerSource::DefaultInstallerServiceAccount,
+        }),
+    );
+    let fake = Fake {
+        record: Some(Ok(Some(history))),
+        resolution: Some(not_found(false)),
+        ..Fake::default()
+    };
+    run(
+        &extension(json!({"source": {"sourceType": "Catalog"}})),
+        &fake,
+    );
+    let status = fake.status.borrow().clone().expect("status");
+    assert_eq!(
+        status.installer.map(|i| i.source),
+        Some(crate::api::InstallerSource::DefaultInstallerServiceAccount)
+    );
+}
+
+#[test]
+fn without_an_installer_upstreams_installation_is_still_shown_installed() {
+    let fake = Fake {
+        installer: Some(Err("spec.serviceAccount is not set".into())),
+        upstream: upstream("1.0.0"),
+        ..Fake::default()
+    };
+    run(&ext(), &fake);
+    assert_eq!(
+        fake.calls(),
+        ["load_record", "load_upstream", "write_status"]
+    );
+    let status = fake.status.borrow().clone().expect("status");
+    assert_eq!(
+        status.installed.map(|b| b.version),
+        Some("1.0.0".to_string())
+    );
+    assert!(matches!(status.outcome, Outcome::Blocked { .. }));
 }

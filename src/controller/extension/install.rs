@@ -11,27 +11,43 @@ use super::plan::{InstallFailure, Installed};
 use super::rollout::{self, Readiness};
 use super::{ExtensionContext, certs, prune};
 use crate::api::{BundleIdentity, ClusterExtension, CrdUpgradeSafetyEnforcement};
+use crate::apply::helm_release::{self, UpstreamRelease};
 use crate::apply::{self, ApplyError, InstallError, ObjectRef, Owner, RevisionHistory};
 use crate::bundle::{self, Bundle, CertProvider, RenderOptions};
 use crate::metrics::Phase;
 use crate::preflight::{self, Preflight, crd_safety::Enforcement};
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
 use serde_json::Value;
 use std::time::Instant;
 
 /// Installs `target` for `ext` as `installer`: what the install did, and the objects of the installed
-/// revision (for the drift watches).
+/// revision (for the drift watches). With `adopt` (upstream OLM v1's release of the same
+/// bundle, no olmv1 record yet), the release's objects must be exactly the rendered ones:
+/// they are then applied in place (never deleted or recreated) and the release Secret is
+/// marked as adopted; otherwise nothing is touched.
 pub(crate) async fn install(
     ctx: &ExtensionContext,
     ext: &ClusterExtension,
-    installer: &InstallerAccount,
+    installer_account: &InstallerAccount,
     owner: &Owner,
     target: &BundleIdentity,
     history: Option<&RevisionHistory>,
+    adopt: Option<&UpstreamRelease>,
 ) -> Result<(Installed, Vec<ObjectRef>), InstallFailure> {
+    let installer = installer_account;
     let (loaded, image) = pull(ctx, target).await?;
     let rendered = render(ctx, ext, loaded).await?;
+    if let Some(release) = adopt {
+        helm_release::compare_objects(release, &rendered).map_err(|differ| {
+            InstallFailure::AdoptionRefused(super::plan::adoption_refused(
+                release,
+                &differ.to_string(),
+            ))
+        })?;
+    }
     let bundle = target.pulled(&image);
     let (namespace, account) = (&installer.namespace, &installer.name);
     let installer = ctx
@@ -63,13 +79,20 @@ pub(crate) async fn install(
     }
 
     let started = Instant::now();
+    let options = apply::ApplyOptions {
+        // A first install refuses objects upstream's Helm applier installed unless their
+        // release is the one being adopted.
+        refuse_helm_managed: history.is_none() && adopt.is_none(),
+        ..Default::default()
+    };
     let outcome = apply::install_revision(
         &installer,
         &ctx.store,
         owner,
         bundle,
         &rendered,
-        &apply::ApplyOptions::default(),
+        Some(installer_account.status()),
+        &options,
     )
     .await
     .map_err(|e| match e {
@@ -77,6 +100,9 @@ pub(crate) async fn install(
         other => InstallFailure::Retry(other.to_string()),
     })?;
     ctx.metrics.phase(Phase::apply, started.elapsed());
+    if let Some(release) = adopt {
+        mark_adopted(ctx, release, &owner.name).await;
+    }
     let managed = outcome
         .history
         .installed()
@@ -94,6 +120,24 @@ pub(crate) async fn install(
         readiness,
     };
     Ok((installed, managed))
+}
+
+/// Marks the adopted release Secret (label and annotation; left in place so that going
+/// back to upstream finds its release). A failure is logged: olmv1's record exists now,
+/// so the release is never read again.
+async fn mark_adopted(ctx: &ExtensionContext, release: &UpstreamRelease, extension: &str) {
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &ctx.settings.namespace);
+    let patch = helm_release::adopted_patch(&apply::record::record_name(extension));
+    if let Err(e) = api
+        .patch(
+            &release.secret,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        tracing::warn!(secret = %release.secret, error = %e, "marking the adopted upstream release");
+    }
 }
 
 /// The readiness of the installed objects that report it ([`rollout::is_checked`]), read

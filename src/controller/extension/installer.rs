@@ -6,7 +6,7 @@
 //! (`--allow-controller-identity`, upstream's behaviour), or refusal with a condition
 //! that says what to set. Never silently cluster-admin. Pure.
 
-use crate::api::ClusterExtensionSpec;
+use crate::api::{ClusterExtensionSpec, InstallerSource, InstallerStatus};
 use std::fmt;
 
 /// The ServiceAccount every write of an extension's objects is made as.
@@ -14,6 +14,8 @@ use std::fmt;
 pub struct InstallerAccount {
     pub namespace: String,
     pub name: String,
+    /// Why this account (`status.install.installer.source`).
+    pub source: InstallerSource,
 }
 
 impl InstallerAccount {
@@ -26,11 +28,22 @@ impl InstallerAccount {
                 Ok(InstallerAccount {
                     namespace: namespace.to_string(),
                     name: name.to_string(),
+                    source: InstallerSource::DefaultInstallerServiceAccount,
                 })
             }
             _ => Err(format!(
                 "invalid installer ServiceAccount {value:?}: expected <namespace>/<name>"
             )),
+        }
+    }
+}
+
+impl InstallerAccount {
+    /// `status.install.installer` for a revision applied as this account.
+    pub fn status(&self) -> InstallerStatus {
+        InstallerStatus {
+            username: self.to_string(),
+            source: self.source,
         }
     }
 }
@@ -51,6 +64,7 @@ pub fn choose(
         return Ok(InstallerAccount {
             namespace: spec.namespace.clone(),
             name: account.name.clone(),
+            source: InstallerSource::ServiceAccount,
         });
     }
     default.cloned().ok_or_else(|| {
@@ -79,7 +93,17 @@ mod tests {
         let default = InstallerAccount::parse("olmv1-system/installer").unwrap();
         let chosen = choose(&spec(Some("sa")), Some(&default)).unwrap();
         assert_eq!(chosen.to_string(), "system:serviceaccount:ns:sa");
-        assert_eq!(choose(&spec(None), Some(&default)), Ok(default));
+        assert_eq!(chosen.status().source, InstallerSource::ServiceAccount);
+        assert_eq!(
+            chosen.status().username,
+            "system:serviceaccount:ns:sa".to_string()
+        );
+        let defaulted = choose(&spec(None), Some(&default)).unwrap();
+        assert_eq!(defaulted, default);
+        assert_eq!(
+            defaulted.status().source,
+            InstallerSource::DefaultInstallerServiceAccount
+        );
     }
 
     #[test]

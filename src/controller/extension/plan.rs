@@ -18,8 +18,9 @@ use crate::api::conditions::{
     REASON_BLOCKED, REASON_INVALID_CONFIGURATION, REASON_PROGRESS_DEADLINE_EXCEEDED,
     REASON_ROLLING_OUT, REASON_SUCCEEDED,
 };
-use crate::api::{BundleIdentity, ClusterExtensionSpec, UpgradeConstraintPolicy};
+use crate::api::{BundleIdentity, ClusterExtensionSpec, InstallerStatus, UpgradeConstraintPolicy};
 use crate::apply::RevisionHistory;
+use crate::apply::helm_release::{self, UpstreamRelease};
 use crate::resolve::deprecation::{CatalogData, DeprecationCondition, deprecation_conditions};
 use crate::resolve::{Resolution, ResolveError, ResolveRequest, UpgradePolicy};
 use std::time::Duration;
@@ -37,6 +38,9 @@ pub struct Facts {
     pub validation: Option<Vec<String>>,
     /// The revision record, or why it could not be read.
     pub record: Option<Result<Option<RevisionHistory>, String>>,
+    /// Without a record: upstream OLM v1's installation of the extension (its latest
+    /// Helm release), or why it could not be read.
+    pub upstream: Option<Result<Option<UpstreamRelease>, String>>,
     pub resolution: Option<Result<Resolution, ResolveError>>,
     /// The reason of the Progressing condition before this reconcile (Events on
     /// rollout transitions).
@@ -58,6 +62,7 @@ impl Facts {
             installer,
             validation: None,
             record: None,
+            upstream: None,
             resolution: None,
             progressing: None,
         }
@@ -71,11 +76,32 @@ impl Facts {
             .and_then(Option::as_ref)
     }
 
-    /// The installed bundle, from the revision record.
+    /// The installed bundle: from the revision record, else from the upstream release
+    /// being adopted.
     pub fn installed(&self) -> Option<&BundleIdentity> {
-        self.history()
-            .and_then(|h| h.installed())
-            .map(|r| &r.bundle)
+        match self.history() {
+            Some(h) => h.installed().map(|r| &r.bundle),
+            None => self.adopting().map(|r| &r.bundle),
+        }
+    }
+
+    /// The upstream OLM v1 release to adopt: only when olmv1 has no record of its own.
+    pub fn adopting(&self) -> Option<&UpstreamRelease> {
+        if self.history().is_some() {
+            return None;
+        }
+        self.upstream
+            .as_ref()
+            .and_then(|u| u.as_ref().ok())
+            .and_then(Option::as_ref)
+    }
+
+    /// Who applied the installed revision, from the record.
+    fn recorded_installer(&self, installed: Option<&BundleIdentity>) -> Option<InstallerStatus> {
+        let revision = self.history()?.installed()?;
+        (Some(&revision.bundle) == installed)
+            .then(|| revision.installer.clone())
+            .flatten()
     }
 }
 
@@ -90,6 +116,8 @@ pub enum Plan {
     Validate,
     /// Read the revision record.
     LoadRecord,
+    /// No record: look for upstream OLM v1's installation (its Helm release).
+    LoadUpstream,
     /// Resolve the package.
     Resolve(ResolveRequest),
     /// Pull, render, preflight and apply this bundle.
@@ -105,6 +133,9 @@ pub struct Install {
     /// Set when no catalog provides the package any more and the installed bundle is
     /// maintained; says so.
     pub maintained: Option<String>,
+    /// Upstream OLM v1's release whose objects this install adopts (in place) when they
+    /// are exactly the objects olmv1 renders.
+    pub adopt: Option<UpstreamRelease>,
 }
 
 /// How a reconcile ends.
@@ -155,6 +186,9 @@ pub enum InstallFailure {
     InvalidConfiguration(String),
     /// Retrying cannot fix it (e.g. an unparsable image reference).
     Blocked(String),
+    /// Upstream OLM v1's installation differs from what olmv1 would install; nothing
+    /// was touched. Retried (the catalog or the spec may change).
+    AdoptionRefused(String),
 }
 
 /// What a successful install did.
@@ -179,9 +213,13 @@ pub fn decide(spec: &ClusterExtensionSpec, facts: &Facts) -> Plan {
         return Plan::AddFinalizer;
     }
     if let Err(message) = &facts.installer {
-        // Nobody may act for the extension; the status still shows what is installed.
+        // Nobody may act for the extension; the status still shows what is installed
+        // (by olmv1, or by upstream OLM v1 before the switch).
         if facts.record.is_none() {
             return Plan::LoadRecord;
+        }
+        if matches!(facts.record, Some(Ok(None))) && facts.upstream.is_none() {
+            return Plan::LoadUpstream;
         }
         return Plan::Report(Box::new(Report {
             observation: observe(
@@ -219,6 +257,28 @@ pub fn decide(spec: &ClusterExtensionSpec, facts: &Facts) -> Plan {
         let failed = report(facts, None, outcome, None, "RevisionRecordUnavailable");
         return Plan::Report(Box::new(failed));
     }
+    if facts.history().is_none() {
+        match &facts.upstream {
+            None => return Plan::LoadUpstream,
+            Some(Err(e)) => {
+                let message = format!(
+                    "retrying to get installed bundle: reading upstream OLM v1's installation: {e}"
+                );
+                let mut failed = report(
+                    facts,
+                    None,
+                    Outcome::Retrying(message.clone()),
+                    None,
+                    "UpstreamReleaseUnreadable",
+                );
+                failed
+                    .events
+                    .push(warning("AdoptionRefused", "Adopt", message));
+                return Plan::Report(Box::new(failed));
+            }
+            Some(Ok(_)) => {}
+        }
+    }
     let installed = facts.installed();
     if spec.source.catalog.is_none() {
         return Plan::Report(Box::new(Report {
@@ -232,12 +292,36 @@ pub fn decide(spec: &ClusterExtensionSpec, facts: &Facts) -> Plan {
         return Plan::Resolve(resolve_request(spec, installed));
     };
     match resolution {
-        Ok(resolution) => Plan::Install(Install {
-            target: resolution.bundle.identity(),
-            maintained: None,
-        }),
+        Ok(resolution) => {
+            let target = resolution.bundle.identity();
+            if let Some(release) = facts.adopting()
+                && let Err(why) = helm_release::check_bundle(release, &target)
+            {
+                let message = adoption_refused(release, &why);
+                let mut refused = report(
+                    facts,
+                    installed.cloned(),
+                    Outcome::Retrying(message.clone()),
+                    Some(deprecation(spec, facts, installed)),
+                    "AdoptionRefused",
+                );
+                refused
+                    .events
+                    .push(warning("AdoptionRefused", "Adopt", message));
+                refused.next = Next::Failed;
+                return Plan::Report(Box::new(refused));
+            }
+            Plan::Install(Install {
+                target,
+                maintained: None,
+                adopt: facts.adopting().cloned(),
+            })
+        }
         Err(e) => match maintained(spec, installed, e) {
-            Some(install) => Plan::Install(install),
+            Some(mut install) => {
+                install.adopt = facts.adopting().cloned();
+                Plan::Install(install)
+            }
             None => {
                 let message = e.to_string();
                 let mut report = report(
@@ -255,6 +339,14 @@ pub fn decide(spec: &ClusterExtensionSpec, facts: &Facts) -> Plan {
             }
         },
     }
+}
+
+/// Why upstream OLM v1's installation is not adopted (condition and Event message).
+pub fn adoption_refused(release: &UpstreamRelease, why: &str) -> String {
+    format!(
+        "not adopting upstream OLM v1's installation (Helm release Secret {}, bundle {} version {}): {why}; nothing was changed",
+        release.secret, release.bundle.name, release.bundle.version
+    )
 }
 
 fn blocked_without_catalog() -> Outcome {
@@ -305,6 +397,7 @@ fn maintained(
             "no ClusterCatalog provides package {:?} any more: maintaining the installed bundle {:?} (version {})",
             installed.package, installed.name, installed.version
         )),
+        adopt: None,
     })
 }
 
@@ -326,9 +419,12 @@ pub fn after_install(
             };
             let conditions = deprecation(spec, facts, previous);
             let mut report = report(facts, previous.cloned(), outcome, Some(conditions), error);
-            report
-                .events
-                .push(warning("InstallFailed", "Install", message));
+            let (reason, action) = if error == "AdoptionRefused" {
+                ("AdoptionRefused", "Adopt")
+            } else {
+                ("InstallFailed", "Install")
+            };
+            report.events.push(warning(reason, action, message));
             report.next = Next::Failed;
             return report;
         }
@@ -341,6 +437,21 @@ pub fn after_install(
         .unwrap_or_default();
     let mut events = Vec::new();
     match previous {
+        _ if install.adopt.is_some() => {
+            if let Some(release) = &install.adopt {
+                events.push(normal(
+                    "Adopted",
+                    "Adopt",
+                    format!(
+                        "adopted upstream OLM v1's installation of bundle {} version {} (Helm release Secret {}, {} objects) in place: nothing deleted or recreated; applied{by}",
+                        bundle.name,
+                        bundle.version,
+                        release.secret,
+                        release.objects.len()
+                    ),
+                ));
+            }
+        }
         Some(old) if *old == bundle => {
             if done.applied_changes > 0 {
                 events.push(normal(
@@ -391,8 +502,10 @@ pub fn after_install(
             (outcome, Next::Done)
         }
     };
+    let mut observation = observe(facts, Some(bundle), outcome, Some(conditions));
+    observation.installer = facts.installer.as_ref().ok().map(|a| a.status());
     Report {
-        observation: observe(facts, Some(bundle), outcome, Some(conditions)),
+        observation,
         events,
         error: None,
         next,
@@ -449,6 +562,7 @@ pub fn classify(failure: InstallFailure, target: &BundleIdentity) -> (Outcome, &
             },
             REASON_BLOCKED,
         ),
+        InstallFailure::AdoptionRefused(m) => (Outcome::Retrying(m), "AdoptionRefused"),
     }
 }
 
@@ -520,6 +634,7 @@ fn observe(
 ) -> Observation {
     Observation {
         generation: facts.generation,
+        installer: facts.recorded_installer(installed.as_ref()),
         installed,
         outcome,
         deprecation,

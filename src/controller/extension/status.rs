@@ -4,7 +4,9 @@
 //! [`crate::api::conditions::set_condition`]; transition times only move on flips.
 
 use crate::api::conditions::{self, *};
-use crate::api::{BundleIdentity, ClusterExtensionInstallStatus, ClusterExtensionStatus};
+use crate::api::{
+    BundleIdentity, ClusterExtensionInstallStatus, ClusterExtensionStatus, InstallerStatus,
+};
 use crate::resolve::deprecation::{ConditionStatus, DeprecationCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -59,6 +61,8 @@ pub struct Observation {
     pub generation: Option<i64>,
     /// The bundle installed after this reconcile (its image digest-pinned).
     pub installed: Option<BundleIdentity>,
+    /// Who applied it (`status.install.installer`), when known.
+    pub installer: Option<InstallerStatus>,
     pub outcome: Outcome,
     /// The deprecation conditions; `None` when the reconcile did not reach resolution.
     pub deprecation: Option<[DeprecationCondition; 4]>,
@@ -161,6 +165,7 @@ pub fn next_status(
         .as_ref()
         .map(|b| ClusterExtensionInstallStatus {
             bundle: b.metadata(),
+            installer: observation.installer.clone(),
         });
     status.observed_generation = generation;
     status
@@ -222,6 +227,7 @@ mod tests {
     #[test]
     fn success_matches_the_seed_example() {
         let obs = Observation {
+            installer: None,
             generation: Some(1),
             installed: Some(bundle()),
             outcome: Outcome::Succeeded,
@@ -276,6 +282,7 @@ mod tests {
     #[test]
     fn retrying_without_an_installed_bundle() {
         let obs = Observation {
+            installer: None,
             generation: Some(2),
             installed: None,
             outcome: Outcome::Retrying("no bundles found for package \"p\"".into()),
@@ -308,6 +315,7 @@ mod tests {
     #[test]
     fn failures_keep_the_installed_bundle_reported() {
         let obs = Observation {
+            installer: None,
             generation: Some(3),
             installed: Some(bundle()),
             outcome: Outcome::Blocked {
@@ -333,6 +341,7 @@ mod tests {
     fn validation_failure_makes_installed_unknown() {
         let msg = validation_failed(&["service account \"sa\" not found in namespace \"ns\": unable to authenticate with the Kubernetes cluster.".into()]);
         let obs = Observation {
+            installer: None,
             generation: Some(1),
             installed: None,
             outcome: Outcome::ValidationFailed(msg.clone()),
@@ -355,6 +364,7 @@ mod tests {
     #[test]
     fn deadline_message() {
         let obs = Observation {
+            installer: None,
             generation: Some(1),
             installed: None,
             outcome: Outcome::DeadlineExceeded {
@@ -377,6 +387,7 @@ mod tests {
     #[test]
     fn rolling_out_keeps_installed_true_and_names_what_is_not_ready() {
         let obs = Observation {
+            installer: None,
             generation: Some(2),
             installed: Some(bundle()),
             outcome: Outcome::RollingOut {
@@ -400,6 +411,7 @@ mod tests {
     #[test]
     fn maintained_without_catalog_says_why() {
         let obs = Observation {
+            installer: None,
             generation: Some(2),
             installed: Some(bundle()),
             outcome: Outcome::Maintained(
@@ -422,6 +434,7 @@ mod tests {
     #[test]
     fn unchanged_observation_writes_nothing_new() {
         let obs = Observation {
+            installer: None,
             generation: Some(1),
             installed: Some(bundle()),
             outcome: Outcome::Succeeded,

@@ -178,3 +178,148 @@ fn compact_keeps_strings() {
     compact_json(b"{ \"a b\" : [ 1 , \"x\\\" y\" ] }", &mut out);
     assert_eq!(out, br#"{"a b":[1,"x\" y"]}"#);
 }
+
+/// Every blob of a one-file catalog: (compact JSON, what was normalized).
+fn go_blobs(text: &str) -> Result<Vec<(String, Option<String>)>, FbcError> {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "c.json", text);
+    let mut out = Vec::new();
+    walk_catalog(d.path(), &Limits::default(), &mut |b| {
+        out.push((
+            String::from_utf8(b.json.to_vec()).unwrap(),
+            b.view.normalized.clone(),
+        ));
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+#[test]
+fn keys_match_case_insensitively_as_catalogd_reads_them() {
+    let blobs = go_blobs(
+        r#"{"Schema":"olm.package","Name":"x","DefaultChannel":"stable"}
+{"schema":"olm.channel","Package":"x","name":"stable","Entries":[{"Name":"x.v1","SkipRange":"<1.0.0"}]}
+{"schema":"olm.bundle","package":"x","name":"x.v1","Image":"r/x:1","properties":[{"Type":"olm.package","Value":{"PackageName":"x","Version":"1.0.0"}}]}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        blobs[0].0,
+        r#"{"schema":"olm.package","name":"x","defaultChannel":"stable"}"#
+    );
+    let what = blobs[0].1.as_deref().unwrap();
+    assert!(
+        what.contains("DefaultChannel→defaultChannel, Name→name, Schema→schema"),
+        "{what}"
+    );
+    assert_eq!(
+        blobs[1].0,
+        r#"{"schema":"olm.channel","package":"x","name":"stable","entries":[{"name":"x.v1","skipRange":"<1.0.0"}]}"#
+    );
+    assert_eq!(
+        blobs[2].0,
+        r#"{"schema":"olm.bundle","package":"x","name":"x.v1","image":"r/x:1","properties":[{"type":"olm.package","value":{"packageName":"x","version":"1.0.0"}}]}"#
+    );
+}
+
+#[test]
+fn a_key_written_twice_keeps_its_last_value() {
+    let blobs = go_blobs(r#"{"schema":"olm.package","name":"a","name":"b"}"#).unwrap();
+    assert_eq!(blobs[0].0, r#"{"schema":"olm.package","name":"b"}"#);
+    assert!(
+        blobs[0]
+            .1
+            .as_deref()
+            .unwrap()
+            .contains("a key written twice")
+    );
+}
+
+#[test]
+fn keys_folding_to_the_same_name_are_refused_as_catalogd_refuses_them() {
+    let e = go_blobs(r#"{"schema":"olm.package","Schema":"olm.package","name":"x"}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(r#"duplicate keys for key "schema": [Schema schema]"#),
+        "{e}"
+    );
+    let e = go_blobs(r#"{"Schema":5,"name":"x"}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(r#"the value of "Schema" must be a string"#),
+        "{e}"
+    );
+}
+
+#[test]
+fn ordinary_blobs_and_look_alike_keys_of_other_schemas_are_served_verbatim() {
+    let text = r#"{"schema":"olm.package","name":"p"}
+{"schema":"my.schema","Entries":[{"Name":1}],"Properties":"free-form"}"#;
+    let blobs = go_blobs(text).unwrap();
+    assert_eq!(
+        blobs[0],
+        (r#"{"schema":"olm.package","name":"p"}"#.to_string(), None)
+    );
+    assert_eq!(
+        blobs[1],
+        (
+            r#"{"schema":"my.schema","Entries":[{"Name":1}],"Properties":"free-form"}"#.to_string(),
+            None
+        )
+    );
+}
+
+#[test]
+fn normalized_blobs_are_warnings_and_strict_refuses_them() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "c.json",
+        r#"{"Schema":"olm.package","Name":"x","defaultChannel":"s"}
+{"schema":"olm.channel","package":"x","name":"s","entries":[{"name":"x.v1"}]}
+{"schema":"olm.bundle","package":"x","name":"x.v1","image":"r/x:1","properties":[{"type":"olm.package","value":{"packageName":"x","version":"1.0.0"}}]}"#,
+    );
+    let lenient =
+        crate::fbc::validate_catalog(d.path(), &crate::fbc::StoreOptions::default()).unwrap();
+    assert_eq!(lenient.summary.packages, 1);
+    assert_eq!(lenient.warnings.len(), 1, "{:?}", lenient.warnings);
+    assert!(
+        lenient.warnings[0]
+            .starts_with("c.json:1: olm.package blob \"x\": keys matched case-insensitively"),
+        "{:?}",
+        lenient.warnings
+    );
+    let strict = crate::fbc::validate_catalog(
+        d.path(),
+        &crate::fbc::StoreOptions {
+            strict: true,
+            ..Default::default()
+        },
+    );
+    assert!(matches!(strict, Err(FbcError::Invalid { .. })));
+}
+
+#[test]
+fn served_blobs_are_read_as_go_reads_them() {
+    assert_eq!(
+        go_normalized(br#"{"schema":"olm.package","name":"p"}"#),
+        None
+    );
+    assert_eq!(
+        go_normalized(br#"{"Schema":"olm.package","Name":"p"}"#).as_deref(),
+        Some(br#"{"schema":"olm.package","name":"p"}"#.as_slice())
+    );
+    let mut content = crate::fbc::model::PackageContent::default();
+    crate::content::compact::push_line(
+        &mut content,
+        br#"{"Schema":"olm.package","Name":"p","DefaultChannel":"s"}"#,
+        "p",
+        false,
+    )
+    .unwrap();
+    assert_eq!(
+        content.package.map(|p| p.default_channel),
+        Some("s".to_string())
+    );
+}
