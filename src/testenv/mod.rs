@@ -17,6 +17,7 @@ pub mod manifests;
 pub mod node;
 pub mod pki;
 pub mod process;
+pub mod proxy;
 pub mod yaml_bombs;
 
 pub use control_plane::{
