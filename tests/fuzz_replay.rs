@@ -235,7 +235,10 @@ fn layer_seeds() -> Vec<(String, Vec<u8>)> {
 fn save_failure(target: &str, input: &[u8]) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fuzz-failures");
     let _ = std::fs::create_dir_all(&dir);
-    let path = dir.join(format!("{target}-{:016x}", fnv(&String::from_utf8_lossy(input))));
+    let path = dir.join(format!(
+        "{target}-{:016x}",
+        fnv(&String::from_utf8_lossy(input))
+    ));
     let _ = std::fs::write(&path, input);
     path
 }
@@ -346,12 +349,20 @@ fn every_fuzz_target_survives_its_corpus_and_mutations() {
     let mut declared_sorted = declared.clone();
     names.sort_unstable();
     declared_sorted.sort_unstable();
-    assert_eq!(names, declared_sorted, "fuzz/Cargo.toml and olmv1::fuzzing::TARGETS differ");
+    assert_eq!(
+        names, declared_sorted,
+        "fuzz/Cargo.toml and olmv1::fuzzing::TARGETS differ"
+    );
 
     // The targets one after the other: the machine is shared; the time box is per target.
     let mut runs = Vec::new();
     for (target, body) in olmv1::fuzzing::TARGETS {
-        runs.push(run_target(target, *body, Duration::from_secs(seconds), seed));
+        runs.push(run_target(
+            target,
+            *body,
+            Duration::from_secs(seconds),
+            seed,
+        ));
     }
     olmv1::fuzzing::remove_scratch();
     eprintln!(

@@ -350,7 +350,10 @@ impl ControlPlane {
         let Some(i) = self.processes.iter().position(|p| p.name == name) else {
             return Err(TestEnvError::Missing(format!("{name} is not running")));
         };
-        let marker = spec.cleanup.as_ref().map(|d| d.join(super::process::KEEP_MARKER));
+        let marker = spec
+            .cleanup
+            .as_ref()
+            .map(|d| d.join(super::process::KEEP_MARKER));
         if let Some(m) = &marker {
             std::fs::write(m, b"").map_err(|e| TestEnvError::io(m, e))?;
         }
