@@ -37,7 +37,7 @@ const OWNER_NAME_LABEL: &str = "olm.operatorframework.io/owner-name";
 /// the middle of it.
 const CONFIGMAPS: usize = 30;
 /// How long the conditions must stay unchanged at the end of a test.
-const SETTLE: Duration = Duration::from_secs(5);
+const SETTLE: Duration = Duration::from_secs(4);
 
 /// An object's identity as the tests compare them: (group, kind, namespace, name).
 type Key = (String, String, String, String);
