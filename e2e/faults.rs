@@ -361,6 +361,13 @@ async fn catalog_serving(name: &str) {
     .await;
 }
 
+/// Stops the controller process and removes its cache directory.
+fn done(ctl: ControllerProcess) {
+    let dir = ctl.cache_dir.clone();
+    drop(ctl);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// The controller process (`RUST_LOG` from `OLMV1_FAULTS_LOG`, default `info`).
 fn controller(label: &str) -> ControllerProcess {
     let filter = std::env::var("OLMV1_FAULTS_LOG").unwrap_or_else(|_| "info".into());
@@ -405,6 +412,7 @@ async fn restart_during_install_and_upgrade(component: &str, prefix: &str, down:
     s.converges(&mut ctl, "1.1.0").await;
     assert_event(&s.ext, "Upgraded", &["1.0.0", "1.1.0"]).await;
     eprintln!("events: {:#?}", events(&s.ext).await);
+    done(ctl);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -467,6 +475,7 @@ async fn registry_stopped_during_the_bundle_pull() {
     .await;
     assert_event(&s.ext, "Installed", &["1.0.0"]).await;
     eprintln!("events: {:#?}", events(&s.ext).await);
+    done(ctl);
 }
 
 /// The distinct `(extension, Installed status/reason, Progressing status/reason)` seen
@@ -579,6 +588,7 @@ async fn catalog_server_restarted_while_extensions_resolve() {
             .collect();
         eprintln!("{}: ResolutionFailed events: {failures:#?}", s.ext);
     }
+    done(ctl);
 }
 
 const FLOW_SCHEMA: &str = "olmv1-faults-jail";
@@ -707,6 +717,7 @@ async fn api_priority_and_fairness_rejects_the_controller() {
     s.converges(&mut ctl, "1.0.0").await;
     assert_event(&s.ext, "Installed", &["1.0.0"]).await;
     eprintln!("events: {:#?}", events(&s.ext).await);
+    done(ctl);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -757,6 +768,6 @@ async fn watch_streams_cut_by_the_network() {
         proxy.accepted()
     );
     assert_event(&s.ext, "Upgraded", &["1.0.0", "1.1.0"]).await;
-    drop(ctl);
+    done(ctl);
     let _ = std::fs::remove_file(&kubeconfig);
 }
