@@ -59,9 +59,11 @@ set -e
 passed=$(grep -Eo '^test result: .* ([0-9]+) passed' "$log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '^test result: .*; ([0-9]+) failed' "$log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
 ignored=$(grep -Eo '; ([0-9]+) ignored' "$log" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print s+0}')
-# Fuzzing: every fuzz target over its seed corpus. Off by default: the instrumented
-# build of every dependency takes 15-45 minutes the first time, more than CI can give;
-# OLMV1_FUZZ_SMOKE=1 turns it on (the long runs: hack/fuzz.sh [seconds]).
+# Fuzzing: `cargo test` above already ran every fuzz target un-instrumented over its
+# seeds, regression inputs and a few seconds of mutations (tests/fuzz_replay.rs). The
+# libFuzzer smoke run is off by default: the instrumented build of every dependency
+# takes 15-45 minutes the first time, more than CI can give; OLMV1_FUZZ_SMOKE=1 turns
+# it on (the long runs: hack/fuzz.sh [seconds]).
 if [ "${OLMV1_FUZZ_SMOKE:-0}" = 1 ]; then
   echo "== fuzz smoke (each fuzz target over its seed corpus)"
   hack/fuzz.sh --smoke || status=1

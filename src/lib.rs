@@ -17,6 +17,8 @@ pub mod cli;
 pub mod content;
 pub mod controller;
 pub mod fbc;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod image;
 pub mod kinds;
 pub mod metrics;

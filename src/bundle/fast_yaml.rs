@@ -102,7 +102,9 @@ pub fn parse_documents(text: &str, max_depth: usize, max_nodes: usize) -> Option
                 continue;
             }
             Event::DocumentEnd => {
-                if let Some(v) = doc_value.take() {
+                // A null document (`~`, `null`, empty) is no document: serde-saphyr's
+                // `from_multiple` drops it too, and document numbers must agree.
+                if let Some(v) = doc_value.take().filter(|v| !v.is_null()) {
                     docs.push(v);
                 }
                 continue;
@@ -181,7 +183,7 @@ pub fn parse_documents(text: &str, max_depth: usize, max_nodes: usize) -> Option
     if !stack.is_empty() {
         return None;
     }
-    if let Some(v) = doc_value.take() {
+    if let Some(v) = doc_value.take().filter(|v| !v.is_null()) {
         docs.push(v);
     }
     Some(docs)
@@ -202,6 +204,25 @@ mod tests {
             v.retain(|d| !d.is_null());
             v
         })
+    }
+
+    /// Found by the fuzz replay (bundle_yaml, input `~`): the fast path returned a
+    /// null document that serde-saphyr drops.
+    #[test]
+    fn null_documents_are_dropped_like_serde_saphyr_does() {
+        for text in [
+            "~",
+            "null",
+            "Null",
+            "",
+            "---\n~\n",
+            "--- null\n---\na: 1\n",
+            "a: 1\n---\n~\n---\nb: 2\n",
+            "---\n---\n",
+        ] {
+            let want: Vec<Value> = serde_saphyr::from_multiple(text).unwrap();
+            assert_eq!(parse_documents(text, 128, 1_000), Some(want), "{text:?}");
+        }
     }
 
     #[test]

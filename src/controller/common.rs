@@ -19,6 +19,30 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
+/// The pause of a controller's merged trigger stream after a watch error: short and
+/// constant. kube's default (exponential up to 30 s, reset only after 120 s without an
+/// error) pauses *every* trigger — the primary watch included — whenever *any* watcher
+/// fails; after an API server restart each of the watchers fails in turn and the
+/// controller stopped reacting to spec changes for minutes (found by
+/// `e2e/faults.rs`). Every watcher already backs off on its own (`default_backoff`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TriggerBackoff;
+
+impl TriggerBackoff {
+    pub const PAUSE: Duration = Duration::from_millis(200);
+}
+
+impl Iterator for TriggerBackoff {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        Some(Self::PAUSE)
+    }
+}
+
+impl kube::runtime::utils::Backoff for TriggerBackoff {
+    fn reset(&mut self) {}
+}
+
 /// Adds `finalizer` to `obj` (a merge patch guarded by the resource version). Returns
 /// whether a patch was sent: the reconcile then stops and runs again on the update.
 pub async fn add_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<bool, kube::Error>
@@ -106,6 +130,42 @@ where
         "kind": K::kind(&()),
         "status": next,
     });
+    api.patch_status(
+        &obj.name_any(),
+        &PatchParams::apply(crate::apply::FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(true)
+}
+
+/// [`write_status`] guarded by `obj`'s resourceVersion: the API server refuses the
+/// write (409 Conflict, retried by the caller's error policy) when the object changed
+/// since it was read. A reconcile working from a stale cache (after a watch was cut
+/// or the API server restarted) then cannot overwrite a newer status with one computed
+/// from an older one — which rewrote `lastTransitionTime` of unchanged conditions
+/// (found by `e2e/faults.rs`).
+pub async fn write_status_guarded<K, S>(
+    api: &Api<K>,
+    obj: &K,
+    current: &S,
+    next: &S,
+) -> Result<bool, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize + PartialEq,
+{
+    if next == current {
+        return Ok(false);
+    }
+    let mut patch = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": next,
+    });
+    if let Some(rv) = obj.resource_version() {
+        patch["metadata"] = json!({"resourceVersion": rv});
+    }
     api.patch_status(
         &obj.name_any(),
         &PatchParams::apply(crate::apply::FIELD_MANAGER).force(),

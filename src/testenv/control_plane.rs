@@ -90,6 +90,20 @@ pub struct ControlPlane {
     pub node: Option<super::node::RunningNode>,
     node_binaries: Option<super::node::NodeBinaries>,
     processes: Vec<Process>,
+    /// How etcd and kube-apiserver were started, to start them again (restarts).
+    specs: Vec<ComponentSpec>,
+}
+
+/// How one restartable component was started (see [`ControlPlane::stop_component`]).
+#[derive(Clone, Debug)]
+struct ComponentSpec {
+    name: String,
+    program: PathBuf,
+    args: Vec<String>,
+    lifetime: Lifetime,
+    cleanup: Option<PathBuf>,
+    /// Starts so far (the log of start n > 1 is `<name>-<n>.log`).
+    starts: u32,
 }
 
 /// Reserves a free loopback port (released immediately; the race is accepted).
@@ -139,6 +153,7 @@ impl ControlPlane {
             node: None,
             node_binaries: opts.node.clone(),
             processes: Vec::new(),
+            specs: Vec::new(),
         };
         match cp.start_processes(&opts, &tokens, &kcm_token).await {
             Ok(()) => Ok(cp),
@@ -179,6 +194,14 @@ impl ControlPlane {
             Some(data),
             data,
         )?);
+        self.specs.push(ComponentSpec {
+            name: "etcd".into(),
+            program: opts.binaries.etcd.clone(),
+            args: etcd_args.clone(),
+            lifetime: opts.lifetime,
+            cleanup: Some(data.clone()),
+            starts: 1,
+        });
         wait_for(Duration::from_secs(30), "etcd", &mut self.processes, || {
             let url = format!("{etcd_url}/health");
             async move {
@@ -240,6 +263,14 @@ impl ControlPlane {
             None,
             data,
         )?);
+        self.specs.push(ComponentSpec {
+            name: "kube-apiserver".into(),
+            program: opts.binaries.kube_apiserver.clone(),
+            args: api_args.clone(),
+            lifetime: opts.lifetime,
+            cleanup: None,
+            starts: 1,
+        });
         write_kubeconfig(
             &self.admin_kubeconfig,
             &self.server,
@@ -309,6 +340,105 @@ impl ControlPlane {
     /// A client acting as the cluster administrator.
     pub async fn admin_client(&self) -> Result<kube::Client, TestEnvError> {
         client_from_kubeconfig(&self.admin_kubeconfig).await
+    }
+
+    /// Stops one component (`etcd` or `kube-apiserver`) for a fault test, keeping its
+    /// data, certificates, port and arguments for [`Self::start_component`]. Processes
+    /// that depend on it (kube-controller-manager, clients) keep running and see it gone.
+    pub fn stop_component(&mut self, name: &str) -> Result<(), TestEnvError> {
+        let spec = self.spec(name)?.clone();
+        let Some(i) = self.processes.iter().position(|p| p.name == name) else {
+            return Err(TestEnvError::Missing(format!("{name} is not running")));
+        };
+        let marker = spec
+            .cleanup
+            .as_ref()
+            .map(|d| d.join(super::process::KEEP_MARKER));
+        if let Some(m) = &marker {
+            std::fs::write(m, b"").map_err(|e| TestEnvError::io(m, e))?;
+        }
+        let mut process = self.processes.remove(i);
+        process.stop();
+        if let Some(m) = &marker {
+            std::fs::remove_file(m).map_err(|e| TestEnvError::io(m, e))?;
+        }
+        Ok(())
+    }
+
+    /// Starts a component stopped by [`Self::stop_component`] again, with the same
+    /// arguments (port, data directory, certificates), and waits until it is ready
+    /// (etcd healthy, or the API server's `/readyz` ok).
+    pub async fn start_component(&mut self, name: &str) -> Result<(), TestEnvError> {
+        if self.processes.iter().any(|p| p.name == name) {
+            return Err(TestEnvError::Missing(format!(
+                "{name} is still running: stop it first"
+            )));
+        }
+        let spec = {
+            let spec = self.spec_mut(name)?;
+            spec.starts += 1;
+            spec.clone()
+        };
+        let log = self.log_dir.join(format!("{name}-{}.log", spec.starts));
+        self.processes.push(Process::spawn(
+            &spec.name,
+            &spec.program,
+            &spec.args,
+            &log,
+            spec.lifetime,
+            spec.cleanup.as_deref(),
+            &self.data_dir,
+        )?);
+        if name == "etcd" {
+            let url = spec
+                .args
+                .iter()
+                .find_map(|a| a.strip_prefix("--advertise-client-urls="))
+                .map(|u| format!("{u}/health"))
+                .unwrap_or_default();
+            wait_for(Duration::from_secs(30), name, &mut self.processes, || {
+                let url = url.clone();
+                async move {
+                    reqwest::get(url)
+                        .await
+                        .map(|r| r.status().is_success())
+                        .unwrap_or(false)
+                }
+            })
+            .await
+        } else {
+            let kubeconfig = self.admin_kubeconfig.clone();
+            wait_for(Duration::from_secs(90), name, &mut self.processes, || {
+                let kubeconfig = kubeconfig.clone();
+                async move { api_ready(&kubeconfig).await }
+            })
+            .await
+        }
+    }
+
+    /// [`Self::stop_component`], a pause of `down`, then [`Self::start_component`].
+    pub async fn restart_component(
+        &mut self,
+        name: &str,
+        down: Duration,
+    ) -> Result<(), TestEnvError> {
+        self.stop_component(name)?;
+        tokio::time::sleep(down).await;
+        self.start_component(name).await
+    }
+
+    fn spec(&self, name: &str) -> Result<&ComponentSpec, TestEnvError> {
+        self.specs
+            .iter()
+            .find(|s| s.name == name)
+            .ok_or_else(|| TestEnvError::Missing(format!("restartable component {name}")))
+    }
+
+    fn spec_mut(&mut self, name: &str) -> Result<&mut ComponentSpec, TestEnvError> {
+        self.specs
+            .iter_mut()
+            .find(|s| s.name == name)
+            .ok_or_else(|| TestEnvError::Missing(format!("restartable component {name}")))
     }
 
     /// Stops every process (supervised ones are also stopped when this process exits).

@@ -19,6 +19,7 @@ pub mod node;
 pub mod pki;
 pub mod process;
 pub mod release;
+pub mod proxy;
 pub mod yaml_bombs;
 
 pub use control_plane::{

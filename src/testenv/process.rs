@@ -19,8 +19,12 @@ watcher=$!
 wait "$child"; code=$?
 kill "$watcher" 2>/dev/null
 if [ -n "$OLMV1_ON_EXIT" ]; then sh -c "$OLMV1_ON_EXIT"; fi
-if [ -n "$OLMV1_CLEANUP" ]; then rm -rf --one-file-system "$OLMV1_CLEANUP"; fi
+if [ -n "$OLMV1_CLEANUP" ] && [ ! -e "$OLMV1_CLEANUP/.olmv1-keep" ]; then rm -rf --one-file-system "$OLMV1_CLEANUP"; fi
 exit $code"#;
+
+/// A file that, while it exists in a supervised process's cleanup directory, keeps the
+/// directory when the process ends (a component restarted on the same data).
+pub const KEEP_MARKER: &str = ".olmv1-keep";
 
 /// How long the processes live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

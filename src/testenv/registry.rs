@@ -36,7 +36,11 @@ pub struct TestRegistry {
     storage: PathBuf,
     ca_pem: Option<Vec<u8>>,
     auth: bool,
-    child: Option<Child>,
+    /// The `sh` wrapper of the registry; behind a lock so that a shared (`static`)
+    /// registry can be stopped and started again ([`Self::stop`], [`Self::start_again`]).
+    child: std::sync::Mutex<Option<Child>>,
+    /// `(docker-registry binary, config file, directory)` to start it again.
+    serve: Option<(PathBuf, PathBuf, PathBuf)>,
     log: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -188,28 +192,15 @@ impl TestRegistry {
                 ),
             )?;
             let log = dir.path().join(format!("registry-{port}.log"));
-            let logf = std::fs::File::create(&log)?;
-            // The registry dies when our end of the stdin pipe closes (Drop or crash).
-            let child = Command::new("sh")
-                .arg("-c")
-                .arg(
-                    "\"$0\" serve \"$1\" & pid=$!; cat >/dev/null; kill $pid 2>/dev/null; wait $pid; rm -rf \"$2\"",
-                )
-                .arg(&bin)
-                .arg(&cfg)
-                .arg(dir.path())
-                .stdin(Stdio::piped())
-                .stdout(logf.try_clone()?)
-                .stderr(logf)
-                .spawn()
-                .context("spawning docker-registry")?;
+            let child = spawn_serve(&bin, &cfg, dir.path(), &log)?;
             let host = format!("127.0.0.1:{port}");
             let mut reg = TestRegistry {
                 host: host.clone(),
                 storage: storage.clone(),
                 ca_pem: ca_pem.clone(),
                 auth: secure,
-                child: Some(child),
+                child: std::sync::Mutex::new(Some(child)),
+                serve: Some((bin.clone(), cfg.clone(), dir.path().to_path_buf())),
                 log: log.clone(),
                 _dir: tempfile::tempdir()?,
             };
@@ -220,7 +211,7 @@ impl TestRegistry {
                     ready = true;
                     break;
                 }
-                if let Some(c) = reg.child.as_mut()
+                if let Some(c) = reg.child.get_mut().ok().and_then(|c| c.as_mut())
                     && let Ok(Some(_)) = c.try_wait()
                 {
                     break;
@@ -249,7 +240,8 @@ impl TestRegistry {
             storage: PathBuf::new(),
             ca_pem: None,
             auth: false,
-            child: None,
+            child: std::sync::Mutex::new(None),
+            serve: None,
             log: dir.path().join("registry.log"),
             _dir: dir,
         })
@@ -348,21 +340,110 @@ impl TestRegistry {
 
 impl Drop for TestRegistry {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            drop(child.stdin.take()); // EOF → the shell kills the registry
-            let deadline = Instant::now() + Duration::from_secs(5);
-            loop {
-                match child.try_wait() {
-                    Ok(Some(_)) | Err(_) => break,
-                    Ok(None) if Instant::now() > deadline => {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        break;
-                    }
-                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                }
-            }
+        if let Some(child) = self.child.get_mut().ok().and_then(|c| c.take()) {
+            stop_child(child);
         }
+    }
+}
+
+/// Starts `docker-registry serve <cfg>` under a shell that stops it when our end of its
+/// stdin closes (Drop or crash) and then removes `dir`, unless `dir` holds the
+/// [`super::process::KEEP_MARKER`] (a stop for a restart).
+fn spawn_serve(bin: &Path, cfg: &Path, dir: &Path, log: &Path) -> anyhow::Result<Child> {
+    let logf = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "\"$0\" serve \"$1\" & pid=$!; cat >/dev/null; kill $pid 2>/dev/null; wait $pid; [ -e \"$2/{}\" ] || rm -rf \"$2\"",
+            super::process::KEEP_MARKER
+        ))
+        .arg(bin)
+        .arg(cfg)
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(logf.try_clone()?)
+        .stderr(logf)
+        .spawn()
+        .context("spawning docker-registry")
+}
+
+/// Closes the wrapper's stdin (the registry is killed) and waits, bounded.
+fn stop_child(mut child: Child) {
+    drop(child.stdin.take()); // EOF → the shell kills the registry
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => break,
+            Ok(None) if Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+impl TestRegistry {
+    /// Stops the registry process, keeping its storage, configuration and port (a fault
+    /// test: clients now get "connection refused"). [`Self::start_again`] undoes it.
+    pub fn stop(&self) -> anyhow::Result<()> {
+        let Some((_, _, dir)) = &self.serve else {
+            bail!("this registry was not started here: it cannot be stopped");
+        };
+        let mut guard = self
+            .child
+            .lock()
+            .map_err(|_| anyhow::anyhow!("registry lock poisoned"))?;
+        let Some(child) = guard.take() else {
+            bail!("the registry on {} is not running", self.host);
+        };
+        let marker = dir.join(super::process::KEEP_MARKER);
+        std::fs::write(&marker, b"")?;
+        stop_child(child);
+        std::fs::remove_file(&marker)?;
+        // The port is free once nothing listens on it any more.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while TcpStream::connect(&self.host).is_ok() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// Starts a registry stopped by [`Self::stop`] again on the same port and storage,
+    /// and waits until it accepts connections.
+    pub fn start_again(&self) -> anyhow::Result<()> {
+        let Some((bin, cfg, dir)) = &self.serve else {
+            bail!("this registry was not started here: it cannot be started");
+        };
+        let mut guard = self
+            .child
+            .lock()
+            .map_err(|_| anyhow::anyhow!("registry lock poisoned"))?;
+        if guard.is_some() {
+            bail!("the registry on {} is already running", self.host);
+        }
+        let mut child = spawn_serve(bin, cfg, dir, &self.log)?;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while TcpStream::connect(&self.host).is_err() {
+            if let Ok(Some(status)) = child.try_wait() {
+                bail!(
+                    "docker-registry exited ({status}) when started again on {}: {}",
+                    self.host,
+                    self.log()
+                );
+            }
+            if Instant::now() > deadline {
+                *guard = Some(child);
+                bail!("docker-registry did not listen again on {}", self.host);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        *guard = Some(child);
+        Ok(())
     }
 }
 

@@ -31,6 +31,22 @@ pub struct Cluster {
 }
 
 static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+/// With [`restartable_cluster`]: the control plane itself, kept (not leaked) so that
+/// tests can stop and start etcd and kube-apiserver.
+static PLANE: OnceLock<tokio::sync::Mutex<ControlPlane>> = OnceLock::new();
+static WANT_PLANE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The control plane of this test binary, with a handle to stop and start its etcd and
+/// kube-apiserver (fault tests: `e2e/faults.rs`). Every test of the binary must call
+/// this one first (it cannot attach to `OLMV1_TEST_KUBECONFIG`).
+pub fn restartable_cluster() -> (&'static Cluster, &'static tokio::sync::Mutex<ControlPlane>) {
+    WANT_PLANE.store(true, Ordering::SeqCst);
+    let c = cluster();
+    let plane = PLANE
+        .get()
+        .expect("a restartable control plane: OLMV1_TEST_KUBECONFIG cannot be used with it");
+    (c, plane)
+}
 static WANT_NODE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The control plane of this test binary with a real node (containerd, kubelet,
@@ -162,7 +178,15 @@ fn start() -> Cluster {
             .leak();
         }
         let node = cp.node.clone();
-        let (server, admin_kubeconfig) = cp.leak();
+        let (server, admin_kubeconfig) = if WANT_PLANE.load(Ordering::SeqCst) {
+            let kept = (cp.server.clone(), cp.admin_kubeconfig.clone());
+            if PLANE.set(tokio::sync::Mutex::new(cp)).is_err() {
+                panic!("the restartable control plane was started twice");
+            }
+            kept
+        } else {
+            cp.leak()
+        };
         Cluster {
             server,
             admin_kubeconfig,

@@ -51,6 +51,21 @@ impl ControllerProcess {
         Self::start_full(label, extra, &[], "info")
     }
 
+    /// [`Self::start`] with another `--kubeconfig` than the cluster's controller one
+    /// (e.g. the same identity through a proxy).
+    pub fn start_with_kubeconfig(
+        label: &str,
+        kubeconfig: &std::path::Path,
+        extra: &[&str],
+    ) -> ControllerProcess {
+        let mut p = Self::prepare(label, extra, &[], "info");
+        if let Some(i) = p.args.iter().position(|a| a == "--kubeconfig") {
+            p.args[i + 1] = kubeconfig.to_string_lossy().into_owned();
+        }
+        p.spawn();
+        p
+    }
+
     /// [`Self::start`] with extra environment variables.
     pub fn start_with_env(label: &str, extra: &[&str], env: &[(&str, &str)]) -> ControllerProcess {
         Self::start_full(label, extra, env, "info")
@@ -63,6 +78,18 @@ impl ControllerProcess {
     }
 
     fn start_full(
+        label: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        log_filter: &str,
+    ) -> ControllerProcess {
+        let mut process = Self::prepare(label, extra, env, log_filter);
+        process.spawn();
+        process
+    }
+
+    /// The process with its arguments, not started.
+    fn prepare(
         label: &str,
         extra: &[&str],
         env: &[(&str, &str)],
@@ -112,7 +139,7 @@ impl ControllerProcess {
         // No nodes: Deployments never become available (e2e/rollout.rs tests the wait).
         args.push("--skip-rollout-wait".into());
         args.extend(extra.iter().map(|s| s.to_string()));
-        let mut process = ControllerProcess {
+        ControllerProcess {
             label: label.to_string(),
             args,
             env: env
@@ -126,9 +153,7 @@ impl ControllerProcess {
             cache_dir,
             log,
             log_filter: log_filter.to_string(),
-        };
-        process.spawn();
-        process
+        }
     }
 
     fn spawn(&mut self) {

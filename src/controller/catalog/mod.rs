@@ -140,6 +140,7 @@ impl CatalogContext {
 pub async fn run(ctx: Arc<CatalogContext>) {
     let api: Api<ClusterCatalog> = Api::all(ctx.client.clone());
     Controller::new(api, watcher::Config::default())
+        .trigger_backoff(common::TriggerBackoff)
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

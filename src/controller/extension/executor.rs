@@ -184,7 +184,7 @@ impl Executor for KubeExecutor<'_> {
             package.map(|c| c.package_name.as_str()).unwrap_or_default(),
             &next,
         );
-        common::write_status(&self.api, self.ext, &current, &next).await?;
+        common::write_status_guarded(&self.api, self.ext, &current, &next).await?;
         Ok(())
     }
 

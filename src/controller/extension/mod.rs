@@ -196,6 +196,7 @@ pub async fn run(ctx: Arc<ExtensionContext>) {
     };
     let (f1, f2, f3, f4) = (failing.clone(), failing.clone(), failing.clone(), failing);
     controller
+        .trigger_backoff(common::TriggerBackoff)
         .watches_stream(catalogs, move |_| all())
         .watches_stream(rbac_events::<ClusterRole>(&client), move |_| f1())
         .watches_stream(rbac_events::<ClusterRoleBinding>(&client), move |_| f2())
