@@ -154,10 +154,11 @@ pub fn build(
         name: ext.metadata.name.clone().unwrap_or_default(),
         package: filter.package_name.clone(),
         namespace: spec.namespace.clone(),
-        installer: match &spec.service_account {
-            Some(sa) => format!("serviceaccount {}/{}", spec.namespace, sa.name),
-            None => "controller policy".to_string(),
-        },
+        installer: installer_view(
+            status.and_then(|s| s.install.as_ref()?.installer.as_ref()),
+            spec.service_account.as_ref().map(|sa| sa.name.as_str()),
+            &spec.namespace,
+        ),
         spec: SpecView {
             version: filter.version.clone().unwrap_or_default(),
             channels: filter.channels.clone().unwrap_or_default(),
@@ -392,6 +393,38 @@ pub fn next_step(r: &ExtensionReport) -> String {
     "nothing to do: up to date".to_string()
 }
 
+/// Who installs, as a person reads it: the identity the installed revision was applied
+/// as (`status.install.installer`) when the controller recorded it, else what the spec
+/// names, else "controller policy" (the controller's flags decide).
+fn installer_view(
+    recorded: Option<&crate::api::InstallerStatus>,
+    spec_account: Option<&str>,
+    namespace: &str,
+) -> String {
+    use crate::api::InstallerSource;
+    let Some(recorded) = recorded else {
+        return match spec_account {
+            Some(name) => format!("serviceaccount {namespace}/{name}"),
+            None => "controller policy".to_string(),
+        };
+    };
+    let account = recorded
+        .username
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(ns, name)| format!("serviceaccount {ns}/{name}"));
+    match (recorded.source, account) {
+        (InstallerSource::ServiceAccount, Some(a)) => a,
+        (InstallerSource::DefaultInstallerServiceAccount, Some(a)) => {
+            format!("{a} (the controller's --default-installer-service-account)")
+        }
+        (InstallerSource::ControllerIdentity, Some(a)) => {
+            format!("{a} (the controller's own identity, --allow-controller-identity)")
+        }
+        (_, None) => recorded.username.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -559,5 +592,35 @@ mod tests {
             Some("listing ClusterCatalogs: forbidden")
         );
         assert!(r.next.contains("forbidden"), "{}", r.next);
+    }
+
+    #[test]
+    fn installer_names_the_recorded_identity_and_why() {
+        use crate::api::{InstallerSource, InstallerStatus};
+        let rec = |source| InstallerStatus {
+            username: "system:serviceaccount:olmv1-system:installer".into(),
+            source,
+        };
+        assert_eq!(
+            installer_view(None, Some("sa"), "ns"),
+            "serviceaccount ns/sa"
+        );
+        assert_eq!(installer_view(None, None, "ns"), "controller policy");
+        assert_eq!(
+            installer_view(
+                Some(&rec(InstallerSource::DefaultInstallerServiceAccount)),
+                None,
+                "ns"
+            ),
+            "serviceaccount olmv1-system/installer (the controller's --default-installer-service-account)"
+        );
+        assert_eq!(
+            installer_view(
+                Some(&rec(InstallerSource::ServiceAccount)),
+                Some("installer"),
+                "olmv1-system"
+            ),
+            "serviceaccount olmv1-system/installer"
+        );
     }
 }
