@@ -18,8 +18,8 @@ pub mod manifests;
 pub mod node;
 pub mod pki;
 pub mod process;
-pub mod release;
 pub mod proxy;
+pub mod release;
 pub mod yaml_bombs;
 
 pub use control_plane::{
