@@ -8,12 +8,14 @@
 //! the ones olmv1 renders for it ([`compare_objects`]). Pure; listing, fetching chunks and
 //! marking an adopted release are done by the controller.
 //!
-//! Two storages are read (facts checked in the sources of operator-controller v1.5.1,
-//! helm-operator-plugins v0.8.0 and helm v3.18.6):
+//! Two storages are read (facts checked in the sources of operator-controller v1.11.0 with
+//! helm-operator-plugins v0.9.1, and v1.5.1 with v0.8.0 and helm v3.18.6; the chunked
+//! storage is the same in both plugin versions):
 //!
 //! * **Chunked Secrets** ([`Storage::Chunked`]), what operator-controller writes
 //!   (`action.ChunkedStorageDriverMapper` → helm-operator-plugins `storage.NewChunkedSecrets`
-//!   with owner `operator-controller`, 1 MiB chunks, at most 10). An *index* Secret named
+//!   with owner `operator-controller`; chunks of 1016 KiB, at most 11, in v1.11.0; 1 MiB,
+//!   at most 10, in v1.5.1). An *index* Secret named
 //!   like Helm's key (`sh.helm.release.v1.<name>.v<version>`), type
 //!   `operatorframework.io/index.v1`, labels `name`, `owner`, `status`, `version`, `key`
 //!   (its own name), `type=index`, `createdAt`, an ownerReference to the ClusterExtension;
@@ -52,9 +54,11 @@ pub const INDEX_SECRET_TYPE: &str = "operatorframework.io/index.v1";
 pub const CHUNK_SECRET_TYPE: &str = "operatorframework.io/chunk.v1";
 /// The `owner` label operator-controller's chunked storage sets.
 pub const CHUNKED_OWNER: &str = "operator-controller";
-/// Most chunks a release may have (operator-controller's `MaxReadChunks`).
-pub const MAX_CHUNKS: usize = 10;
-/// Largest chunked release accepted, all chunks together (10 chunks of 1 MiB upstream).
+/// Most chunks a release may have (operator-controller's `MaxReadChunks`: 10 in v1.5.1,
+/// 11 in v1.11.0).
+pub const MAX_CHUNKS: usize = 11;
+/// Largest chunked release accepted, all chunks together (upstream: at most 11 chunks of
+/// 1016 KiB in v1.11.0, 10 of 1 MiB in v1.5.1).
 pub const MAX_CHUNKED_BYTES: usize = MAX_CHUNKS << 20;
 /// Largest `data.extraChunks` accepted.
 const MAX_INDEX_BYTES: usize = 16 << 10;
@@ -83,6 +87,9 @@ pub const LABEL_PACKAGE: &str = "olm.operatorframework.io/package-name";
 pub const LABEL_BUNDLE_NAME: &str = "olm.operatorframework.io/bundle-name";
 pub const LABEL_BUNDLE_VERSION: &str = "olm.operatorframework.io/bundle-version";
 pub const LABEL_BUNDLE_REFERENCE: &str = "olm.operatorframework.io/bundle-reference";
+/// Set by operator-controller v1.11 only for bundles with a release (feature
+/// `BundleReleaseSupport`); optional.
+pub const LABEL_BUNDLE_RELEASE: &str = "olm.operatorframework.io/bundle-release";
 const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b, 0x08];
 
 /// Where a release is stored.
@@ -336,7 +343,7 @@ fn release_from_json(
         package: label(LABEL_PACKAGE)?,
         name: label(LABEL_BUNDLE_NAME)?,
         version: label(LABEL_BUNDLE_VERSION)?,
-        release: None,
+        release: label(LABEL_BUNDLE_RELEASE).ok(),
         image: label(LABEL_BUNDLE_REFERENCE)?,
     };
     let objects = manifest_objects(&release.manifest).map_err(fail)?;
