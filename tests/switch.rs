@@ -1,10 +1,12 @@
 //! Switching in place from upstream OLM v1 (README "Switching from upstream OLM v1"):
 //! installations laid down exactly as upstream's Helm applier leaves them — the objects
 //! (owner labels, Helm's annotations and label, the ownerReference to the
-//! ClusterExtension), the release Secret in Helm's storage format in `olmv1-system`, and
-//! the ClusterExtension with the status upstream writes — and only then olmv1 started.
-//! The matching installation is adopted (Installed=True, every UID unchanged, the
-//! revision record written, the release Secret marked, an `Adopted` Event); the ones
+//! ClusterExtension), the release in operator-controller's storage (helm-operator-plugins
+//! v0.8.0 chunked Secrets: an index Secret owned by the ClusterExtension plus chunk
+//! Secrets, here several) in `olmv1-system`, and the ClusterExtension with the status
+//! upstream writes — and only then olmv1 started. The matching installation is adopted
+//! (Installed=True, every UID unchanged, the revision record written, the index Secret
+//! marked, the chunks untouched, an `Adopted` Event); the ones
 //! that differ (an object the release has and olmv1 does not render, another version)
 //! are reported and left untouched.
 
@@ -19,7 +21,6 @@ use olmv1::api::{ClusterExtension, InstallerSource};
 use olmv1::apply::helm_release;
 use olmv1::apply::record::{ObjectRef, record_name};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use support::bundles::{self, BundleSpec};
 use support::extensions::{
     condition, create_catalog, extension, grant_installer, publish, wait_installed,
@@ -34,7 +35,10 @@ struct Upstream {
     namespace: String,
     /// (object, uid, resourceVersion) of every object laid down.
     objects: Vec<(ObjectRef, String, String)>,
+    /// The index Secret of the release.
     secret: String,
+    /// (name, resourceVersion) of the release's other chunk Secrets.
+    chunks: Vec<(String, String)>,
 }
 
 fn api_for(client: &kube::Client, r: &ObjectRef) -> Api<DynamicObject> {
@@ -52,7 +56,7 @@ fn api_for(client: &kube::Client, r: &ObjectRef) -> Api<DynamicObject> {
 }
 
 /// Creates the ClusterExtension, `objects` as upstream's Helm applier leaves them, its
-/// release Secret (bundle `release_version` of `spec`) and upstream's status.
+/// release (bundle `spec`) in operator-controller's chunked storage and upstream's status.
 async fn lay_down(
     admin: &kube::Client,
     name: &str,
@@ -132,8 +136,8 @@ async fn lay_down(
                   "templates": [], "values": {}},
         "config": {},
         "manifest": manifest,
-        // The release labels operator-controller sets; the image reference is not a
-        // valid label value, so its storage keeps them in the release JSON.
+        // The release labels operator-controller sets (storeLbls); its chunked storage
+        // keeps them in the release JSON only (the index Secret has system labels).
         "labels": {
             helm_release::LABEL_PACKAGE: spec.package,
             helm_release::LABEL_BUNDLE_NAME: spec.bundle_name(),
@@ -141,27 +145,37 @@ async fn lay_down(
             helm_release::LABEL_BUNDLE_REFERENCE: image,
         },
     });
-    let labels: BTreeMap<String, String> = [
-        ("owner", "helm".to_string()),
-        ("name", name.to_string()),
-        ("status", "deployed".to_string()),
-        ("version", "1".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
+    // operator-controller's storage: helm-operator-plugins' chunked Secrets, the index
+    // owned by the ClusterExtension, each chunk owned by the index. Upstream's chunks are
+    // 1 MiB; small ones here so that the release spans several.
     let secret_name = format!("sh.helm.release.v1.{name}.v1");
-    let secret: Secret = serde_json::from_value(helm_release::encode_secret(
-        &secret_name,
-        SYSTEM_NAMESPACE,
-        &release,
-        &labels,
-    ))
-    .expect("secret");
-    Api::<Secret>::namespaced(admin.clone(), SYSTEM_NAMESPACE)
-        .create(&PostParams::default(), &secret)
+    let chunked =
+        helm_release::encode_chunked(&secret_name, SYSTEM_NAMESPACE, &release, 512, 1_761_991_200);
+    let secrets = Api::<Secret>::namespaced(admin.clone(), SYSTEM_NAMESPACE);
+    let mut index = chunked.index.clone();
+    index["metadata"]["ownerReferences"] = json!([{"apiVersion": "olm.operatorframework.io/v1",
+        "kind": "ClusterExtension", "name": name, "uid": uid,
+        "controller": true, "blockOwnerDeletion": true}]);
+    let index: Secret = serde_json::from_value(index).expect("index secret");
+    let index = secrets
+        .create(&PostParams::default(), &index)
         .await
-        .expect("create release secret");
+        .expect("create index secret");
+    let index_uid = index.uid().expect("index uid");
+    let mut chunks = Vec::new();
+    for c in &chunked.chunks {
+        let mut c = c.clone();
+        c["metadata"]["ownerReferences"] = json!([helm_release::chunk_owner_reference(
+            &secret_name,
+            &index_uid
+        )]);
+        let c: Secret = serde_json::from_value(c).expect("chunk secret");
+        let c = secrets
+            .create(&PostParams::default(), &c)
+            .await
+            .expect("create chunk secret");
+        chunks.push((c.name_any(), c.resource_version().expect("rv")));
+    }
     // The status upstream writes.
     let now = "2026-11-01T10:00:00Z";
     let status = json!({"status": {
@@ -181,6 +195,7 @@ async fn lay_down(
         namespace: ns.to_string(),
         objects: laid,
         secret: secret_name,
+        chunks,
     }
 }
 
@@ -314,7 +329,32 @@ async fn upstream_installations_are_adopted_in_place_or_reported_untouched() {
     )
     .await;
 
+    // 4. A release whose second chunk Secret is gone (the index still names it).
+    let package4 = support::unique("swc");
+    let ns4 = support::namespace(&admin, "swc").await;
+    let name4 = support::unique("chunk");
+    let c1 = BundleSpec::new(&package4, "1.0.0");
+    let rendered4 = bundles::render(&c1, &ns4);
+    grant_installer(&ns4, &name4, std::slice::from_ref(&rendered4)).await;
+    let catalog4 = support::unique("swccat");
+    let image4 = publish(&catalog4, &package4, std::slice::from_ref(&c1)).await;
+    let broken = lay_down(
+        &admin,
+        &name4,
+        &ns4,
+        &c1,
+        &rendered4,
+        &bundle_image(&c1).await,
+    )
+    .await;
+    let lost = broken.chunks.first().expect("a second chunk").0.clone();
+    secrets
+        .delete(&lost, &Default::default())
+        .await
+        .expect("delete chunk");
+
     // Only now olmv1 starts (as the controller identity from config/).
+    create_catalog(&catalog4, &image4).await;
     create_catalog(&catalog, &image).await;
     create_catalog(&catalog2, &image2).await;
     create_catalog(&catalog3, &image3).await;
@@ -372,6 +412,16 @@ async fn upstream_installations_are_adopted_in_place_or_reported_untouched() {
             .get(helm_release::ADOPTED_RECORD_ANNOTATION),
         Some(&record_name(&name))
     );
+    // The release spans several chunk Secrets, read and left as they were.
+    assert!(adopt.chunks.len() >= 2, "{} chunks", adopt.chunks.len());
+    for (chunk, rv) in &adopt.chunks {
+        let live = secrets.get(chunk).await.expect("chunk kept");
+        assert_eq!(
+            live.resource_version().as_ref(),
+            Some(rv),
+            "{chunk} written"
+        );
+    }
     // Each adopted object now carries olmv1's ownership and is in the record.
     for (r, _, _) in &adopt.objects {
         let live = api_for(&admin, r).get(&r.name).await.expect("live");
@@ -439,5 +489,24 @@ async fn upstream_installations_are_adopted_in_place_or_reported_untouched() {
     );
     assert!(!helm_release::is_adopted(
         &secrets.get(&other.secret).await.expect("secret")
+    ));
+
+    // A missing chunk: the controller says which, and touches nothing.
+    let e = wait_progressing_message(&exts, &name4, &format!("Secret {lost:?}, is missing")).await;
+    let message = condition(&e, "Progressing").expect("Progressing").message;
+    assert!(
+        message.contains(&format!("release Secret {}", broken.secret)),
+        "{message}"
+    );
+    assert_objects(&admin, &broken, true).await;
+    assert!(
+        records
+            .get_opt(&record_name(&name4))
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(!helm_release::is_adopted(
+        &secrets.get(&broken.secret).await.expect("secret")
     ));
 }

@@ -1,23 +1,42 @@
 //! Upstream OLM v1's installations, as its Helm-based applier leaves them, read so that
 //! olmv1 can take them over in place (README "Switching from upstream OLM v1").
 //!
-//! What this module owns: finding the release Secret of a ClusterExtension among the
-//! Secrets of the controller's namespace ([`latest`]), decoding it ([`decode`]: Helm's
-//! Secret storage — `data.release` = base64(gzip(JSON release)) — with every size
-//! bounded, so a hostile Secret cannot blow memory), and the adoption decisions: is the
-//! release's bundle the one olmv1 resolved ([`check_bundle`]), and are the release's
-//! objects exactly the ones olmv1 renders for it ([`compare_objects`]). Pure; the reads
-//! and the marking of an adopted release are done by the controller.
+//! What this module owns: finding the release of a ClusterExtension among the Secrets of
+//! the controller's namespace ([`latest`]), decoding it — with every size bounded, so a
+//! hostile Secret cannot blow memory — and the adoption decisions: is the release's
+//! bundle the one olmv1 resolved ([`check_bundle`]), and are the release's objects exactly
+//! the ones olmv1 renders for it ([`compare_objects`]). Pure; listing, fetching chunks and
+//! marking an adopted release are done by the controller.
 //!
-//! What a release holds (Helm 3 `release.Release`): `name`, `namespace` (the
-//! ClusterExtension's `spec.namespace`), `version`, `info.status`, `manifest` (every
-//! object, multi-document YAML) and the chart. operator-controller records the bundle in
-//! the release *labels* (`olm.operatorframework.io/package-name`, `bundle-name`,
-//! `bundle-version`, `bundle-reference`). Helm's plain Secret driver keeps release labels
-//! on the Secret's labels, but an image reference is not a valid label value, so the
-//! storage operator-controller uses keeps them in the release JSON (`labels`, next to
-//! the release fields); both places are read, the JSON first. Helm's own Secret labels
-//! are `owner`, `name`, `status`, `version`.
+//! Two storages are read (facts checked in the sources of operator-controller v1.11.0 with
+//! helm-operator-plugins v0.9.1, and v1.5.1 with v0.8.0 and helm v3.18.6; the chunked
+//! storage is the same in both plugin versions):
+//!
+//! * **Chunked Secrets** ([`Storage::Chunked`]), what operator-controller writes
+//!   (`action.ChunkedStorageDriverMapper` → helm-operator-plugins `storage.NewChunkedSecrets`
+//!   with owner `operator-controller`; chunks of 1016 KiB, at most 11, in v1.11.0; 1 MiB,
+//!   at most 10, in v1.5.1). An *index* Secret named
+//!   like Helm's key (`sh.helm.release.v1.<name>.v<version>`), type
+//!   `operatorframework.io/index.v1`, labels `name`, `owner`, `status`, `version`, `key`
+//!   (its own name), `type=index`, `createdAt`, an ownerReference to the ClusterExtension;
+//!   `data.chunk` holds the first chunk and `data.extraChunks` the JSON array of the other
+//!   chunk Secrets' names, in order. Each *chunk* Secret (`<key>-<hash>`, type
+//!   `operatorframework.io/chunk.v1`, labels `owner`, `key`, `type=chunk`, immutable,
+//!   owned by the index) holds `data.chunk`. The concatenated chunks are gzip of the JSON
+//!   release *with its labels* (`labels`, next to the release fields) — no base64 besides
+//!   the API's own. operator-controller's bundle labels (`olm.operatorframework.io/
+//!   package-name`, `bundle-name`, `bundle-version`, `bundle-reference`) live only there.
+//! * **Helm's classic Secret driver** ([`Storage::Secrets`]): `sh.helm.release.v1.<name>.v<N>`,
+//!   type `helm.sh/release.v1`, `data.release` = base64(gzip(JSON release)); the release
+//!   labels are the Secret's labels (Helm's release JSON has none: `Labels` is `json:"-"`),
+//!   next to Helm's own `owner=helm`, `name`, `status`, `version`. Kept for
+//!   installations written by Helm's own driver; both the Secret labels and a `labels`
+//!   field in the JSON are read, the JSON first.
+//!
+//! The release chosen is the one upstream itself reports as installed
+//! (`GetInstalledBundle`: the most recent release whose status is `deployed`), across
+//! both storages; without any deployed release, the most recent one (then reported as
+//! not adoptable).
 
 use super::record::ObjectRef;
 use crate::api::BundleIdentity;
@@ -29,6 +48,31 @@ use std::io::Read as _;
 
 /// The Secret type of Helm's Secret storage driver.
 pub const RELEASE_SECRET_TYPE: &str = "helm.sh/release.v1";
+/// The Secret type of helm-operator-plugins' chunked storage: the index Secret.
+pub const INDEX_SECRET_TYPE: &str = "operatorframework.io/index.v1";
+/// The Secret type of helm-operator-plugins' chunked storage: the other chunks.
+pub const CHUNK_SECRET_TYPE: &str = "operatorframework.io/chunk.v1";
+/// The `owner` label operator-controller's chunked storage sets.
+pub const CHUNKED_OWNER: &str = "operator-controller";
+/// Most chunks a release may have (operator-controller's `MaxReadChunks`: 10 in v1.5.1,
+/// 11 in v1.11.0).
+pub const MAX_CHUNKS: usize = 11;
+/// Largest chunked release accepted, all chunks together (upstream: at most 11 chunks of
+/// 1016 KiB in v1.11.0, 10 of 1 MiB in v1.5.1).
+pub const MAX_CHUNKED_BYTES: usize = MAX_CHUNKS << 20;
+/// Largest `data.extraChunks` accepted.
+const MAX_INDEX_BYTES: usize = 16 << 10;
+/// Labels the chunked storage keeps for itself (removed from the release labels).
+const SYSTEM_LABELS: &[&str] = &[
+    "name",
+    "owner",
+    "status",
+    "version",
+    "key",
+    "type",
+    "createdAt",
+    "modifiedAt",
+];
 /// Label and value set on a release Secret once olmv1 adopted what it installed.
 pub const ADOPTED_LABEL: &str = "olm.operatorframework.io/adopted-by";
 pub const ADOPTED_BY: &str = "olmv1";
@@ -43,13 +87,36 @@ pub const LABEL_PACKAGE: &str = "olm.operatorframework.io/package-name";
 pub const LABEL_BUNDLE_NAME: &str = "olm.operatorframework.io/bundle-name";
 pub const LABEL_BUNDLE_VERSION: &str = "olm.operatorframework.io/bundle-version";
 pub const LABEL_BUNDLE_REFERENCE: &str = "olm.operatorframework.io/bundle-reference";
+/// Set by operator-controller v1.11 only for bundles with a release (feature
+/// `BundleReleaseSupport`); optional.
+pub const LABEL_BUNDLE_RELEASE: &str = "olm.operatorframework.io/bundle-release";
 const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b, 0x08];
+
+/// Where a release is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage {
+    /// Helm's classic Secret driver (`helm.sh/release.v1`).
+    Secrets,
+    /// helm-operator-plugins' chunked Secrets (index `operatorframework.io/index.v1`).
+    Chunked,
+}
+
+/// The storage a Secret belongs to as a release (classic release or chunked index).
+pub fn storage_of(secret: &Secret) -> Option<Storage> {
+    match secret.type_.as_deref() {
+        Some(RELEASE_SECRET_TYPE) => Some(Storage::Secrets),
+        Some(INDEX_SECRET_TYPE) => Some(Storage::Chunked),
+        _ => None,
+    }
+}
 
 /// An installation by upstream OLM v1, from its latest release Secret.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UpstreamRelease {
-    /// The release Secret (`sh.helm.release.v1.<extension>.v<version>`).
+    /// The release Secret (`sh.helm.release.v1.<extension>.v<version>`; for the chunked
+    /// storage, the index Secret — the one marked when adopted).
     pub secret: String,
+    pub storage: Storage,
     /// The release name (the ClusterExtension's name).
     pub name: String,
     pub version: u64,
@@ -72,12 +139,12 @@ pub enum HelmReleaseError {
     Unreadable { secret: String, reason: String },
 }
 
-/// The Secrets of Helm's storage that belong to `extension` (label `name`), newest
-/// release version last.
+/// The release Secrets (classic releases and chunked indexes) that belong to `extension`
+/// (label `name`), newest release version last.
 pub fn releases_of<'a>(secrets: &'a [Secret], extension: &str) -> Vec<(u64, &'a Secret)> {
     let mut out: Vec<(u64, &Secret)> = secrets
         .iter()
-        .filter(|s| s.type_.as_deref() == Some(RELEASE_SECRET_TYPE))
+        .filter(|s| storage_of(s).is_some())
         .filter_map(|s| {
             let labels = s.metadata.labels.as_ref()?;
             if labels.get("name").map(String::as_str) != Some(extension) {
@@ -91,9 +158,18 @@ pub fn releases_of<'a>(secrets: &'a [Secret], extension: &str) -> Vec<(u64, &'a 
     out
 }
 
-/// The latest release Secret of `extension` (highest `version` label), if any.
+/// The release of `extension` upstream reports as installed: the highest `version` label
+/// whose `status` label is `deployed`; without one, the highest version. Both storages.
 pub fn latest<'a>(secrets: &'a [Secret], extension: &str) -> Option<&'a Secret> {
-    releases_of(secrets, extension).last().map(|(_, s)| *s)
+    let releases = releases_of(secrets, extension);
+    let deployed = releases.iter().rev().find(|(_, s)| {
+        s.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("status"))
+            .is_some_and(|v| v == "deployed")
+    });
+    deployed.or(releases.last()).map(|(_, s)| *s)
 }
 
 #[derive(Deserialize)]
@@ -118,7 +194,7 @@ struct InfoJson {
     status: String,
 }
 
-/// Decodes a release Secret of Helm's Secret storage.
+/// Decodes a release Secret of Helm's classic Secret storage.
 pub fn decode(secret: &Secret) -> Result<UpstreamRelease, HelmReleaseError> {
     let name = secret.metadata.name.clone().unwrap_or_default();
     let fail = |reason: String| HelmReleaseError::Unreadable {
@@ -131,14 +207,129 @@ pub fn decode(secret: &Secret) -> Result<UpstreamRelease, HelmReleaseError> {
         .and_then(|d| d.get("release"))
         .ok_or_else(|| fail("no data.release".into()))?;
     let json = decode_release_bytes(&data.0).map_err(fail)?;
-    let release: ReleaseJson =
-        serde_json::from_slice(&json).map_err(|e| fail(format!("release JSON: {e}")))?;
     let empty = BTreeMap::new();
     let secret_labels = secret.metadata.labels.as_ref().unwrap_or(&empty);
+    release_from_json(&name, Storage::Secrets, &json, secret_labels)
+}
+
+/// The names of the chunk Secrets an index Secret of the chunked storage lists
+/// (`data.extraChunks`), in order: what the controller fetches for [`decode_chunked`].
+pub fn chunk_names(index: &Secret) -> Result<Vec<String>, HelmReleaseError> {
+    let name = index.metadata.name.clone().unwrap_or_default();
+    let fail = |reason: String| HelmReleaseError::Unreadable {
+        secret: name.clone(),
+        reason,
+    };
+    let data = index
+        .data
+        .as_ref()
+        .and_then(|d| d.get("extraChunks"))
+        .ok_or_else(|| fail("index Secret without data.extraChunks".into()))?;
+    if data.0.len() > MAX_INDEX_BYTES {
+        return Err(fail(format!(
+            "data.extraChunks is {} bytes, more than the {MAX_INDEX_BYTES} accepted",
+            data.0.len()
+        )));
+    }
+    let names: Vec<String> = serde_json::from_slice(&data.0)
+        .map_err(|e| fail(format!("data.extraChunks is not a JSON list of names: {e}")))?;
+    if 1 + names.len() > MAX_CHUNKS {
+        return Err(fail(format!(
+            "the release has {} chunks, more than the {MAX_CHUNKS} accepted (operator-controller's own limit)",
+            1 + names.len()
+        )));
+    }
+    if let Some(bad) = names.iter().find(|n| n.is_empty() || n.len() > 253) {
+        return Err(fail(format!(
+            "data.extraChunks names {bad:?}, not a Secret name"
+        )));
+    }
+    Ok(names)
+}
+
+/// Decodes a release of the chunked storage: `index` and its chunk Secrets (`chunks`, by
+/// name, as fetched for [`chunk_names`]; a missing one is an error naming it). The
+/// concatenation is bounded ([`MAX_CHUNKED_BYTES`]) and gunzipped (bounded), then read as
+/// the release JSON with its labels, as helm-operator-plugins does.
+pub fn decode_chunked(
+    index: &Secret,
+    chunks: &BTreeMap<String, Secret>,
+) -> Result<UpstreamRelease, HelmReleaseError> {
+    let name = index.metadata.name.clone().unwrap_or_default();
+    let fail = |reason: String| HelmReleaseError::Unreadable {
+        secret: name.clone(),
+        reason,
+    };
+    let names = chunk_names(index)?;
+    let first = index
+        .data
+        .as_ref()
+        .and_then(|d| d.get("chunk"))
+        .ok_or_else(|| fail("index Secret without data.chunk (chunk 1)".into()))?;
+    let mut joined: Vec<u8> = Vec::new();
+    let mut append = |i: usize, bytes: &[u8]| -> Result<(), HelmReleaseError> {
+        if joined.len() + bytes.len() > MAX_CHUNKED_BYTES {
+            return Err(fail(format!(
+                "the chunks up to chunk {i} hold more than the {MAX_CHUNKED_BYTES} bytes accepted"
+            )));
+        }
+        joined.extend_from_slice(bytes);
+        Ok(())
+    };
+    append(1, &first.0)?;
+    for (i, chunk_name) in names.iter().enumerate() {
+        let n = i + 2;
+        let chunk = chunks.get(chunk_name).ok_or_else(|| {
+            fail(format!(
+                "chunk {n} of {}, Secret {chunk_name:?}, is missing",
+                names.len() + 1
+            ))
+        })?;
+        if chunk.type_.as_deref() != Some(CHUNK_SECRET_TYPE) {
+            return Err(fail(format!(
+                "chunk {n}, Secret {chunk_name:?}, is of type {:?}, not {CHUNK_SECRET_TYPE:?}",
+                chunk.type_.as_deref().unwrap_or("")
+            )));
+        }
+        let data = chunk
+            .data
+            .as_ref()
+            .and_then(|d| d.get("chunk"))
+            .ok_or_else(|| {
+                fail(format!(
+                    "chunk {n}, Secret {chunk_name:?}, has no data.chunk"
+                ))
+            })?;
+        append(n, &data.0)?;
+    }
+    let json = gunzip(&joined).map_err(|e| {
+        fail(format!(
+            "the {} chunk(s) joined are not a whole gzip stream ({e}): a chunk is truncated or altered",
+            names.len() + 1
+        ))
+    })?;
+    release_from_json(&name, Storage::Chunked, &json, &BTreeMap::new())
+}
+
+/// The release JSON of either storage; the bundle labels from the JSON's `labels` (minus
+/// the storage's own), else from `secret_labels`.
+fn release_from_json(
+    secret: &str,
+    storage: Storage,
+    json: &[u8],
+    secret_labels: &BTreeMap<String, String>,
+) -> Result<UpstreamRelease, HelmReleaseError> {
+    let fail = |reason: String| HelmReleaseError::Unreadable {
+        secret: secret.to_string(),
+        reason,
+    };
+    let release: ReleaseJson =
+        serde_json::from_slice(json).map_err(|e| fail(format!("release JSON: {e}")))?;
     let label = |key: &str| -> Result<String, HelmReleaseError> {
         release
             .labels
             .get(key)
+            .filter(|_| !SYSTEM_LABELS.contains(&key))
             .or_else(|| secret_labels.get(key))
             .filter(|v| !v.is_empty())
             .cloned()
@@ -152,12 +343,13 @@ pub fn decode(secret: &Secret) -> Result<UpstreamRelease, HelmReleaseError> {
         package: label(LABEL_PACKAGE)?,
         name: label(LABEL_BUNDLE_NAME)?,
         version: label(LABEL_BUNDLE_VERSION)?,
-        release: None,
+        release: label(LABEL_BUNDLE_RELEASE).ok(),
         image: label(LABEL_BUNDLE_REFERENCE)?,
     };
     let objects = manifest_objects(&release.manifest).map_err(fail)?;
     Ok(UpstreamRelease {
-        secret: name.clone(),
+        secret: secret.to_string(),
+        storage,
         name: release.name,
         version: release.version,
         namespace: release.namespace,
@@ -165,6 +357,21 @@ pub fn decode(secret: &Secret) -> Result<UpstreamRelease, HelmReleaseError> {
         bundle,
         objects,
     })
+}
+
+/// Gunzips `raw`, at most [`MAX_DECODED_BYTES`] out.
+fn gunzip(raw: &[u8]) -> Result<Vec<u8>, String> {
+    let mut json = Vec::new();
+    flate2::read::GzDecoder::new(raw)
+        .take(MAX_DECODED_BYTES + 1)
+        .read_to_end(&mut json)
+        .map_err(|e| format!("gzip: {e}"))?;
+    if json.len() as u64 > MAX_DECODED_BYTES {
+        return Err(format!(
+            "larger than {MAX_DECODED_BYTES} bytes uncompressed"
+        ));
+    }
+    Ok(json)
 }
 
 /// `data.release` (as stored in the Secret, i.e. after the API's own base64): base64
@@ -187,17 +394,7 @@ pub fn decode_release_bytes(stored: &[u8]) -> Result<Vec<u8>, String> {
     if !raw.starts_with(GZIP_MAGIC) {
         return Ok(raw);
     }
-    let mut json = Vec::new();
-    flate2::read::GzDecoder::new(raw.as_slice())
-        .take(MAX_DECODED_BYTES + 1)
-        .read_to_end(&mut json)
-        .map_err(|e| format!("data.release gzip: {e}"))?;
-    if json.len() as u64 > MAX_DECODED_BYTES {
-        return Err(format!(
-            "data.release is larger than {MAX_DECODED_BYTES} bytes uncompressed"
-        ));
-    }
-    Ok(json)
+    gunzip(&raw).map_err(|e| format!("data.release {e}"))
 }
 
 /// The objects of a release manifest (multi-document YAML; empty documents skipped),
@@ -387,6 +584,119 @@ pub fn encode_secret(
         "metadata": {"name": secret_name, "namespace": namespace, "labels": labels},
         "data": {"release": data_encoding::BASE64.encode(text.as_bytes())},
     })
+}
+
+/// A release in the chunked storage, as helm-operator-plugins v0.8.0 writes it.
+#[derive(Clone, Debug)]
+pub struct ChunkedSecrets {
+    /// The index Secret (create it first; set its ownerReference to the
+    /// ClusterExtension, as operator-controller does, before creating it).
+    pub index: Value,
+    /// The other chunks, in order; each needs [`chunk_owner_reference`] to the created
+    /// index before being created.
+    pub chunks: Vec<Value>,
+}
+
+/// A release in helm-operator-plugins' chunked storage (tests and the test tooling that
+/// lays down upstream installations), written as `storage.chunkedSecrets.Create` does:
+/// gzip (best compression) of the JSON release with its `labels`, followed by a newline
+/// (Go's `json.Encoder`), split every `chunk_size` bytes; chunk Secrets are named
+/// `<key>-<base32(fnv64a(chunk))>` (alphabet `a-z1-6`, no padding). `release` must hold
+/// `name`, `version` and `info.status` (they become the index labels).
+pub fn encode_chunked(
+    key: &str,
+    namespace: &str,
+    release: &Value,
+    chunk_size: usize,
+    created_at: i64,
+) -> ChunkedSecrets {
+    use std::io::Write as _;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    // Writing into a Vec cannot fail.
+    let _ = gz.write_all(release.to_string().as_bytes());
+    let _ = gz.write_all(b"\n");
+    let data = gz.finish().unwrap_or_default();
+    let pieces: Vec<&[u8]> = data.chunks(chunk_size.max(1)).collect();
+    let names: Vec<String> = pieces
+        .iter()
+        .skip(1)
+        .map(|p| format!("{key}-{}", chunk_hash(p)))
+        .collect();
+    let b64 = |b: &[u8]| data_encoding::BASE64.encode(b);
+    let version = release["version"].as_u64().unwrap_or_default().to_string();
+    let index = json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": INDEX_SECRET_TYPE,
+        "immutable": false,
+        "metadata": {"name": key, "namespace": namespace, "labels": {
+            "name": release["name"].as_str().unwrap_or_default(),
+            "owner": CHUNKED_OWNER,
+            "status": release["info"]["status"].as_str().unwrap_or_default(),
+            "version": version,
+            "key": key,
+            "type": "index",
+            "createdAt": created_at.to_string(),
+        }},
+        "data": {
+            "extraChunks": b64(serde_json::to_string(&names).unwrap_or_default().as_bytes()),
+            "chunk": b64(pieces.first().copied().unwrap_or_default()),
+        },
+    });
+    let chunks = pieces
+        .iter()
+        .skip(1)
+        .zip(&names)
+        .map(|(p, name)| {
+            json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": CHUNK_SECRET_TYPE,
+                "immutable": true,
+                "metadata": {"name": name, "namespace": namespace, "labels": {
+                    "owner": CHUNKED_OWNER,
+                    "key": key,
+                    "type": "chunk",
+                    "createdAt": created_at.to_string(),
+                }},
+                "data": {"chunk": b64(p)},
+            })
+        })
+        .collect();
+    ChunkedSecrets { index, chunks }
+}
+
+/// The ownerReference a chunk Secret carries to its index Secret.
+pub fn chunk_owner_reference(index_name: &str, index_uid: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "name": index_name, "uid": index_uid,
+           "controller": true, "blockOwnerDeletion": false})
+}
+
+/// helm-operator-plugins' chunk name suffix: FNV-1a 64 of the chunk, big-endian, in
+/// base32 with the alphabet `abcdefghijklmnopqrstuvwxyz123456`, unpadded.
+pub fn chunk_hash(data: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in data {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz123456";
+    let bytes = h.to_be_bytes();
+    let mut out = String::new();
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for b in bytes {
+        acc = (acc << 8) | u32::from(b);
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            out.push(char::from(ALPHABET[((acc >> bits) & 31) as usize]));
+        }
+        acc &= (1 << bits) - 1;
+    }
+    if bits > 0 {
+        out.push(char::from(ALPHABET[((acc << (5 - bits)) & 31) as usize]));
+    }
+    out
 }
 
 #[cfg(test)]

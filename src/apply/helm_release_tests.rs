@@ -10,6 +10,9 @@ fn labels(ext: &str, version: u64) -> BTreeMap<String, String> {
         (LABEL_PACKAGE, "pkg".to_string()),
         (LABEL_BUNDLE_NAME, "pkg.v1.0.0".to_string()),
         (LABEL_BUNDLE_VERSION, "1.0.0".to_string()),
+        // Helm's classic driver keeps the release labels on the Secret (an API server
+        // would refuse this value; the unit test has none).
+        (LABEL_BUNDLE_REFERENCE, "reg/pkg:v1".to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -21,9 +24,7 @@ const MANIFEST: &str = "---\n# Source: pkg/templates/a.yaml\napiVersion: v1\nkin
 fn secret(ext: &str, version: u64, manifest: &str) -> Secret {
     let release = json!({"name": ext, "namespace": "ns", "version": version,
         "info": {"status": "deployed"}, "manifest": manifest,
-        "chart": {"metadata": {"name": "pkg", "version": "1.0.0"}},
-        // Not a valid label value: kept in the release JSON.
-        "labels": {LABEL_BUNDLE_REFERENCE: "reg/pkg:v1"}});
+        "chart": {"metadata": {"name": "pkg", "version": "1.0.0"}}});
     let v = encode_secret(
         &format!("sh.helm.release.v1.{ext}.v{version}"),
         "olmv1-system",
@@ -190,4 +191,205 @@ fn adoption_marks_are_recognised() {
         patch["metadata"]["annotations"][ADOPTED_RECORD_ANNOTATION],
         "olmv1-revision-ext"
     );
+}
+
+/// The release JSON operator-controller stores in the chunked storage (labels inside).
+fn chunked_release(ext: &str, version: u64, status: &str, manifest: &str) -> Value {
+    json!({"name": ext, "namespace": "ns", "version": version,
+    "info": {"status": status}, "manifest": manifest,
+    "chart": {"metadata": {"name": "pkg", "version": "1.0.0"}},
+    "labels": {
+        LABEL_PACKAGE: "pkg",
+        LABEL_BUNDLE_NAME: "pkg.v1.0.0",
+        LABEL_BUNDLE_VERSION: "1.0.0",
+        LABEL_BUNDLE_REFERENCE: "reg/pkg:v1",
+    }})
+}
+
+/// The index and chunk Secrets of a chunked release (chunks by name).
+fn chunked(
+    ext: &str,
+    version: u64,
+    status: &str,
+    chunk_size: usize,
+) -> (Secret, BTreeMap<String, Secret>) {
+    let key = format!("sh.helm.release.v1.{ext}.v{version}");
+    let c = encode_chunked(
+        &key,
+        "olmv1-system",
+        &chunked_release(ext, version, status, MANIFEST),
+        chunk_size,
+        1_700_000_000,
+    );
+    let index: Secret = serde_json::from_value(c.index).unwrap();
+    let chunks = c
+        .chunks
+        .into_iter()
+        .map(|v| {
+            let s: Secret = serde_json::from_value(v).unwrap();
+            (s.metadata.name.clone().unwrap(), s)
+        })
+        .collect();
+    (index, chunks)
+}
+
+#[test]
+fn chunk_names_hash_like_helm_operator_plugins() {
+    // FNV-1a 64, base32 a-z1-6 unpadded (values computed independently).
+    assert_eq!(chunk_hash(b""), "zpzjzzeeeirsk");
+    assert_eq!(chunk_hash(b"a"), "v4r4ytegahwiy");
+    assert_eq!(chunk_hash(b"chunk-data"), "uwowqfiao4t61");
+}
+
+#[test]
+fn decodes_chunked_storage_across_chunks() {
+    let (index, chunks) = chunked("ext", 4, "deployed", 64);
+    assert!(chunks.len() >= 2, "{} chunks", chunks.len());
+    let labels = index.metadata.labels.as_ref().unwrap();
+    assert_eq!(labels["owner"], CHUNKED_OWNER);
+    assert_eq!(labels["type"], "index");
+    assert_eq!(labels["key"], "sh.helm.release.v1.ext.v4");
+    assert!(!labels.contains_key(LABEL_BUNDLE_NAME));
+    for (name, c) in &chunks {
+        assert!(name.starts_with("sh.helm.release.v1.ext.v4-"), "{name}");
+        assert_eq!(
+            name.rsplit('-').next().unwrap(),
+            chunk_hash(&c.data.as_ref().unwrap()["chunk"].0)
+        );
+    }
+    let names = chunk_names(&index).unwrap();
+    assert_eq!(names.len(), chunks.len());
+    let r = decode_chunked(&index, &chunks).unwrap();
+    assert_eq!(r.secret, "sh.helm.release.v1.ext.v4");
+    assert_eq!(r.storage, Storage::Chunked);
+    assert_eq!(
+        (r.name.as_str(), r.version, r.status.as_str()),
+        ("ext", 4, "deployed")
+    );
+    assert_eq!(r.bundle, target("1.0.0"));
+    assert_eq!(r.objects.len(), 3);
+    assert_eq!(compare_objects(&r, &rendered()), Ok(()));
+    // One chunk only (upstream's 1 MiB chunks hold most releases).
+    let (index, chunks) = chunked("ext", 4, "deployed", 1 << 20);
+    assert!(chunks.is_empty());
+    assert_eq!(
+        decode_chunked(&index, &chunks).unwrap().bundle,
+        target("1.0.0")
+    );
+}
+
+#[test]
+fn a_missing_or_truncated_chunk_is_a_clear_error() {
+    let (index, chunks) = chunked("ext", 1, "deployed", 64);
+    let names = chunk_names(&index).unwrap();
+    let mut missing = chunks.clone();
+    missing.remove(&names[1]);
+    let e = decode_chunked(&index, &missing).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!(
+            "chunk 3 of {}, Secret {:?}, is missing",
+            names.len() + 1,
+            names[1]
+        )),
+        "{e}"
+    );
+    assert!(
+        e.starts_with("release Secret sh.helm.release.v1.ext.v1: "),
+        "{e}"
+    );
+    let mut truncated = chunks.clone();
+    let last = names.last().unwrap();
+    let data = &mut truncated.get_mut(last).unwrap().data.as_mut().unwrap();
+    let bytes = &mut data.get_mut("chunk").unwrap().0;
+    bytes.truncate(bytes.len() / 2);
+    let e = decode_chunked(&index, &truncated).unwrap_err().to_string();
+    assert!(e.contains("not a whole gzip stream"), "{e}");
+    // A Secret of another type under a chunk's name.
+    let mut foreign = chunks.clone();
+    foreign.get_mut(&names[0]).unwrap().type_ = Some("Opaque".into());
+    let e = decode_chunked(&index, &foreign).unwrap_err().to_string();
+    assert!(e.contains("is of type \"Opaque\""), "{e}");
+}
+
+#[test]
+fn oversized_chunked_releases_are_refused() {
+    // More chunks than operator-controller itself reads.
+    let (mut index, chunks) = chunked("ext", 1, "deployed", 64);
+    let many: Vec<String> = (0..MAX_CHUNKS).map(|i| format!("c{i}")).collect();
+    index.data.as_mut().unwrap().insert(
+        "extraChunks".into(),
+        ByteString(serde_json::to_vec(&many).unwrap()),
+    );
+    let e = decode_chunked(&index, &chunks).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("more than the {MAX_CHUNKS} accepted")),
+        "{e}"
+    );
+    // Chunks whose total exceeds the bound: refused before decompression.
+    let names: Vec<String> = (0..MAX_CHUNKS - 1).map(|i| format!("c{i}")).collect();
+    index.data.as_mut().unwrap().insert(
+        "extraChunks".into(),
+        ByteString(serde_json::to_vec(&names).unwrap()),
+    );
+    let big: BTreeMap<String, Secret> = names
+        .iter()
+        .map(|n| {
+            let s: Secret = serde_json::from_value(json!({"metadata": {"name": n},
+                "type": CHUNK_SECRET_TYPE,
+                "data": {"chunk": data_encoding::BASE64.encode(&vec![0u8; (1 << 20) + (1 << 17)])}}))
+            .unwrap();
+            (n.clone(), s)
+        })
+        .collect();
+    let e = decode_chunked(&index, &big).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("more than the {MAX_CHUNKED_BYTES} bytes accepted")),
+        "{e}"
+    );
+    // extraChunks itself is bounded and must be a list of names.
+    index
+        .data
+        .as_mut()
+        .unwrap()
+        .insert("extraChunks".into(), ByteString(vec![b' '; 17 << 10]));
+    assert!(
+        chunk_names(&index)
+            .unwrap_err()
+            .to_string()
+            .contains("bytes, more than")
+    );
+    index
+        .data
+        .as_mut()
+        .unwrap()
+        .insert("extraChunks".into(), ByteString(b"{}".to_vec()));
+    assert!(
+        chunk_names(&index)
+            .unwrap_err()
+            .to_string()
+            .contains("not a JSON list")
+    );
+}
+
+#[test]
+fn the_latest_deployed_release_is_chosen_across_both_storages() {
+    let (old, _) = chunked("ext", 3, "superseded", 1 << 20);
+    let (current, _) = chunked("ext", 4, "deployed", 1 << 20);
+    let (failed, _) = chunked("ext", 5, "failed", 1 << 20);
+    let (other, _) = chunked("other", 9, "deployed", 1 << 20);
+    let classic = secret("ext", 2, MANIFEST);
+    let secrets = vec![classic.clone(), failed.clone(), current, old, other];
+    let s = latest(&secrets, "ext").unwrap();
+    assert_eq!(
+        s.metadata.name.as_deref(),
+        Some("sh.helm.release.v1.ext.v4")
+    );
+    assert_eq!(storage_of(s), Some(Storage::Chunked));
+    // Only a failed chunked release and an older deployed classic one: the classic one.
+    let two = [failed.clone(), classic];
+    let s = latest(&two, "ext").unwrap();
+    assert_eq!(storage_of(s), Some(Storage::Secrets));
+    // Nothing deployed: the newest, reported as not adoptable.
+    let s = latest(std::slice::from_ref(&failed), "ext").unwrap();
+    assert_eq!(s.metadata.labels.as_ref().unwrap()["status"], "failed");
 }

@@ -97,22 +97,44 @@ impl Executor for KubeExecutor<'_> {
     }
 
     async fn load_upstream(&self) -> Result<Option<UpstreamRelease>, String> {
-        // Helm's Secret storage in the controller's namespace (upstream's olmv1-system),
-        // selected by Helm's `name` label.
+        // The release Secrets in the controller's namespace (upstream's olmv1-system),
+        // selected by the `name` label both storages set (classic releases and chunked
+        // indexes; chunk Secrets carry no `name`).
         let namespace = &self.ctx.settings.namespace;
         let name = self.ext.name_any();
         let secrets = Api::<Secret>::namespaced(self.ctx.client.clone(), namespace)
             .list(&ListParams::default().labels(&format!("name={name}")))
             .await
             .map_err(|e| format!("listing Secrets in namespace {namespace:?}: {e}"))?;
-        match helm_release::latest(&secrets.items, &name) {
-            // Adopted earlier (olmv1's record was deleted since): olmv1's own history
-            // took over; the release is stale.
-            Some(secret) if helm_release::is_adopted(secret) => Ok(None),
-            Some(secret) => helm_release::decode(secret)
+        let Some(secret) = helm_release::latest(&secrets.items, &name) else {
+            return Ok(None);
+        };
+        // Adopted earlier (olmv1's record was deleted since): olmv1's own history took
+        // over; the release is stale.
+        if helm_release::is_adopted(secret) {
+            return Ok(None);
+        }
+        match helm_release::storage_of(secret) {
+            Some(helm_release::Storage::Chunked) => {
+                // The chunk Secrets the index names (at most MAX_CHUNKS, checked there),
+                // fetched by name; a missing one stays absent and is reported by the decode.
+                let names = helm_release::chunk_names(secret).map_err(|e| e.to_string())?;
+                let api = Api::<Secret>::namespaced(self.ctx.client.clone(), namespace);
+                let mut chunks = std::collections::BTreeMap::new();
+                for chunk in names {
+                    if let Some(s) = api.get_opt(&chunk).await.map_err(|e| {
+                        format!("getting Secret {chunk:?} in namespace {namespace:?}: {e}")
+                    })? {
+                        chunks.insert(chunk, s);
+                    }
+                }
+                helm_release::decode_chunked(secret, &chunks)
+                    .map(Some)
+                    .map_err(|e| e.to_string())
+            }
+            _ => helm_release::decode(secret)
                 .map(Some)
                 .map_err(|e| e.to_string()),
-            None => Ok(None),
         }
     }
 

@@ -803,6 +803,7 @@ fn a_ready_revision_that_becomes_unavailable_says_so_and_a_completed_rollout_too
 fn upstream(version: &str) -> Option<Result<Option<UpstreamRelease>, String>> {
     Some(Ok(Some(UpstreamRelease {
         secret: "sh.helm.release.v1.e.v2".into(),
+        storage: crate::apply::helm_release::Storage::Chunked,
         name: "e".into(),
         version: 2,
         namespace: "ns".into(),
