@@ -129,7 +129,14 @@ spec:
     type: Image
     image:
       ref: $catalog_image
----
+YAML
+  # The catalog first: an extension created before its catalog serves resolves again as
+  # soon as it does (a GitOps tool applying both at once works), but would show a
+  # transient "not being served" Warning in the Events below.
+  step "waiting for the ClusterCatalog to serve" "usually 2-10 seconds"
+  kubectl_ wait --for=condition=Serving clustercatalog/demo --timeout=120s
+  done_step
+  kubectl_ apply -f - <<YAML
 apiVersion: olm.operatorframework.io/v1
 kind: ClusterExtension
 metadata:
@@ -143,8 +150,7 @@ spec:
     catalog:
       packageName: $package
 YAML
-  step "waiting for the ClusterCatalog to serve and the ClusterExtension to install" "usually 5-30 seconds"
-  kubectl_ wait --for=condition=Serving clustercatalog/demo --timeout=120s
+  step "waiting for the ClusterExtension to install" "usually 5-30 seconds"
   kubectl_ wait --for=condition=Installed clusterextension/"$ext" --timeout=180s
   done_step
 }
