@@ -122,21 +122,7 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize + PartialEq,
 {
-    if next == current {
-        return Ok(false);
-    }
-    let patch = json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "status": next,
-    });
-    api.patch_status(
-        &obj.name_any(),
-        &PatchParams::apply(crate::apply::FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
-    Ok(true)
+    apply_status(api, obj, current, next, false).await
 }
 
 /// [`write_status`] guarded by `obj`'s resourceVersion: the API server refuses the
@@ -155,6 +141,22 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize + PartialEq,
 {
+    apply_status(api, obj, current, next, true).await
+}
+
+/// The one status write both of the above make; `guarded` adds `obj`'s resourceVersion
+/// as a precondition.
+async fn apply_status<K, S>(
+    api: &Api<K>,
+    obj: &K,
+    current: &S,
+    next: &S,
+    guarded: bool,
+) -> Result<bool, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize + PartialEq,
+{
     if next == current {
         return Ok(false);
     }
@@ -163,7 +165,7 @@ where
         "kind": K::kind(&()),
         "status": next,
     });
-    if let Some(rv) = obj.resource_version() {
+    if let Some(rv) = obj.resource_version().filter(|_| guarded) {
         patch["metadata"] = json!({"resourceVersion": rv});
     }
     api.patch_status(
