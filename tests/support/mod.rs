@@ -12,6 +12,7 @@
 pub mod bundles;
 pub mod extensions;
 pub mod metrics;
+pub mod pods;
 pub mod process;
 
 use olmv1::testenv::{self, Binaries, ControlPlane, Lifetime, Options, manifests};
