@@ -15,11 +15,12 @@
 //! Needs the cached Kubernetes binaries (hack/build-kube.sh) and `docker-registry`.
 //! `cargo build --release --bin olmv1 --example bench_install && target/release/examples/bench_install [<sequential> <concurrent> <crds per bundle> <idle seconds>]`
 
+mod common;
 use kube::api::{Api, DynamicObject, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension, conditions};
 use olmv1::preflight::permissions::rbac::{BundledRbac, installer_rbac};
 use olmv1::testenv::demo::{self, BundleSpec};
-use olmv1::testenv::{Binaries, ControlPlane, Lifetime, Options, manifests, registry};
+use olmv1::testenv::{manifests, registry};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -151,28 +152,13 @@ async fn main() -> anyhow::Result<()> {
         })?;
 
     let tmp = tempfile::tempdir()?;
-    let etcd = etcd_bin_vendored::etcd_bin_path()
-        .map_err(|e| anyhow::anyhow!("{e}"))?
-        .to_path_buf();
-    let cp = ControlPlane::start(Options {
-        binaries: Binaries::locate(Some(etcd))?,
-        data_dir: tmp.path().join("data"),
-        log_dir: tmp.path().join("logs"),
-        controller_manager: true,
-        lifetime: Lifetime::Supervised,
-        node: None,
-    })
-    .await?;
-    let admin = cp.admin_client().await?;
-    let controller_kubeconfig = tmp.path().join("controller.kubeconfig");
-    manifests::install_controller_identity(
-        &admin,
-        &olmv1::testenv::project_dir(),
-        &cp.server,
-        &cp.pki.ca_pem,
-        &controller_kubeconfig,
-    )
-    .await?;
+    // `_cp` keeps the control plane running until the end of main.
+    let common::cluster::BenchCluster {
+        cp: _cp,
+        admin,
+        controller_kubeconfig,
+        ..
+    } = common::cluster::start(tmp.path(), true).await?;
     let reg = registry::TestRegistry::start()?;
 
     // One catalog with a package per extension.

@@ -19,13 +19,14 @@
 //! Needs the cached Kubernetes binaries (hack/build-kube.sh), `docker-registry`, and
 //! `OLMV1_ETCD` or the etcd crate's binary.
 
+mod common;
 use anyhow::Context;
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension, conditions};
 use olmv1::preflight::permissions::rbac::{BundledRbac, installer_rbac};
 use olmv1::testenv::demo::{self, BundleSpec};
-use olmv1::testenv::{Binaries, ControlPlane, Lifetime, Options, manifests, registry};
+use olmv1::testenv::{manifests, registry};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -234,34 +235,14 @@ async fn main() -> anyhow::Result<()> {
     println!("load average at start: {}", load_average());
 
     let tmp = tempfile::tempdir()?;
-    let etcd = match std::env::var_os("OLMV1_ETCD") {
-        Some(p) => PathBuf::from(p),
-        None => etcd_bin_vendored::etcd_bin_path()
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-            .to_path_buf(),
-    };
-    let data_dir = tmp.path().join("data");
-    let cp = ControlPlane::start(Options {
-        binaries: Binaries::locate(Some(etcd))?,
-        data_dir: data_dir.clone(),
-        log_dir: tmp.path().join("logs"),
-        controller_manager: false,
-        lifetime: Lifetime::Supervised,
-        node: None,
-    })
-    .await?;
+    let common::cluster::BenchCluster {
+        cp,
+        admin,
+        controller_kubeconfig,
+        data_dir,
+    } = common::cluster::start(tmp.path(), false).await?;
     let apiserver = apiserver_pid(&data_dir)
         .ok_or_else(|| anyhow::anyhow!("kube-apiserver process not found"))?;
-    let admin = cp.admin_client().await?;
-    let controller_kubeconfig = tmp.path().join("controller.kubeconfig");
-    manifests::install_controller_identity(
-        &admin,
-        &olmv1::testenv::project_dir(),
-        &cp.server,
-        &cp.pki.ca_pem,
-        &controller_kubeconfig,
-    )
-    .await?;
     let reg = Arc::new(registry::TestRegistry::start()?);
 
     // Bundles, rendered objects and the small catalogs.

@@ -1,6 +1,8 @@
 //! Helpers shared by the benchmarks (`mod common;` in each): process memory from
-//! `/proc/self/status`, percentiles, and the "upgrade from the oldest bundle" request.
+//! `/proc/self/status`, percentiles, the control plane of the controller benchmarks, and the "upgrade from the oldest bundle" request.
 #![allow(dead_code)] // each benchmark uses a part
+
+pub mod cluster;
 
 use olmv1::fbc::model::PackageContent;
 use olmv1::resolve::InstalledBundle;
