@@ -1,6 +1,8 @@
-//! Drift correction end to end (issue 7 item 4): watches on the managed kinds, run as the
-//! installer ServiceAccount, restore deleted or edited objects promptly, while fields set
-//! by others survive the re-apply, and nothing reconciles at idle.
+//! Drift correction end to end (issue 7 item 4): watches on the managed kinds — shared
+//! ones run as the controller for the kinds config/rbac lets it watch (Deployments, CRDs,
+//! ...), the extension's own run as its installer ServiceAccount for the others
+//! (ConfigMaps) — restore deleted or edited objects promptly, while fields set by others
+//! survive the re-apply, and nothing reconciles at idle.
 //!
 //! The catalog is created without polling so that no catalog status change re-reconciles
 //! the extension: only the drift watches can restore what is deleted here.
@@ -114,7 +116,16 @@ async fn drift_is_corrected_promptly_and_foreign_fields_survive() {
         .await
         .expect("create");
     wait_installed(&api, &name, "1.0.0").await;
-    assert!(drift::watch_count() >= 3, "watches on the managed kinds");
+    assert!(
+        drift::shared_watch_count() >= 2,
+        "shared watches (as the controller) on Deployments and CRDs: {}",
+        drift::shared_watch_count()
+    );
+    assert!(
+        drift::own_watch_count() >= 1,
+        "the extension's own watch (as its installer) on ConfigMaps: {}",
+        drift::own_watch_count()
+    );
 
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &ns);
     let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
@@ -130,6 +141,29 @@ async fn drift_is_corrected_promptly_and_foreign_fields_survive() {
     let before = drift::trigger_count();
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(drift::trigger_count(), before, "reconcile storm at idle");
+
+    // 0. A catalog change that resolves to the installed bundle again (here: a label)
+    // pulls, renders and applies nothing while nothing drifted.
+    let skipped = drift::skipped_install_count();
+    let catalogs: Api<ClusterCatalog> = Api::all(admin.clone());
+    catalogs
+        .patch(
+            &catalog_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+        )
+        .await
+        .expect("label the catalog");
+    support::eventually(30, "the re-resolution to skip the install", || async {
+        (drift::skipped_install_count() > skipped).then_some(())
+    })
+    .await;
+    let after = deployments.get(&deployment).await.expect("deployment");
+    assert_eq!(
+        after.resource_version(),
+        original.resource_version(),
+        "nothing was applied"
+    );
 
     // 1. Deleting the managed Deployment restores it.
     deployments
@@ -266,7 +300,7 @@ async fn drift_is_corrected_promptly_and_foreign_fields_survive() {
     );
 
     // Uninstall stops the extension's watches and nothing is restored.
-    let watches = drift::watch_count();
+    let followed = drift::followed_count();
     api.delete(&name, &DeleteParams::default())
         .await
         .expect("delete extension");
@@ -275,10 +309,10 @@ async fn drift_is_corrected_promptly_and_foreign_fields_survive() {
     })
     .await;
     assert!(
-        drift::watch_count() < watches,
-        "watches stopped on uninstall ({} -> {})",
-        watches,
-        drift::watch_count()
+        drift::followed_count() < followed,
+        "the extension no longer followed after uninstall ({} -> {})",
+        followed,
+        drift::followed_count()
     );
     assert!(
         deployments

@@ -6,8 +6,9 @@
 use super::flow::Executor;
 use super::installer::{self, InstallerAccount};
 use super::plan::{InstallFailure, Installed, Note};
+use super::rollout::Readiness;
 use super::status::{self, Observation};
-use super::{ExtensionContext, ExtensionError, finalize, install};
+use super::{ExtensionContext, ExtensionError, drift, finalize, install};
 use crate::api::{self, BundleIdentity, ClusterCatalog, ClusterExtension, ClusterExtensionStatus};
 use crate::apply::helm_release::{self, UpstreamRelease};
 use crate::apply::{Owner, RevisionHistory};
@@ -173,6 +174,19 @@ impl Executor for KubeExecutor<'_> {
             .installer
             .as_ref()
             .map_err(|message| InstallFailure::Blocked(message.clone()))?;
+        let name = self.ext.name_any();
+        let installed_bundle = history.and_then(|h| h.installed()).map(|r| &r.bundle);
+        // The same install again while nothing drifted (a catalog update or a resync
+        // resolving to the installed bundle): nothing to pull, render or apply.
+        if adopt.is_none()
+            && let Some(fingerprint) =
+                install::fingerprint(self.ext, installer, target, installed_bundle)
+            && let Some(installed) = self.ctx.drift.unchanged(&name, &fingerprint)
+        {
+            tracing::debug!(extension = %name, "installed revision unchanged and no drift: install skipped");
+            return Ok(installed);
+        }
+        self.ctx.drift.forget_clean(&name);
         let (installed, managed) = install::install(
             self.ctx,
             self.ext,
@@ -183,12 +197,27 @@ impl Executor for KubeExecutor<'_> {
             adopt,
         )
         .await?;
-        self.ctx.drift.ensure(
-            &self.ext.name_any(),
-            (&installer.namespace, &installer.name),
-            &self.ctx.installers,
-            &managed,
-        );
+        let clean = (installed.readiness == Readiness::Ready)
+            .then(|| install::fingerprint(self.ext, installer, target, Some(target)))
+            .flatten()
+            .map(|fingerprint| drift::Clean {
+                fingerprint,
+                installed: Installed {
+                    applied_changes: 0,
+                    warnings: Vec::new(),
+                    ..installed.clone()
+                },
+            });
+        self.ctx
+            .drift
+            .ensure(
+                &name,
+                (&installer.namespace, &installer.name),
+                &self.ctx.installers,
+                &managed,
+                clean,
+            )
+            .await;
         Ok(installed)
     }
 

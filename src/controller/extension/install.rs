@@ -122,6 +122,39 @@ pub(crate) async fn install(
     Ok((installed, managed))
 }
 
+/// What an install of `target` for `ext` as `installer` is made of, for telling whether
+/// a reconcile would make the same install again
+/// ([`super::drift::DriftWatches::unchanged`]): the extension (uid, generation: any spec
+/// change installs again), the installer account, the bundle. `None` when the install
+/// must run whatever was installed before: `installed` (the installed revision's
+/// bundle) is another bundle or none, or the image is referenced by tag (it may name
+/// other content now).
+pub(crate) fn fingerprint(
+    ext: &ClusterExtension,
+    installer: &InstallerAccount,
+    target: &BundleIdentity,
+    installed: Option<&BundleIdentity>,
+) -> Option<String> {
+    let installed = installed?;
+    let same = installed.package == target.package
+        && installed.name == target.name
+        && installed.version == target.version;
+    if !same || !target.image.contains("@sha256:") {
+        return None;
+    }
+    Some(format!(
+        "{}|{}|{}/{}|{}|{}|{}|{}",
+        ext.metadata.uid.as_deref().unwrap_or_default(),
+        ext.metadata.generation.unwrap_or_default(),
+        installer.namespace,
+        installer.name,
+        target.package,
+        target.name,
+        target.version,
+        target.image,
+    ))
+}
+
 /// Marks the adopted release Secret (label and annotation; left in place so that going
 /// back to upstream finds its release). A failure is logged: olmv1's record exists now,
 /// so the release is never read again.

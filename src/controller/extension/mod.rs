@@ -108,7 +108,9 @@ impl ExtensionContext {
                 instance: None,
             },
         );
-        let drift = drift::DriftWatches::new().with_readiness(settings.wait_for_rollout);
+        let drift = drift::DriftWatches::new()
+            .with_readiness(settings.wait_for_rollout)
+            .with_controller(client.clone());
         ExtensionContext {
             client,
             installers: InstallerClients::new(base_config),
@@ -162,7 +164,7 @@ pub async fn run(ctx: Arc<ExtensionContext>) {
     let client = ctx.client.clone();
     let extensions: Api<ClusterExtension> = Api::all(client.clone());
     let (reader, writer) = reflector::store();
-    let primary = watcher(extensions, watcher::Config::default())
+    let primary = watcher(extensions, common::watch_config())
         .default_backoff()
         .modify(|e| e.managed_fields_mut().clear())
         .reflect(writer)
@@ -179,7 +181,7 @@ pub async fn run(ctx: Arc<ExtensionContext>) {
     let catalogs = changed_only(
         watcher(
             Api::<ClusterCatalog>::all(client.clone()),
-            watcher::Config::default(),
+            common::watch_config(),
         )
         .default_backoff(),
         catalog_trigger,

@@ -93,7 +93,7 @@ where
 {
     watcher(
         Api::<PartialObjectMeta<K>>::all(client.clone()),
-        watcher::Config::default(),
+        crate::controller::common::watch_config(),
     )
     .default_backoff()
     .touched_objects()

@@ -1,0 +1,225 @@
+//! The drift watch tasks. An extension's own watch follows one kind in one namespace
+//! (or cluster-wide for cluster-scoped kinds), run as its installer ServiceAccount and
+//! selected by `olm.operatorframework.io/owner-name=<extension>`; a shared watch follows
+//! one kind across the cluster for every extension, run as the controller and selected
+//! by `olm.operatorframework.io/owner-kind=ClusterExtension`, each object reported to the
+//! extension its `owner-name` label names. Both are metadata-only, except on kinds whose
+//! readiness is tracked (then full objects, of which only the readiness verdict is
+//! kept), and decide what is drift with the pure [`Tracker`]. Watch errors back off (the
+//! watcher's default backoff); a task runs until aborted.
+
+use super::tracker::{Object, Seen, Tracker};
+use super::{CleanMap, TRIGGERS, WatchKey};
+use crate::api::ClusterExtension;
+use crate::apply::{self, ownership::OWNER_NAME_LABEL};
+use crate::controller::extension::rollout;
+use futures::channel::mpsc;
+use futures::{Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
+use kube::runtime::reflector::ObjectRef as ControllerRef;
+use kube::runtime::{WatchStreamExt, watcher};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Longest wait between retries of discovering a kind.
+const MAX_DISCOVERY_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Extension → the tracking keys of the objects of this watch it installed.
+pub(super) type Managed = Arc<Mutex<HashMap<String, HashSet<String>>>>;
+
+/// Where a watch task reports.
+#[derive(Clone)]
+pub(super) struct Reporting {
+    pub managed: Managed,
+    /// True once a complete list arrived, false again after a watch error (drift may
+    /// then be missed until the next list).
+    pub synced: Arc<AtomicBool>,
+    pub clean: CleanMap,
+    pub tx: mpsc::Sender<ControllerRef<ClusterExtension>>,
+}
+
+/// What one watch follows.
+pub(super) struct Target {
+    pub resource: ApiResource,
+    /// `Some`: only this namespace.
+    pub namespace: Option<String>,
+    pub selector: String,
+    /// `Some(extension)`: an extension's own watch (objects keyed by name); `None`: a
+    /// shared watch (keyed by `namespace/name`, owner from the label).
+    pub extension: Option<String>,
+    /// Full objects, for their readiness verdict.
+    pub readiness: bool,
+}
+
+impl Target {
+    /// The tracked form of an object (`None`: a shared watch saw an object without an
+    /// owner name).
+    fn object(&self, meta: &ObjectMeta, state: Option<String>) -> Option<Object> {
+        let name = meta.name.clone().unwrap_or_default();
+        let (key, owner) = match &self.extension {
+            Some(extension) => (name, extension.clone()),
+            None => {
+                let owner = meta.labels.as_ref()?.get(OWNER_NAME_LABEL)?.clone();
+                let namespace = meta.namespace.as_deref().unwrap_or_default();
+                (format!("{namespace}/{name}"), owner)
+            }
+        };
+        Some(Object {
+            key,
+            owner,
+            generation: meta.generation,
+            state,
+        })
+    }
+}
+
+/// An extension's own watch of `key`, as `client` (its installer account): discovers
+/// the kind (retrying with backoff while it is not served), then follows it.
+pub(super) async fn own(
+    extension: String,
+    client: kube::Client,
+    key: WatchKey,
+    readiness: bool,
+    report: Reporting,
+) {
+    let (resource, namespaced) = discover(&extension, &client, &key).await;
+    let target = Target {
+        resource,
+        namespace: (namespaced && !key.namespace.is_empty()).then(|| key.namespace.clone()),
+        selector: format!("{OWNER_NAME_LABEL}={extension}"),
+        extension: Some(extension),
+        readiness,
+    };
+    follow(client, target, report).await;
+}
+
+/// Follows `target` as `client` and reports drift of managed objects.
+pub(super) async fn follow(client: kube::Client, target: Target, report: Reporting) {
+    let config = crate::controller::common::watch_config()
+        .labels(&target.selector)
+        // The first list must show what was just applied (a list served from the
+        // watch cache may be older: managed objects missing from it count as drift).
+        .list_semantic(watcher::ListSemantic::MostRecent);
+    let target = Arc::new(target);
+    if target.readiness {
+        let api: Api<DynamicObject> = match &target.namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &target.resource),
+            None => Api::all_with(client, &target.resource),
+        };
+        let t = target.clone();
+        let events = watcher(api, config).default_backoff().map(move |e| {
+            e.map(|e| {
+                seen(e, |o: &DynamicObject| {
+                    let mut value = serde_json::to_value(o).unwrap_or_default();
+                    // Listed items may lack apiVersion and kind.
+                    value["apiVersion"] = t.resource.api_version.clone().into();
+                    value["kind"] = t.resource.kind.clone().into();
+                    t.object(&o.metadata, rollout::state_of(&value))
+                })
+            })
+        });
+        run(&target, events, report).await;
+    } else {
+        let api: Api<PartialObjectMeta<DynamicObject>> = match &target.namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &target.resource),
+            None => Api::all_with(client, &target.resource),
+        };
+        let t = target.clone();
+        let events = watcher(api, config).default_backoff().map(move |e| {
+            e.map(|e| {
+                seen(e, |m: &PartialObjectMeta<DynamicObject>| {
+                    t.object(&m.metadata, None)
+                })
+            })
+        });
+        run(&target, events, report).await;
+    }
+}
+
+/// A watch event, reduced (`None`: an object that is not tracked).
+fn seen<K>(event: watcher::Event<K>, object: impl Fn(&K) -> Option<Object>) -> Option<Seen> {
+    Some(match event {
+        watcher::Event::Apply(o) => Seen::Apply(object(&o)?),
+        watcher::Event::Delete(o) => Seen::Delete(object(&o)?),
+        watcher::Event::Init => Seen::Init,
+        watcher::Event::InitApply(o) => Seen::InitApply(object(&o)?),
+        watcher::Event::InitDone => Seen::InitDone,
+    })
+}
+
+/// The watch's loop: tracks what it sees and, for each extension a managed object of
+/// which drifted, forgets that the extension is clean and asks for its reconcile.
+async fn run(
+    target: &Target,
+    events: impl Stream<Item = Result<Option<Seen>, watcher::Error>>,
+    mut report: Reporting,
+) {
+    futures::pin_mut!(events);
+    let kind = &target.resource.kind;
+    let mut tracker = Tracker::default();
+    while let Some(event) = events.next().await {
+        let seen = match event {
+            Ok(Some(seen)) => seen,
+            Ok(None) => continue,
+            Err(e) => {
+                report.synced.store(false, Ordering::Relaxed);
+                tracing::debug!(extension = ?target.extension, %kind, namespace = ?target.namespace, error = %e, "drift watch error");
+                continue;
+            }
+        };
+        let listed = matches!(seen, Seen::InitDone);
+        let drifted: Vec<_> = {
+            let managed = report.managed.lock().unwrap_or_else(|p| p.into_inner());
+            tracker
+                .observe(seen, &managed)
+                .into_iter()
+                .filter(|d| managed.get(&d.owner).is_some_and(|k| k.contains(&d.key)))
+                .collect()
+        };
+        if listed {
+            report.synced.store(true, Ordering::Relaxed);
+        }
+        let owners: BTreeSet<&str> = drifted.iter().map(|d| d.owner.as_str()).collect();
+        for owner in owners {
+            let objects: Vec<&str> = drifted
+                .iter()
+                .filter(|d| d.owner == owner)
+                .map(|d| d.key.as_str())
+                .collect();
+            tracing::info!(extension = %owner, %kind, ?objects, "drift detected; reconciling");
+            report
+                .clean
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(owner);
+            TRIGGERS.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = report.tx.try_send(ControllerRef::new(owner)) {
+                tracing::debug!(extension = %owner, error = %e, "drift trigger dropped");
+            }
+        }
+    }
+}
+
+/// The resource and scope of the watch's kind, retrying with backoff while it is not
+/// served.
+async fn discover(extension: &str, client: &kube::Client, key: &WatchKey) -> (ApiResource, bool) {
+    let resolver = apply::Resolver::new(client.clone());
+    let probe = key.probe();
+    let mut delay = Duration::from_millis(500);
+    loop {
+        match resolver.resolve(&probe).await {
+            Ok(Some(found)) => return found,
+            Ok(None) => {
+                tracing::debug!(extension = %extension, kind = %key.kind, "drift watch: kind not served yet");
+            }
+            Err(e) => {
+                tracing::debug!(extension = %extension, kind = %key.kind, error = %e, "drift watch: discovery failed");
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(MAX_DISCOVERY_BACKOFF);
+    }
+}
