@@ -8,6 +8,7 @@
 
 use crate::metrics::{Controller as MetricsController, Metrics};
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -16,6 +17,7 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
@@ -41,6 +43,37 @@ impl Iterator for TriggerBackoff {
 
 impl kube::runtime::utils::Backoff for TriggerBackoff {
     fn reset(&mut self) {}
+}
+
+/// Whether watches may stay open for long ([`watch_config`]): their connections carry
+/// HTTP/2 keep-alive pings (not through an HTTP proxy, see
+/// [`crate::apply::client::controller_client`]).
+static LONG_WATCHES: AtomicBool = AtomicBool::new(true);
+
+/// Says whether the controller's connections notice a dead peer by themselves (HTTP/2
+/// keep-alive pings): only then do its watches stay open for long.
+pub fn set_long_watches(allowed: bool) {
+    LONG_WATCHES.store(allowed, Ordering::Relaxed);
+}
+
+/// How long the API server keeps one of the controller's watches open: 30 to 60
+/// minutes (random per watch), what it chooses itself for clients that ask for nothing
+/// (`--min-request-timeout` 1800 s × [1, 2)), instead of kube-rs's 290 s — an idle
+/// controller re-opens each watch every ~45 minutes instead of every ~5, which is most
+/// of its idle API traffic. Dead connections are still noticed within 45 s (HTTP/2
+/// keep-alive pings) and bookmarks keep each watch's resourceVersion current. Through
+/// an HTTP proxy (no pings), kube-rs's 290 s.
+pub fn watch_timeout_seconds() -> u32 {
+    if LONG_WATCHES.load(Ordering::Relaxed) {
+        rand::random_range(1800..3600)
+    } else {
+        290
+    }
+}
+
+/// The configuration of every watch of the controller ([`watch_timeout_seconds`]).
+pub fn watch_config() -> watcher::Config {
+    watcher::Config::default().timeout(watch_timeout_seconds())
 }
 
 /// Adds `finalizer` to `obj` (a merge patch guarded by the resource version). Returns

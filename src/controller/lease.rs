@@ -244,7 +244,8 @@ impl Elector {
     /// held) or leadership is lost (then sends `false` and ends).
     pub async fn run(self, leader: tokio::sync::watch::Sender<bool>) {
         use futures::StreamExt;
-        let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
+        let config = crate::controller::common::watch_config()
+            .fields(&format!("metadata.name={}", self.name));
         let stream = watcher(self.api.clone(), config).default_backoff();
         tokio::pin!(stream);
         let mut observed: Option<Observed> = None;

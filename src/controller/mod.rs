@@ -138,6 +138,7 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     }
     let metrics = Arc::new(Metrics::new());
     let (config, plain_client) = connect_with_config(args.kubeconfig.as_deref()).await?;
+    common::set_long_watches(config.proxy_url.is_none());
     // The controller's own client counts its requests (olmv1_kube_api_requests_total).
     let client =
         crate::apply::client::controller_client(&config, Some(CountApiRequests(metrics.clone())))

@@ -109,7 +109,7 @@ async fn follow(ctx: Arc<CatalogContext>, mut stop: watch::Receiver<bool>) {
     tracing::info!("following the catalogs the leader publishes");
     let api: Api<ClusterCatalog> = Api::all(ctx.client.clone());
     let (reader, writer) = reflector::store();
-    let events = watcher(api, watcher::Config::default())
+    let events = watcher(api, crate::controller::common::watch_config())
         .default_backoff()
         .reflect(writer);
     tokio::pin!(events);

@@ -20,7 +20,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 use status::Outcome;
@@ -139,7 +138,7 @@ impl CatalogContext {
 /// Runs the reconciler until the stream ends (it does not on its own).
 pub async fn run(ctx: Arc<CatalogContext>) {
     let api: Api<ClusterCatalog> = Api::all(ctx.client.clone());
-    Controller::new(api, watcher::Config::default())
+    Controller::new(api, common::watch_config())
         .trigger_backoff(common::TriggerBackoff)
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
