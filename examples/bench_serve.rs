@@ -7,13 +7,23 @@
 //! client on another thread, over loopback. For every catalog it measures `GET /all`
 //! (the whole catalog) and `GET metas?package=<p>` for the package of median response
 //! size, sequentially on one keep-alive HTTP/1.1 connection (after warm-up requests),
-//! and prints p50/p99 and throughput. gzip rows send `Accept-Encoding: gzip` and do not
-//! decompress (a real client decompresses on its own CPU). Lines starting with `BENCH`
-//! are the figures `hack/bench.sh` collects.
+//! and prints p50/p99, throughput and `cpu/req`, the process's CPU time (server and
+//! client together, user + system) per measured request, a figure that other load on
+//! the machine disturbs less than the latencies. The client is reqwest (hyper, rustls
+//! with its default order of cipher suites) for every row: it reads each body chunk by
+//! chunk as hyper hands them over and only counts the bytes (as a client that parses
+//! while it reads; nothing is collected). gzip rows send `Accept-Encoding: gzip` and do
+//! not decompress (a real client decompresses on its own CPU). Lines starting with
+//! `BENCH` are the figures `hack/bench.sh` collects.
 //!
 //! `cargo run --release --example bench_serve [-- [--all N] [--metas N] <file.jsonl.zst>...]`
 //! Targets (issue 16.2): the 59 MB catalog's `/all` over TLS p50 ≤ 40 ms; a ~56 KB
 //! `metas` answer p99 ≤ 2 ms.
+//!
+//! TLS figures depend on how aws-lc was built: under the release profile's
+//! `opt-level = "s"` aws-lc-sys builds in its small mode (`OPENSSL_SMALL`), without the
+//! AVX-512/VAES AES-GCM code; `AWS_LC_SYS_SMALL=0` in the build environment restores it
+//! (about a third less CPU per TLS `/all` on this machine's CPUs).
 
 mod common;
 
@@ -175,12 +185,36 @@ fn client(ca: &Path, gzip: bool) -> anyhow::Result<reqwest::Client> {
         .build()?)
 }
 
-/// `n` sequential GETs after 2 warm-ups: sorted latencies (to the last body byte) and
-/// the body size.
-async fn measure(c: &reqwest::Client, url: &str, n: usize) -> anyhow::Result<(Vec<Duration>, u64)> {
+/// CPU time (user + system) this process has used so far: server and client together,
+/// a figure that depends less on other load on the machine than the latencies do.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 12th and
+    // 13th of them, in clock ticks (100 per second on Linux).
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let ticks: u64 = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse::<u64>().ok())
+        .sum();
+    Duration::from_millis(ticks * 10)
+}
+
+/// `n` sequential GETs after 2 warm-ups: sorted latencies (to the last body byte), the
+/// body size and the process CPU time per measured request.
+async fn measure(
+    c: &reqwest::Client,
+    url: &str,
+    n: usize,
+) -> anyhow::Result<(Vec<Duration>, u64, Duration)> {
     let mut lat = Vec::with_capacity(n);
     let mut size = 0;
+    let mut cpu = Duration::ZERO;
     for i in 0..n + 2 {
+        if i == 2 {
+            cpu = cpu_time();
+        }
         let t = Instant::now();
         let mut r = c.get(url).send().await?;
         anyhow::ensure!(r.status() == 200, "{url}: status {}", r.status());
@@ -193,7 +227,8 @@ async fn measure(c: &reqwest::Client, url: &str, n: usize) -> anyhow::Result<(Ve
         }
     }
     lat.sort();
-    Ok((lat, size))
+    let cpu = cpu_time().saturating_sub(cpu) / u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+    Ok((lat, size, cpu))
 }
 
 fn main() -> anyhow::Result<()> {
@@ -213,8 +248,8 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     println!(
-        "{:<8} {:<28} {:<5} {:<8} {:>10} {:>5} {:>9} {:>9} {:>9}",
-        "catalog", "request", "tls", "encoding", "body", "n", "p50", "p99", "MB/s"
+        "{:<8} {:<28} {:<5} {:<8} {:>10} {:>5} {:>9} {:>9} {:>9} {:>9}",
+        "catalog", "request", "tls", "encoding", "body", "n", "p50", "p99", "MB/s", "cpu/req"
     );
     let mut figures = Vec::new();
     rt.block_on(async {
@@ -232,17 +267,18 @@ fn main() -> anyhow::Result<()> {
                     for gzip in [false, true] {
                         let c = client(&pki.ca_cert, gzip)?;
                         let url = format!("{base}/catalogs/{name}/{path}");
-                        let (lat, body) = measure(&c, &url, n).await?;
+                        let (lat, body, cpu) = measure(&c, &url, n).await?;
                         let (p50, p99) = (pct(&lat, 0.5), pct(&lat, 0.99));
                         let short: String = path.chars().take(28).collect();
                         println!(
-                            "{name:<8} {short:<28} {:<5} {:<8} {:>10} {n:>5} {:>9.2?} {:>9.2?} {:>9.0}",
+                            "{name:<8} {short:<28} {:<5} {:<8} {:>10} {n:>5} {:>9.2?} {:>9.2?} {:>9.0} {:>9.2?}",
                             if tls { "tls" } else { "plain" },
                             if gzip { "gzip" } else { "identity" },
                             body,
                             p50,
                             p99,
-                            body as f64 / 1e6 / p50.as_secs_f64().max(1e-9)
+                            body as f64 / 1e6 / p50.as_secs_f64().max(1e-9),
+                            cpu
                         );
                         let id = format!(
                             "serve.{name}.{key}.{}.{}",

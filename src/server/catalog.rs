@@ -9,8 +9,8 @@
 //! larger than 1400 bytes are gzip-compressed for clients that accept it — `all` from
 //! the compressed copy the ingest wrote (`catalog.jsonl.gz`), with its `Content-Length`.
 //! Bodies are read from the stored file section by section (small ones at once, large
-//! ones streamed in 256 KiB chunks, two read ahead), so serving memory does not grow
-//! with catalog size. Connections are accepted and bounded by [`super::conn`].
+//! ones streamed by [`stream`] in 256 KiB chunks whose buffers are recycled), so serving
+//! memory does not grow with catalog size. Connections are accepted and bounded by [`super::conn`].
 //! Each stored version's index is loaded once and cached until the catalog's link
 //! points elsewhere. `metas` bodies up to [`GZIP_CACHE_ENTRY`] (plain, or gzip
 //! compressed once) are kept per catalog version and query in a bounded cache
@@ -20,6 +20,7 @@
 //! the compressed copy existed).
 
 mod conditional;
+mod stream;
 
 use super::conn::Limits;
 use crate::fbc::store::{
@@ -48,8 +49,6 @@ pub const CONTENT_TYPE_JSONL: &str = "application/jsonl";
 const INLINE_BODY: u64 = 256 << 10;
 /// Read size when compressing sections.
 const CHUNK: usize = 64 << 10;
-/// Chunk size of streamed bodies (two are read ahead).
-const STREAM_CHUNK: usize = 256 << 10;
 /// Responses at least this large are compressed (catalogd's gzip threshold).
 pub const GZIP_MIN_SIZE: u64 = 1400;
 /// Largest `metas` body (plain or compressed) kept in the body cache.
@@ -567,40 +566,21 @@ fn select(l: &Loaded, filter: &[Option<String>; 3]) -> Vec<Section> {
     result
 }
 
-/// A body with the given sections of `file`, read at once when small, else streamed.
+/// A body with the given sections of `file`, read at once when small, else streamed
+/// ([`stream::body`]).
 fn sections_body(file: &Arc<File>, sections: Vec<Section>, total: u64) -> Result<Body, ApiError> {
-    if total <= INLINE_BODY {
-        let mut buf = vec![0u8; total as usize];
-        let mut at = 0usize;
-        for [off, len] in sections {
-            let len = len as usize;
-            file.read_exact_at(&mut buf[at..at + len], off)
-                .map_err(|e| ApiError::Internal(format!("reading catalog: {e}")))?;
-            at += len;
-        }
-        return Ok(Body::from(buf));
+    if total > INLINE_BODY {
+        return Ok(stream::body(file.clone(), sections));
     }
-    let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(2);
-    let file = file.clone();
-    tokio::task::spawn_blocking(move || {
-        for [mut off, len] in sections {
-            let end = off + len;
-            while off < end {
-                let n = ((end - off) as usize).min(STREAM_CHUNK);
-                let mut buf = vec![0u8; n];
-                let r = file.read_exact_at(&mut buf, off).map(|_| buf);
-                let failed = r.is_err();
-                if tx.blocking_send(r).is_err() || failed {
-                    return; // client went away, or read error already sent
-                }
-                off += n as u64;
-            }
-        }
-    });
-    let stream = futures::StreamExt::fuse(futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    }));
-    Ok(Body::from_stream(stream))
+    let mut buf = vec![0u8; total as usize];
+    let mut at = 0usize;
+    for [off, len] in sections {
+        let len = len as usize;
+        file.read_exact_at(&mut buf[at..at + len], off)
+            .map_err(|e| ApiError::Internal(format!("reading catalog: {e}")))?;
+        at += len;
+    }
+    Ok(Body::from(buf))
 }
 
 #[cfg(test)]

@@ -1,7 +1,11 @@
 //! TLS for the catalog server: a certificate chain and private key from PEM files (as
 //! catalogd's `--tls-cert`/`--tls-key`), the minimum protocol version and the cipher
 //! suites named as in the Kubernetes ecosystem's flags (`--tls-min-version
-//! VersionTLS12|VersionTLS13`, `--tls-cipher-suites` with IANA names). The handshake
+//! VersionTLS12|VersionTLS13`, `--tls-cipher-suites` with IANA names). Among the suites
+//! both sides enable, the server's preference decides, as in Go's `crypto/tls` on CPUs
+//! with AES instructions: AES-128-GCM, then AES-256-GCM, then ChaCha20-Poly1305 (rustls
+//! clients list AES-256-GCM first, which costs a third more CPU per byte on large
+//! bodies; the order of `--tls-cipher-suites` does not matter, as in Go). The handshake
 //! itself runs in each connection's task ([`super::conn`]), bounded by the server's
 //! header timeout, so a slow or hostile client cannot hold up accepting others.
 
@@ -92,8 +96,32 @@ pub fn parse_cipher_suite(name: &str) -> Result<String, String> {
     cipher_suite(name).map(|_| name.trim().to_string())
 }
 
-/// The enabled suites for `names` (see [`TlsOptions::cipher_suites`]).
+/// Rank of a suite in the server's preference (lower first), Go's order: AES-128-GCM,
+/// then AES-256-GCM, then ChaCha20-Poly1305 (AES-GCM runs on the CPU's AES and
+/// carry-less multiply instructions; rustls' default order puts AES-256 first and the
+/// client's order decides).
+fn preference(s: &SupportedCipherSuite) -> u8 {
+    let name = s.suite().as_str().unwrap_or_default();
+    if name.contains("AES_128_GCM") {
+        0
+    } else if name.contains("AES_256_GCM") {
+        1
+    } else {
+        2
+    }
+}
+
+/// The enabled suites for `names` (see [`TlsOptions::cipher_suites`]), TLS 1.3 ones
+/// first, each in the server's order of preference ([`preference`]; the order of
+/// `names` does not matter, as in Go).
 fn suites(names: &[String]) -> Result<Vec<SupportedCipherSuite>, TlsError> {
+    let mut out = named_suites(names)?;
+    out.sort_by_key(|s| (matches!(s, SupportedCipherSuite::Tls12(_)), preference(s)));
+    Ok(out)
+}
+
+/// The suites `names` enables, unordered (see [`TlsOptions::cipher_suites`]).
+fn named_suites(names: &[String]) -> Result<Vec<SupportedCipherSuite>, TlsError> {
     let defaults = rustls::crypto::aws_lc_rs::DEFAULT_CIPHER_SUITES;
     if names.is_empty() {
         return Ok(defaults.to_vec());
@@ -161,6 +189,9 @@ pub fn server_config_with(
         .with_single_cert(certs, key)
         .map_err(|e| TlsError::Config(e.to_string()))?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    // The server's preference among the suites both sides enable (as Go's server does
+    // with AES hardware), not the client's: rustls clients list AES-256-GCM first.
+    config.ignore_client_order = true;
     Ok(Arc::new(config))
 }
 
@@ -212,5 +243,39 @@ mod tests {
         let only13 = suites(&["TLS_AES_128_GCM_SHA256".to_string()]).unwrap();
         assert_eq!(only13.len(), 1);
         assert!(suites(&["bogus".to_string()]).is_err());
+    }
+
+    #[test]
+    fn suites_are_in_the_servers_order_of_preference() {
+        let names = |s: Vec<SupportedCipherSuite>| -> Vec<String> {
+            s.iter()
+                .map(|s| s.suite().as_str().unwrap_or_default().to_string())
+                .collect()
+        };
+        let all = names(suites(&[]).unwrap());
+        assert_eq!(
+            all[..3],
+            [
+                "TLS13_AES_128_GCM_SHA256",
+                "TLS13_AES_256_GCM_SHA384",
+                "TLS13_CHACHA20_POLY1305_SHA256"
+            ]
+        );
+        let named = names(
+            suites(&[
+                "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305".to_string(),
+                "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384".to_string(),
+                "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256".to_string(),
+            ])
+            .unwrap(),
+        );
+        assert_eq!(
+            named[3..],
+            [
+                "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+                "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+                "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
+            ]
+        );
     }
 }

@@ -265,3 +265,36 @@ async fn tls12_suites_are_limited_to_the_named_ones() {
         rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
     );
 }
+
+#[tokio::test]
+async fn aes_128_gcm_is_preferred_over_the_clients_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = crate::testenv::pki::generate(dir.path()).unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    // rustls clients list TLS13_AES_256_GCM_SHA384 first.
+    let config = crate::server::tls::server_config(&pki.serving_cert, &pki.serving_key).unwrap();
+    let s = start(limits(), Some(config)).await;
+    let tcp = TcpStream::connect(s.addr).await.unwrap();
+    let tls = tls_client(&pki, &[&rustls::version::TLS13])
+        .connect(name.clone(), tcp)
+        .await
+        .unwrap();
+    let suite = tls.get_ref().1.negotiated_cipher_suite().unwrap();
+    assert_eq!(suite.suite(), rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
+    // Suites left out by --tls-cipher-suites are not negotiated.
+    let options = crate::server::tls::TlsOptions {
+        min_version: crate::server::tls::MinVersion::Tls13,
+        cipher_suites: vec!["TLS_AES_256_GCM_SHA384".into()],
+    };
+    let config =
+        crate::server::tls::server_config_with(&pki.serving_cert, &pki.serving_key, &options)
+            .unwrap();
+    let s = start(limits(), Some(config)).await;
+    let tcp = TcpStream::connect(s.addr).await.unwrap();
+    let tls = tls_client(&pki, &[&rustls::version::TLS13])
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let suite = tls.get_ref().1.negotiated_cipher_suite().unwrap();
+    assert_eq!(suite.suite(), rustls::CipherSuite::TLS13_AES_256_GCM_SHA384);
+}
