@@ -13,7 +13,7 @@
 //!   /proc/<pid>/stat); API requests per second while idle (the controller's own
 //!   client count `olmv1_kube_api_requests_total`, installer clients included).
 //!
-//! `cargo build --release --bin olmv1 --example bench_scale && target/release/examples/bench_scale [<extensions> <idle seconds>]`
+//! `cargo build --release --bin olmv1 --example bench_scale && target/release/examples/bench_scale [<extensions> <idle seconds, default 300>]`
 //! (`BENCH_OLMV1_BIN=<path>` runs another controller binary; `BENCH_CONTROLLER_ARGS`
 //! adds controller flags.)
 //! Needs the cached Kubernetes binaries (hack/build-kube.sh), `docker-registry`, and
@@ -216,7 +216,9 @@ async fn main() -> anyhow::Result<()> {
         .filter_map(|a| a.parse().ok())
         .collect();
     let count = argv.first().copied().unwrap_or(1000);
-    let idle_seconds = argv.get(1).copied().unwrap_or(60) as u64;
+    // At least one whole cycle of kube-rs's default watch timeout (290 s): a shorter
+    // window can miss the re-opening of every watch and understate the idle traffic.
+    let idle_seconds = argv.get(1).copied().unwrap_or(300) as u64;
     // BENCH_OLMV1_BIN: another controller binary (e.g. the release one from a debug
     // build of this benchmark).
     let olmv1_bin = std::env::var_os("BENCH_OLMV1_BIN")

@@ -7,7 +7,7 @@
 #   hack/bench.sh --only serve,render
 # Benchmarks: catalog (ingest + metas), serve (catalog HTTP API, plain/TLS, /all and
 # metas), content, resolve, render, crd (CRD upgrade safety), install (controller on a
-# local control plane), scale (1,000 extensions and ten catalogs, ~10 minutes) and
+# local control plane), scale (1,000 extensions and ten catalogs, 5 minutes of them idle, ~15 minutes) and
 # lease (the ignored test measure_the_defaults in tests/lease.rs). Large inputs come from ../shared (OLMV1_SHARED_DIR overrides it); the
 # full logs are kept in target/bench-logs/.
 set -euo pipefail

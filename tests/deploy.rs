@@ -157,6 +157,10 @@ async fn controller_identity_is_least_privilege() {
         // Upstream OLM v1's Helm release Secrets: read to adopt, patched to mark.
         ("list", "", "secrets", Some("olmv1-system")),
         ("patch", "", "secrets", Some("olmv1-system")),
+        // Shared drift watches (one per kind for every extension), read only.
+        ("list", "apps", "deployments", None),
+        ("watch", "apps", "deployments", None),
+        ("watch", "", "services", None),
         // The checks of /metrics requests.
         ("create", "authentication.k8s.io", "tokenreviews", None),
         (
@@ -183,6 +187,10 @@ async fn controller_identity_is_least_privilege() {
         ("create", "rbac.authorization.k8s.io", "clusterroles", None),
         ("delete", "", "namespaces", None),
         ("get", "", "secrets", Some("default")),
+        // Drift watches on Secrets and ConfigMaps run as the installer accounts.
+        ("list", "", "secrets", None),
+        ("watch", "", "configmaps", None),
+        ("get", "apps", "deployments", Some("default")),
         ("patch", "", "secrets", Some("default")),
         ("delete", "", "secrets", Some("olmv1-system")),
         ("delete", "", "pods", Some("default")),
