@@ -76,6 +76,18 @@ pub fn watch_config() -> watcher::Config {
     watcher::Config::default().timeout(watch_timeout_seconds())
 }
 
+/// How a reconcile error is logged by the error policies: a 409 Conflict (the object
+/// changed since it was read; the change itself triggers the next reconcile) is routine
+/// and logged at debug level, anything else as a warning.
+pub fn log_reconcile_error(kind: &str, name: &str, error: &kube::Error) {
+    let conflict = matches!(error, kube::Error::Api(status) if status.is_conflict());
+    if conflict {
+        tracing::debug!(kind, name, error = %error, "reconcile raced with a change of the object; retrying");
+    } else {
+        tracing::warn!(kind, name, error = %error, "reconcile failed");
+    }
+}
+
 /// Adds `finalizer` to `obj` (a merge patch guarded by the resource version). Returns
 /// whether a patch was sent: the reconcile then stops and runs again on the update.
 pub async fn add_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<bool, kube::Error>

@@ -157,7 +157,8 @@ fn error_policy(
 ) -> Action {
     ctx.metrics
         .error(MetricsController::clustercatalog, "ApiError");
-    tracing::warn!(catalog = %catalog.name_any(), error = %error, "reconcile failed");
+    let CatalogError::Kube(e) = error;
+    common::log_reconcile_error("ClusterCatalog", &catalog.name_any(), e);
     Action::requeue(ctx.failures.next_backoff(&catalog.name_any()))
 }
 

@@ -220,7 +220,8 @@ fn error_policy(
     error: &ExtensionError,
     ctx: Arc<ExtensionContext>,
 ) -> Action {
-    tracing::warn!(extension = %ext.name_any(), error = %error, "reconcile failed");
+    let ExtensionError::Kube(e) = error;
+    common::log_reconcile_error("ClusterExtension", &ext.name_any(), e);
     ctx.metrics
         .error(MetricsController::clusterextension, "ApiError");
     Action::requeue(ctx.failures.next_backoff(&ext.name_any()))
@@ -235,11 +236,14 @@ async fn reconcile(
     // pulls and rendered bundles in memory alike.
     let _worker = ctx.workers.start().await;
     let exec = executor::KubeExecutor::new(&ctx, &ext);
-    common::instrumented(
+    // Boxed: the state of a whole reconcile (pull, render, apply) is tens of KiB; a
+    // reconcile waiting for a worker — 990 of them when 1,000 extensions re-resolve at
+    // once — then holds a pointer, not that state.
+    Box::pin(common::instrumented(
         controller,
         &ctx.metrics,
         ext.as_ref(),
         flow::reconcile(&ext, &exec),
-    )
+    ))
     .await
 }
