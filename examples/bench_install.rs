@@ -201,6 +201,10 @@ async fn main() -> anyhow::Result<()> {
         .args([
             "controller".to_string(),
             "--leader-elect".to_string(),
+            // No node runs the operators here: their Deployments never become
+            // available, and a rollout in progress is re-checked every 15 s to 2 min
+            // (not idle). The node suite measures rollouts (e2e/node.rs).
+            "--skip-rollout-wait".to_string(),
             "--log-format=json".to_string(),
             format!("--kubeconfig={}", controller_kubeconfig.display()),
             format!("--health-probe-bind-address=127.0.0.1:{health}"),

@@ -181,9 +181,25 @@ impl Executor for KubeExecutor<'_> {
         if adopt.is_none()
             && let Some(fingerprint) =
                 install::fingerprint(self.ext, installer, target, installed_bundle)
-            && let Some(installed) = self.ctx.drift.unchanged(&name, &fingerprint)
+            && let Some(mut installed) = self.ctx.drift.unchanged(&name, &fingerprint)
         {
             tracing::debug!(extension = %name, "installed revision unchanged and no drift: install skipped");
+            if installed.readiness != Readiness::Ready
+                && let Ok(client) = self
+                    .ctx
+                    .installers
+                    .get(&installer.namespace, &installer.name)
+            {
+                // A rollout in progress: only its readiness is read again.
+                let objects = history
+                    .and_then(|h| h.installed())
+                    .map(|r| r.objects.as_slice())
+                    .unwrap_or_default();
+                installed.readiness = install::readiness(self.ctx, &client, objects).await;
+                self.ctx
+                    .drift
+                    .note_readiness(&name, installed.readiness.clone());
+            }
             return Ok(installed);
         }
         self.ctx.drift.forget_clean(&name);
@@ -197,16 +213,16 @@ impl Executor for KubeExecutor<'_> {
             adopt,
         )
         .await?;
-        let clean = (installed.readiness == Readiness::Ready)
-            .then(|| install::fingerprint(self.ext, installer, target, Some(target)))
-            .flatten()
-            .map(|fingerprint| drift::Clean {
-                fingerprint,
-                installed: Installed {
-                    applied_changes: 0,
-                    warnings: Vec::new(),
-                    ..installed.clone()
-                },
+        let clean =
+            install::fingerprint(self.ext, installer, target, Some(target)).map(|fingerprint| {
+                drift::Clean {
+                    fingerprint,
+                    installed: Installed {
+                        applied_changes: 0,
+                        warnings: Vec::new(),
+                        ..installed.clone()
+                    },
+                }
             });
         self.ctx
             .drift

@@ -177,7 +177,7 @@ async fn mark_adopted(ctx: &ExtensionContext, release: &UpstreamRelease, extensi
 /// as the installer account (which may `get` what it installed). For a Deployment that
 /// is not available, its pods are listed as the controller for their waiting reasons
 /// (skipped when that is not allowed).
-async fn readiness(
+pub(crate) async fn readiness(
     ctx: &ExtensionContext,
     installer: &kube::Client,
     objects: &[ObjectRef],
@@ -347,5 +347,77 @@ fn enforcement(ext: &ClusterExtension) -> Enforcement {
     match configured {
         Some(CrdUpgradeSafetyEnforcement::None) => Enforcement::None,
         _ => Enforcement::Strict,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::InstallerSource;
+
+    fn bundle(version: &str, image: &str) -> BundleIdentity {
+        BundleIdentity {
+            package: "p".into(),
+            name: format!("p.v{version}"),
+            version: version.into(),
+            release: None,
+            image: image.into(),
+        }
+    }
+
+    #[test]
+    fn the_same_install_again_has_the_same_fingerprint_and_anything_else_another() {
+        let mut ext: ClusterExtension = serde_json::from_value(serde_json::json!({
+            "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
+            "metadata": {"name": "e", "uid": "u1", "generation": 1},
+            "spec": {"namespace": "ns", "source": {"sourceType": "Catalog",
+                "catalog": {"packageName": "p"}}},
+        }))
+        .unwrap();
+        let installer = InstallerAccount {
+            namespace: "ns".into(),
+            name: "sa".into(),
+            source: InstallerSource::ServiceAccount,
+        };
+        let digest = "r/p@sha256:aa";
+        let target = bundle("1.0.0", digest);
+        let installed = bundle("1.0.0", "r/p@sha256:aa");
+        let first = fingerprint(&ext, &installer, &target, Some(&installed));
+        assert!(first.is_some());
+        assert_eq!(
+            first,
+            fingerprint(&ext, &installer, &target, Some(&target)),
+            "after the install, as before the next one"
+        );
+        assert_eq!(
+            fingerprint(&ext, &installer, &target, None),
+            None,
+            "nothing installed"
+        );
+        let older = bundle("0.9.0", "r/p@sha256:bb");
+        assert_eq!(
+            fingerprint(&ext, &installer, &target, Some(&older)),
+            None,
+            "an upgrade"
+        );
+        let tagged = bundle("1.0.0", "r/p:v1.0.0");
+        assert_eq!(
+            fingerprint(&ext, &installer, &tagged, Some(&tagged)),
+            None,
+            "a tag may name other content now"
+        );
+        let other_account = InstallerAccount {
+            name: "other".into(),
+            ..installer.clone()
+        };
+        assert_ne!(
+            fingerprint(&ext, &other_account, &target, Some(&installed)),
+            first
+        );
+        ext.metadata.generation = Some(2);
+        assert_ne!(
+            fingerprint(&ext, &installer, &target, Some(&installed)),
+            first
+        );
     }
 }

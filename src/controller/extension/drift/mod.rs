@@ -18,7 +18,8 @@
 //! the Controller through [`DriftWatches::trigger_stream`] (`Controller::reconcile_on`).
 //! An extension whose watches have all listed since its last install and saw no drift
 //! is *clean* ([`DriftWatches::unchanged`]): a reconcile that resolves to the same
-//! revision again (a catalog update, a resync) then skips the pull, render and apply.
+//! revision again (a catalog update, a resync, the recheck of a rollout in progress)
+//! then skips the pull, render and apply (a rollout's readiness is still read again).
 
 pub mod tracker;
 mod watch;
@@ -509,6 +510,19 @@ impl DriftWatches {
         }
         SKIPPED.fetch_add(1, Ordering::Relaxed);
         Some(installed)
+    }
+
+    /// Records the readiness read again for `extension`'s clean install (a rollout in
+    /// progress, checked without installing again).
+    pub fn note_readiness(&self, extension: &str, readiness: super::rollout::Readiness) {
+        if let Some(clean) = self
+            .clean
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(extension)
+        {
+            clean.installed.readiness = readiness;
+        }
     }
 
     /// Forgets that `extension` is clean: its next reconcile installs again.
