@@ -121,7 +121,7 @@ if wanted install && run install target/release/examples/bench_install; then
   row install "created → Installed p50" "$(first '.*Installed p50 ([^,]+),.*' "$l")" "—"
   row install "100 at once: all Installed after" "$(first '.*all Installed after (.*)$' "$l")" "—"
   row install "controller RSS, extensions + both catalogs" "$(first '.*extensions and both catalogs: ([0-9.]+ MiB).*' "$l")" "≤ 64 MiB"
-  row install "idle API requests" "$(first '.* = ([0-9.]+ req\/s).*' "$l")" "≤ 0.066 req/s (upstream)"
+  row install "idle API requests (60 s)" "$(first '.* = ([0-9.]+ req\/s).*' "$l")" "≤ 0.066 req/s (upstream)"
 else wanted install && failed=1; fi
 
 if wanted scale && run scale target/release/examples/bench_scale; then
