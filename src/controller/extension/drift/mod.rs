@@ -108,11 +108,8 @@ impl WatchKey {
     /// An object reference of this kind and namespace (for discovery).
     fn probe(&self) -> apply::ObjectRef {
         apply::ObjectRef {
-            group: self.group.clone(),
-            version: self.version.clone(),
-            kind: self.kind.clone(),
             namespace: self.namespace.clone(),
-            name: String::new(),
+            ..self.kind().probe()
         }
     }
 }
@@ -123,6 +120,19 @@ pub struct KindKey {
     pub group: String,
     pub version: String,
     pub kind: String,
+}
+
+impl KindKey {
+    /// An object reference of this kind, no namespace (for discovery).
+    fn probe(&self) -> apply::ObjectRef {
+        apply::ObjectRef {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            kind: self.kind.clone(),
+            namespace: String::new(),
+            name: String::new(),
+        }
+    }
 }
 
 /// The watches `objects` need, each with the names of the managed objects it covers.
@@ -302,15 +312,8 @@ impl DriftWatches {
         let Some(client) = &self.controller else {
             return Some(Access::Own);
         };
-        let probe = WatchKey {
-            group: kind.group.clone(),
-            version: kind.version.clone(),
-            kind: kind.kind.clone(),
-            namespace: String::new(),
-        }
-        .probe();
         let (resource, _) = apply::Resolver::new(client.clone())
-            .resolve(&probe)
+            .resolve(&kind.probe())
             .await
             .ok()??;
         let mut allowed = true;
