@@ -32,10 +32,9 @@ for arg in "$@"; do
     *) echo "usage: $0 [--no-wait] [--no-node]" >&2; exit 2 ;;
   esac
 done
-if [ "$use_node" = 1 ] && [ "$(id -u)" != 0 ]; then
-  echo "the demo's node needs root (containerd, the pod network): run it as root, or with --no-node" >&2
-  exit 1
-fi
+# Everything the demo needs besides the source, checked (and installed, once) before the
+# long builds.
+if [ "$use_node" = 1 ]; then hack/prereqs.sh demo; else hack/prereqs.sh demo-no-node; fi
 
 dir=.cache/demo
 ns=demo

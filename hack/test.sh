@@ -8,13 +8,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-deny_version=0.20.2
 
+# Everything the tests need besides the source, checked (and installed, once) before
+# the long builds: Debian packages, cargo-deny; Rust and Go are checked.
+hack/prereqs.sh test
 hack/build-kube.sh
 hack/build-node.sh
 hack/build-cert-manager.sh
 hack/build-argo-health.sh >/dev/null
-hack/registry.sh check
 export OLMV1_ETCD="$(hack/etcd-path.sh)"
 
 echo "== cargo fmt --check"
@@ -33,10 +34,6 @@ cargo clippy --quiet --lib --bins -- -D warnings
 # needs the RustSec database from GitHub: it runs with OLMV1_DENY_ADVISORIES=1, or
 # offline when a database is already on disk.
 echo "== cargo deny check licenses bans sources"
-if ! command -v cargo-deny >/dev/null 2>&1; then
-  echo "cargo-deny is not installed: installing it from crates.io (cargo install --locked cargo-deny@$deny_version); this takes a few minutes, once"
-  cargo install --quiet --locked "cargo-deny@$deny_version"
-fi
 cargo deny --log-level error check licenses bans sources
 advisory_dbs="${CARGO_HOME:-$HOME/.cargo}/advisory-dbs"
 if [ "${OLMV1_DENY_ADVISORIES:-0}" = 1 ]; then

@@ -39,6 +39,9 @@ pub enum TestEnvError {
     },
     #[error("missing {0}")]
     Missing(String),
+    /// Something the machine lacks, said as a whole sentence with the command that fixes it.
+    #[error("{0}")]
+    Prerequisite(String),
     #[error("no free loopback port: {0}")]
     Port(String),
     #[error("starting {program}: {source}")]

@@ -85,7 +85,7 @@ impl NodeBinaries {
         ] {
             if !Path::new(path).exists() {
                 return Err(TestEnvError::Missing(format!(
-                    "{what} ({path}): install Debian's containerd, runc, containernetworking-plugins and iptables (hack/node-deps.sh does it)"
+                    "{what} ({path}): run `hack/prereqs.sh demo` as root, which installs Debian's containerd, runc, containernetworking-plugins and iptables"
                 )));
             }
         }
@@ -610,7 +610,7 @@ async fn start_registry(
     processes: &mut Vec<Process>,
 ) -> Result<String, TestEnvError> {
     let bin =
-        super::registry::registry_binary().map_err(|e| TestEnvError::Missing(format!("{e:#}")))?;
+        super::registry::registry_binary().map_err(|e| TestEnvError::Prerequisite(format!("{e:#}")))?;
     let dir = opts.data_dir.join("node-registry");
     let port = super::control_plane::free_port()?;
     let config = dir.join("config.yml");

@@ -188,7 +188,12 @@ pub fn stop_detached(dir: &Path) -> Result<Vec<String>, TestEnvError> {
             && !pid.is_empty()
             && pid.chars().all(|c| c.is_ascii_digit())
         {
-            let _ = Command::new("kill").arg("-TERM").arg(&pid).status();
+            // Stale pid files name processes that are gone: no "No such process" noise.
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(&pid)
+                .stderr(Stdio::null())
+                .status();
             pids.push((pid, path));
         }
     }

@@ -61,8 +61,8 @@ pub(super) fn registry_binary() -> anyhow::Result<PathBuf> {
         }
     }
     bail!(
-        "the `docker-registry` binary is missing: install the Debian package `docker-registry` \
-         (apt-get install -y docker-registry, with a deny-all /usr/sbin/policy-rc.d so its service does not start)"
+        "the Debian package `docker-registry` is not installed (no /usr/bin/docker-registry): \
+         run `hack/prereqs.sh test` as root, which installs it without starting its service"
     )
 }
 
