@@ -95,7 +95,7 @@ for entry in "${packages[@]}"; do
     *) command -v "$probe" >/dev/null 2>&1 && continue ;;
   esac
   missing+=("$pkg")
-  why+=("$pkg ($reason)")
+  why+=("$pkg — $reason")
 done
 
 is_root=0
@@ -110,7 +110,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     fix="$install_cmd"
     [ "$is_root" = 0 ] && fix="sudo sh -c '$install_cmd'"
     command -v apt-get >/dev/null 2>&1 || fix="install the equivalent of the Debian packages ${missing[*]} with this system's package manager"
-    problem "missing Debian packages: $(IFS=','; echo "${why[*]}" | sed 's/,/, /g'). Fix: $fix (with a deny-all /usr/sbin/policy-rc.d while it runs, so that no packaged service starts)"
+    problem "missing Debian packages: $(IFS=';'; echo "${why[*]}" | sed 's/;/; /g'). Fix: $fix (with a deny-all /usr/sbin/policy-rc.d while it runs, so that no packaged service starts)"
     missing=()
   fi
 fi
@@ -123,7 +123,7 @@ fi
 
 # --- Installs (as root, with apt-get): one line each, services kept from starting.
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing Debian packages, once: $(IFS=','; echo "${why[*]}" | sed 's/,/, /g')"
+  echo "installing Debian packages, once: $(IFS=';'; echo "${why[*]}" | sed 's/;/; /g')"
   made_policy=0
   if [ ! -e "$policy_rc_d" ]; then
     printf '#!/bin/sh\n# hack/prereqs.sh: no packaged service starts while it installs\nexit 101\n' >"$policy_rc_d"
