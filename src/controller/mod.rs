@@ -349,6 +349,7 @@ fn extension_settings(args: &ControllerArgs) -> extension::ExtensionSettings {
         minute: Duration::from_secs(args.poll_unit_seconds.max(1)),
         default_installer: args.default_installer(),
         wait_for_rollout: !args.skip_rollout_wait,
+        install_timeout: Some(args.workers.install_timeout).filter(|t| !t.is_zero()),
     }
 }
 

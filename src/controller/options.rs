@@ -303,7 +303,11 @@ pub fn parse_seconds(value: &str) -> Result<std::time::Duration, String> {
         .map_err(|_| format!("{value:?} is not a number of seconds (e.g. 27 or 27s)"))
 }
 
-/// Reconcile concurrency and cache garbage collection.
+/// `--install-timeout`'s default: far above a real install (seconds; a large bundle
+/// over a slow link, a few minutes), far below "forever".
+pub const DEFAULT_INSTALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Reconcile concurrency, cache garbage collection and the install deadline.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct WorkerArgs {
     /// Most ClusterExtension reconciles running at once (first come, first served;
@@ -317,6 +321,13 @@ pub struct WorkerArgs {
     /// `90s`, or seconds); `0` disables it. Entries in use are never removed.
     #[arg(long, default_value = "12h", value_parser = parse_interval)]
     pub cache_gc_interval: std::time::Duration,
+
+    /// Longest one ClusterExtension install (bundle pull, render, preflights, apply)
+    /// may take (`10m`, `90s`, or seconds); past it the install is abandoned, reported
+    /// as `Progressing=True/Retrying` naming the deadline, and retried with backoff, so
+    /// that a slow registry or a costly bundle cannot hold a worker. `0` disables it.
+    #[arg(long, default_value = "10m", value_parser = parse_interval)]
+    pub install_timeout: std::time::Duration,
 }
 
 impl Default for WorkerArgs {
@@ -325,6 +336,7 @@ impl Default for WorkerArgs {
             max_concurrent_reconciles:
                 crate::controller::workers::DEFAULT_MAX_CONCURRENT_RECONCILES,
             cache_gc_interval: crate::controller::cache_gc::DEFAULT_INTERVAL,
+            install_timeout: DEFAULT_INSTALL_TIMEOUT,
         }
     }
 }

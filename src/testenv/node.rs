@@ -609,8 +609,8 @@ async fn start_registry(
     opts: &super::Options,
     processes: &mut Vec<Process>,
 ) -> Result<String, TestEnvError> {
-    let bin =
-        super::registry::registry_binary().map_err(|e| TestEnvError::Prerequisite(format!("{e:#}")))?;
+    let bin = super::registry::registry_binary()
+        .map_err(|e| TestEnvError::Prerequisite(format!("{e:#}")))?;
     let dir = opts.data_dir.join("node-registry");
     let port = super::control_plane::free_port()?;
     let config = dir.join("config.yml");

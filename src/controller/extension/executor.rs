@@ -203,7 +203,7 @@ impl Executor for KubeExecutor<'_> {
             return Ok(installed);
         }
         self.ctx.drift.forget_clean(&name);
-        let (installed, managed) = install::install(
+        let install = install::install(
             self.ctx,
             self.ext,
             installer,
@@ -211,8 +211,13 @@ impl Executor for KubeExecutor<'_> {
             target,
             history,
             adopt,
-        )
-        .await?;
+        );
+        let (installed, managed) = match self.ctx.settings.install_timeout {
+            Some(deadline) => tokio::time::timeout(deadline, install)
+                .await
+                .map_err(|_| install::deadline_passed(target, deadline))??,
+            None => install.await?,
+        };
         let clean =
             install::fingerprint(self.ext, installer, target, Some(target)).map(|fingerprint| {
                 drift::Clean {

@@ -122,6 +122,22 @@ pub(crate) async fn install(
     Ok((installed, managed))
 }
 
+/// An install that ran past `--install-timeout`: abandoned where it was (every step is
+/// idempotent: a partial unpack is never used, applies are server-side) and retried.
+pub(crate) fn deadline_passed(
+    target: &BundleIdentity,
+    deadline: std::time::Duration,
+) -> InstallFailure {
+    InstallFailure::Retry(format!(
+        "installing {} ({}) did not finish within {}s (--install-timeout): the image pull, \
+         render, preflights and apply are abandoned and retried; check the registry's \
+         speed and the bundle's size",
+        target.name,
+        target.image,
+        deadline.as_secs()
+    ))
+}
+
 /// What an install of `target` for `ext` as `installer` is made of, for telling whether
 /// a reconcile would make the same install again
 /// ([`super::drift::DriftWatches::unchanged`]): the extension (uid, generation: any spec

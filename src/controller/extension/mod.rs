@@ -65,6 +65,10 @@ pub struct ExtensionSettings {
     /// Report `Progressing=True/RollingOut` until what a revision installed is ready
     /// ([`rollout`]); `false`: `Succeeded` as soon as it is applied.
     pub wait_for_rollout: bool,
+    /// Longest one install (pull, render, preflights, apply) may take before it is
+    /// abandoned and retried (`--install-timeout`; `None`: no deadline). A slow or
+    /// hostile registry or bundle then holds a worker for at most this long.
+    pub install_timeout: Option<Duration>,
 }
 
 pub struct ExtensionContext {
