@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use support::bundles::{self, BundleSpec};
 use support::extensions::{
     condition, create_catalog, extension, grant_installer, publish, wait_installed,
+    wait_progressing_message,
 };
 use support::process::ControllerProcess;
 
@@ -232,6 +233,271 @@ async fn alias_bombs_are_reported_and_other_extensions_keep_working() {
             .expect("delete");
     }
     for c in [&catalog_name, &bad_catalog, &bomb_catalog] {
+        let _ = catalogs.delete(c, &DeleteParams::default()).await;
+    }
+}
+
+/// `host:port` of a "registry" that answers every request with a response head dripped
+/// one byte a second, never finished: each read succeeds within any per-read timeout,
+/// so only a wall-clock deadline ends a pull from it.
+fn drip_registry() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let host = listener.local_addr().expect("addr").to_string();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                if stream.read(&mut buf).is_err() {
+                    return;
+                }
+                let head = b"HTTP/1.1 200 OK\r\nx-drip: ";
+                for b in head.iter().chain(std::iter::repeat(&b'a')) {
+                    if stream.write_all(&[*b]).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+            });
+        }
+    });
+    host
+}
+
+/// A CSV whose one cluster permission rule names `n` API groups, `n` resources and `n`
+/// verbs: `n`³ single permissions if multiplied out (a million for `n` = 100, from a
+/// rule of a few KiB).
+fn expanding_rule_csv(name: &str, n: usize) -> String {
+    let list = |prefix: &str| {
+        (0..n)
+            .map(|i| format!("\"{prefix}{i}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: ClusterServiceVersion\nmetadata:\n  name: {name}\nspec:\n  displayName: hostile\n  installModes:\n    - type: AllNamespaces\n      supported: true\n  install:\n    strategy: deployment\n    spec:\n      clusterPermissions:\n        - serviceAccountName: hostile\n          rules:\n            - apiGroups: [{}]\n              resources: [{}]\n              verbs: [{}]\n      deployments: []\n",
+        list("g"),
+        list("r"),
+        list("v")
+    )
+}
+
+/// The resource budget of a reconcile: while a catalog nested a thousand directories
+/// deep, a bundle whose registry never finishes answering, and a bundle with a rule
+/// that multiplies out to a million permissions are in the cluster, ten ordinary
+/// extensions install and then upgrade on time; each hostile input is reported with
+/// the limit it hit, and the controller neither exits nor nears its memory limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_inputs_do_not_delay_ten_healthy_extensions() {
+    let admin = support::cluster().admin().await;
+    let drip = drip_registry();
+    let mut ctl = ControllerProcess::start(
+        "budget",
+        &["--install-timeout", "10s", "--insecure-registry", &drip],
+    );
+    ctl.wait_listening(30);
+    let pid = ctl.pid().expect("controller pid");
+    let api: Api<ClusterExtension> = Api::all(admin.clone());
+    let catalogs: Api<ClusterCatalog> = Api::all(admin.clone());
+
+    // A catalog nested 1,000 directories deep.
+    let deep_catalog = support::unique("deepcat");
+    let deep_path = format!("{}catalog.json", "d/".repeat(1000));
+    let deep_files = BTreeMap::from([(
+        deep_path,
+        br#"{"schema":"olm.package","name":"deep"}"#.to_vec(),
+    )]);
+    let deep_tag = format!("catalogs/{deep_catalog}:latest");
+    olmv1::testenv::registry::push_catalog_image(support::registry(), &deep_tag, &deep_files)
+        .await
+        .expect("push deep catalog");
+    create_catalog(
+        &deep_catalog,
+        &format!("{}/{deep_tag}", support::registry().host()),
+    )
+    .await;
+
+    // One catalog for the hostile bundles: one whose image is on the drip registry, one
+    // whose CSV holds the expanding rule.
+    let slow_package = support::unique("slow");
+    let wide_package = support::unique("wide");
+    let slow_image = format!("{drip}/bundles/slow@sha256:{}", "0".repeat(64));
+    let wide_files = BTreeMap::from([(
+        "manifests/csv.yaml".to_string(),
+        expanding_rule_csv(&format!("{wide_package}.v1.0.0"), 100).into_bytes(),
+    )]);
+    let wide_image = olmv1::testenv::registry::push_bundle_image(
+        support::registry(),
+        &format!("bundles/{wide_package}:v1.0.0"),
+        &wide_files,
+        &wide_package,
+        &["stable"],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"))
+    .reference;
+    let hostile_catalog = support::unique("hostilecat");
+    let mut files = BTreeMap::new();
+    for (package, image) in [(&slow_package, &slow_image), (&wide_package, &wide_image)] {
+        files.insert(
+            format!("{package}/catalog.json"),
+            bundles::catalog_fbc(
+                package,
+                &[(BundleSpec::new(package, "1.0.0"), image.clone())],
+            ),
+        );
+    }
+    let hostile_tag = format!("catalogs/{hostile_catalog}:latest");
+    olmv1::testenv::registry::push_catalog_image(support::registry(), &hostile_tag, &files)
+        .await
+        .expect("push hostile catalog");
+    create_catalog(
+        &hostile_catalog,
+        &format!("{}/{hostile_tag}", support::registry().host()),
+    )
+    .await;
+    let hostile_ns = support::namespace(&admin, "hostile").await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), &hostile_ns);
+    let mut hostile = Vec::new();
+    for package in [&slow_package, &wide_package] {
+        let name = format!("{package}-ext");
+        let account: ServiceAccount =
+            serde_json::from_value(json!({"metadata": {"name": format!("{name}-installer")}}))
+                .expect("account");
+        accounts
+            .create(&PostParams::default(), &account)
+            .await
+            .expect("create account");
+        api.create(
+            &PostParams::default(),
+            &extension(&name, &hostile_ns, package, only(&hostile_catalog)),
+        )
+        .await
+        .expect("create hostile extension");
+        hostile.push(name);
+    }
+
+    // Ten ordinary extensions (each its own package, 1.0.0 and 1.1.0) from one catalog.
+    let good_catalog = support::unique("goodcat");
+    let ns = support::namespace(&admin, "good").await;
+    let mut good = Vec::new();
+    let mut files = BTreeMap::new();
+    for i in 0..10 {
+        let package = support::unique(&format!("good{i}"));
+        let name = format!("{package}-ext");
+        let mut published = Vec::new();
+        let mut rendered = Vec::new();
+        for version in ["1.0.0", "1.1.0"] {
+            let spec = BundleSpec::new(&package, version);
+            let image = bundles::push_bundle(&spec).await;
+            rendered.push(bundles::render(&spec, &ns));
+            published.push((spec, image));
+        }
+        grant_installer(&ns, &name, &rendered).await;
+        files.insert(
+            format!("{package}/catalog.json"),
+            bundles::catalog_fbc(&package, &published),
+        );
+        good.push((name, package));
+    }
+    let good_tag = format!("catalogs/{good_catalog}:latest");
+    olmv1::testenv::registry::push_catalog_image(support::registry(), &good_tag, &files)
+        .await
+        .expect("push good catalog");
+    create_catalog(
+        &good_catalog,
+        &format!("{}/{good_tag}", support::registry().host()),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    for (name, package) in &good {
+        let mut filter = only(&good_catalog);
+        filter["version"] = json!("1.0.0");
+        api.create(
+            &PostParams::default(),
+            &extension(name, &ns, package, filter),
+        )
+        .await
+        .expect("create good extension");
+    }
+    for (name, _) in &good {
+        wait_installed(&api, name, "1.0.0").await;
+    }
+    let installed_after = started.elapsed();
+    let started = std::time::Instant::now();
+    for (name, _) in &good {
+        api.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"spec": {"source": {"catalog": {"version": "1.1.0"}}}}),
+            ),
+        )
+        .await
+        .expect("upgrade");
+    }
+    for (name, _) in &good {
+        wait_installed(&api, name, "1.1.0").await;
+    }
+    let upgraded_after = started.elapsed();
+    eprintln!("ten installed in {installed_after:?}, upgraded in {upgraded_after:?}");
+    assert!(
+        installed_after < std::time::Duration::from_secs(90)
+            && upgraded_after < std::time::Duration::from_secs(90),
+        "ten installs took {installed_after:?} and their upgrades {upgraded_after:?}"
+    );
+
+    // Each hostile input is reported with the limit it hit.
+    let c = support::eventually(120, "the deep catalog to report its depth", || async {
+        let c = catalogs.get(&deep_catalog).await.ok()?;
+        let p = conditions::find(&c.status.as_ref()?.conditions, "Progressing")?.clone();
+        p.message.contains("nested deeper than").then_some(p)
+    })
+    .await;
+    eprintln!("deep catalog: {}", c.message);
+    let slow = wait_progressing_message(&api, &hostile[0], "--install-timeout").await;
+    let p = condition(&slow, "Progressing").expect("Progressing");
+    assert_eq!(
+        (p.status.as_str(), p.reason.as_str()),
+        ("True", "Retrying"),
+        "{p:?}"
+    );
+    assert!(p.message.contains(&slow_image), "{}", p.message);
+    let wide = wait_progressing_message(&api, &hostile[1], "pre-authorization failed").await;
+    let p = condition(&wide, "Progressing").expect("Progressing");
+    assert!(
+        p.message.len() < 64 << 10,
+        "the missing permissions are listed within bounds ({} bytes)",
+        p.message.len()
+    );
+    for name in &hostile {
+        let e = api.get(name).await.expect("hostile extension");
+        assert_ne!(
+            condition(&e, "Installed").map(|c| c.status),
+            Some("True".to_string()),
+            "{name}"
+        );
+    }
+
+    assert!(
+        ctl.try_wait().is_none(),
+        "controller exited: {}",
+        ctl.log_text()
+    );
+    let peak = peak_rss_kib(pid).expect("VmHWM");
+    eprintln!("controller peak RSS: {peak} KiB");
+    assert!(
+        peak < MEMORY_LIMIT_KIB / 2,
+        "controller peak RSS {peak} KiB (limit {MEMORY_LIMIT_KIB} KiB)"
+    );
+
+    for (name, _) in &good {
+        let _ = api.delete(name, &DeleteParams::default()).await;
+    }
+    for name in &hostile {
+        let _ = api.delete(name, &DeleteParams::default()).await;
+    }
+    for c in [&deep_catalog, &hostile_catalog, &good_catalog] {
         let _ = catalogs.delete(c, &DeleteParams::default()).await;
     }
 }
