@@ -1,0 +1,283 @@
+//! Fuzzing for cost, not only crashes: each fuzz target body (`olmv1::fuzzing`) is run on
+//! generated hostile families — inputs of one shape at a size `n` and at `4n` — and the
+//! time and memory it takes must grow no faster than the input (with room for noise and
+//! n·log n), and stay within an absolute bound per input byte. A quadratic path (every
+//! entry re-checking every parent directory, branch lists compared pairwise, a rule
+//! multiplied out) grows 16-fold from `n` to `4n` and fails here before it can stall the
+//! controller (SECURITY.md, "Hostile input").
+//!
+//! Each measurement runs in a child process (this test binary, re-run with
+//! `OLMV1_COST_CASE=<family>:<size>`), so that its peak RSS (`VmHWM`) is its own and a
+//! crash (a stack overflow, an abort on allocation failure) fails one case with its name
+//! instead of the whole binary.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// How much faster than its input a family's time or memory may grow from `n` to `4n`:
+/// linear is 1, n·log n a little more; a quadratic path over an input that grows 4-fold
+/// grows 16-fold, 4 times faster than the input.
+const MAX_EXCESS: f64 = 2.0;
+/// Below this a time is noise (process scheduling on a busy 2-core machine).
+const TIME_FLOOR: Duration = Duration::from_millis(60);
+/// Below this a memory growth is noise (allocator arenas, lazily touched pages).
+const MEMORY_FLOOR_KIB: u64 = 8 << 10;
+/// Absolute bound on the memory one input may take: this much per input byte, plus
+/// [`MEMORY_FLOOR_KIB`].
+const MEMORY_PER_INPUT_BYTE: u64 = 48;
+
+/// A hostile family: a name, a generator of the input of size `n`, the fuzz target body
+/// it is fed to, and the two sizes measured.
+struct Family {
+    name: &'static str,
+    generate: fn(usize) -> Vec<u8>,
+    target: fn(&[u8]),
+    sizes: (usize, usize),
+}
+
+/// One chain of `n` directories with `n` files at its bottom, as one tar layer. An
+/// unpacker that re-checks every parent of every entry by its full path costs `n` × `n`
+/// lookups of `n` components each: n³ for an input of about n² bytes.
+fn deep_tree_layer(n: usize) -> Vec<u8> {
+    let chain = vec!["d"; n].join("/");
+    let files: BTreeMap<String, Vec<u8>> = (0..n)
+        .map(|i| (format!("{chain}/f{i}"), b"x".to_vec()))
+        .collect();
+    olmv1::testenv::registry::build_tar(&files, &[]).unwrap_or_default()
+}
+
+/// Two CRDs whose schema's `anyOf` lists differ in length: `n` branches live, `n + 1`
+/// new (compared pairwise, that is n² branch comparisons).
+fn any_of_crds(n: usize) -> Vec<u8> {
+    let crd = |branches: usize| {
+        let list: Vec<String> = (0..branches)
+            .map(|i| format!(r#"{{"properties":{{"p{i}":{{"type":"string"}}}}}}"#))
+            .collect();
+        format!(
+            r#"{{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{{"name":"widgets.example.com"}},"spec":{{"group":"example.com","names":{{"kind":"Widget","plural":"widgets"}},"scope":"Namespaced","versions":[{{"name":"v1","served":true,"storage":true,"schema":{{"openAPIV3Schema":{{"type":"object","anyOf":[{}]}}}}}}]}}}}"#,
+            list.join(",")
+        )
+    };
+    format!("{}\n====\n{}", crd(n), crd(n + 1)).into_bytes()
+}
+
+/// `n` bundles of one package, a line each (a catalog of many tiny blobs).
+fn many_blobs(n: usize) -> Vec<u8> {
+    let mut s =
+        String::from("{\"schema\":\"olm.package\",\"name\":\"p\",\"defaultChannel\":\"c\"}\n");
+    for i in 0..n {
+        s.push_str(&format!(
+            "{{\"schema\":\"olm.bundle\",\"package\":\"p\",\"name\":\"p.v0.0.{i}\",\"image\":\"r/p@sha256:{:064x}\",\"properties\":[{{\"type\":\"olm.package\",\"value\":{{\"packageName\":\"p\",\"version\":\"0.0.{i}\"}}}}]}}\n",
+            i
+        ));
+    }
+    s.into_bytes()
+}
+
+fn families() -> Vec<Family> {
+    vec![
+        Family {
+            name: "unpack_layer/deep-tree",
+            generate: deep_tree_layer,
+            target: olmv1::fuzzing::unpack_layer,
+            sizes: (60, 240),
+        },
+        Family {
+            name: "crd_compare/any-of-lengths",
+            generate: any_of_crds,
+            target: olmv1::fuzzing::crd_compare,
+            sizes: (400, 1600),
+        },
+        Family {
+            name: "fbc_parse/many-blobs",
+            generate: many_blobs,
+            target: olmv1::fuzzing::fbc_parse,
+            sizes: (1000, 4000),
+        },
+    ]
+}
+
+/// `VmHWM` and `VmRSS` of this process, KiB.
+fn memory_kib() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+/// One measurement: what the child prints.
+#[derive(Debug, Clone, Copy)]
+struct Cost {
+    input_bytes: usize,
+    /// The fastest of three runs.
+    time: Duration,
+    /// Peak RSS over the RSS before the first run.
+    memory_kib: u64,
+}
+
+/// The child's side: runs the case named by `OLMV1_COST_CASE` and prints its cost.
+/// Without the variable (a normal test run) it does nothing.
+#[test]
+fn cost_child() {
+    let Ok(case) = std::env::var("OLMV1_COST_CASE") else {
+        return;
+    };
+    let (name, size) = case.rsplit_once(':').expect("family:size");
+    let size: usize = size.parse().expect("size");
+    let family = families()
+        .into_iter()
+        .find(|f| f.name == name)
+        .expect("known family");
+    let input = (family.generate)(size);
+    let (_, rss_before) = memory_kib();
+    let mut best = Duration::MAX;
+    let mut memory_kib_after = 0;
+    for run in 0..3 {
+        let started = Instant::now();
+        (family.target)(&input);
+        best = best.min(started.elapsed());
+        if run == 0 {
+            memory_kib_after = memory_kib().0;
+        }
+    }
+    olmv1::fuzzing::remove_scratch();
+    println!(
+        "COST {} {} {}",
+        input.len(),
+        best.as_micros(),
+        memory_kib_after.saturating_sub(rss_before)
+    );
+}
+
+fn measure(family: &Family, size: usize) -> Result<Cost, String> {
+    let out = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
+        .args([
+            "--exact",
+            "cost_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("OLMV1_COST_CASE", format!("{}:{size}", family.name))
+        .output()
+        .map_err(|e| e.to_string())?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split_once("COST ").map(|(_, cost)| cost))
+        .ok_or_else(|| {
+            format!(
+                "{} at size {size} did not finish ({}): {}",
+                family.name,
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .rev()
+                    .take(8)
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            )
+        })?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    match v[..] {
+        [input_bytes, micros, memory_kib] => Ok(Cost {
+            input_bytes: input_bytes as usize,
+            time: Duration::from_micros(micros),
+            memory_kib,
+        }),
+        _ => Err(format!("unreadable cost line {line:?}")),
+    }
+}
+
+/// Why `big` (the `4n` input) cost too much against `small`, if it did.
+fn judge(family: &Family, small: Cost, big: Cost) -> Option<String> {
+    let input = big.input_bytes as f64 / small.input_bytes.max(1) as f64;
+    let growth = |a: f64, b: f64, floor: f64| b.max(floor) / a.max(floor) / input;
+    let time = growth(
+        small.time.as_secs_f64(),
+        big.time.as_secs_f64(),
+        TIME_FLOOR.as_secs_f64(),
+    );
+    let memory = growth(
+        small.memory_kib as f64,
+        big.memory_kib as f64,
+        MEMORY_FLOOR_KIB as f64,
+    );
+    let bound_kib = MEMORY_FLOOR_KIB + MEMORY_PER_INPUT_BYTE * big.input_bytes as u64 / 1024;
+    let mut why = Vec::new();
+    if time > MAX_EXCESS {
+        why.push(format!(
+            "time grew {time:.1}x faster than the input ({:?} -> {:?})",
+            small.time, big.time
+        ));
+    }
+    if memory > MAX_EXCESS {
+        why.push(format!(
+            "memory grew {memory:.1}x faster than the input ({} -> {} KiB)",
+            small.memory_kib, big.memory_kib
+        ));
+    }
+    if big.memory_kib > bound_kib {
+        why.push(format!(
+            "{} KiB for {} input bytes (bound {bound_kib} KiB)",
+            big.memory_kib, big.input_bytes
+        ));
+    }
+    (!why.is_empty()).then(|| {
+        format!(
+            "{} from {} to {} input bytes: {}",
+            family.name,
+            small.input_bytes,
+            big.input_bytes,
+            why.join("; ")
+        )
+    })
+}
+
+#[test]
+fn every_hostile_family_costs_in_proportion_to_its_input() {
+    if std::env::var_os("OLMV1_COST_CASE").is_some() {
+        return;
+    }
+    let mut failures = Vec::new();
+    for family in families() {
+        let (small, big) = family.sizes;
+        let costs = measure(&family, small).and_then(|s| Ok((s, measure(&family, big)?)));
+        match costs {
+            Ok((s, b)) => {
+                eprintln!(
+                    "{:<32} {:>9} B {:>10.1?} {:>7} KiB | {:>9} B {:>10.1?} {:>7} KiB",
+                    family.name,
+                    s.input_bytes,
+                    s.time,
+                    s.memory_kib,
+                    b.input_bytes,
+                    b.time,
+                    b.memory_kib
+                );
+                // Time is noisy on a shared machine: a growth over the bound is
+                // measured once more before it counts.
+                let verdict = judge(&family, s, b).and_then(|first| {
+                    let again =
+                        measure(&family, small).and_then(|s| Ok((s, measure(&family, big)?)));
+                    match again {
+                        Ok((s, b)) => judge(&family, s, b),
+                        Err(e) => Some(format!("{first}; again: {e}")),
+                    }
+                });
+                failures.extend(verdict);
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
