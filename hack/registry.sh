@@ -9,7 +9,7 @@ set -eu
 
 check() {
     if ! command -v docker-registry >/dev/null 2>&1 && [ ! -x /usr/bin/docker-registry ]; then
-        echo "docker-registry is missing: run hack/registry.sh install (Debian package docker-registry)" >&2
+        echo "the Debian package docker-registry is not installed: run hack/prereqs.sh test as root (or hack/registry.sh install), which installs it without starting its service" >&2
         exit 1
     fi
     if command -v ss >/dev/null 2>&1 && ss -ltn 2>/dev/null | grep -q ':5000 '; then
