@@ -253,7 +253,7 @@ fn unpack_entry<R: Read>(
             remove_lower(ctx, parent, current, true)?;
         } else {
             let mut target = parent.to_vec();
-            target.push(name.to_string());
+            target.push(whiteout_target(name).map_err(&unsafe_entry)?.to_string());
             remove_lower(ctx, &target, current, false)?;
         }
         return Ok(None);
@@ -307,6 +307,22 @@ fn unpack_entry<R: Read>(
         }
     }
     Ok(Some(rel))
+}
+
+/// The name a whiteout `.wh.<name>` removes: one plain file name. `.`, `..` and an
+/// empty name would remove the whiteout's own directory or the one above it
+/// (`unpack_tests::whiteouts_of_dot_dot_dot_and_empty_names_are_refused`).
+fn whiteout_target(name: &str) -> Result<&str, String> {
+    match name {
+        "" => Err("whiteout without a name to remove".to_string()),
+        "." | ".." => Err(format!(
+            "whiteout of {name:?} would remove a directory, not an entry in it"
+        )),
+        n if n.contains('/') || n.contains('\0') => {
+            Err("whiteout name contains a slash or NUL".to_string())
+        }
+        n => Ok(n),
+    }
 }
 
 /// A regular file, within the per-file and expanded-size limits; mode 0755 or 0644.

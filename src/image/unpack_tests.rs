@@ -239,3 +239,32 @@ fn expanded_size_limit_stops_reading() {
         "{e}"
     );
 }
+
+/// A whiteout of `..` (`.wh...`) removed the directory above the unpack root; `.` and
+/// an empty name removed their own directory. They are refused, naming the entry.
+#[test]
+fn whiteouts_of_dot_dot_dot_and_empty_names_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    for (i, name) in ["a/.wh...", ".wh...", "a/.wh..", "a/.wh."]
+        .iter()
+        .enumerate()
+    {
+        let work = t.path().join(format!("work{i}"));
+        let dest = work.join("out");
+        fs::create_dir_all(&dest).unwrap();
+        fs::write(work.join("sentinel"), b"keep").unwrap();
+        let l1 = tar_layer(&work, "l1", |b| file(b, "a/keep", b"k"));
+        let l2 = tar_layer(&work, "l2", |b| file(b, name, b""));
+        let e = unpack_layers("img", &[l1, l2], &dest, &[], &UnpackLimits::default()).unwrap_err();
+        assert!(matches!(e, ImageError::UnsafeEntry { .. }), "{name}: {e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("layer sha256:l2")
+                && msg.contains(&format!("{name:?}"))
+                && msg.contains("whiteout"),
+            "{name}: {msg}"
+        );
+        assert_eq!(fs::read(work.join("sentinel")).unwrap(), b"keep", "{name}");
+        assert_eq!(fs::read(dest.join("a/keep")).unwrap(), b"k", "{name}");
+    }
+}
