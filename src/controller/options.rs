@@ -303,7 +303,8 @@ pub fn parse_seconds(value: &str) -> Result<std::time::Duration, String> {
         .map_err(|_| format!("{value:?} is not a number of seconds (e.g. 27 or 27s)"))
 }
 
-/// Reconcile concurrency and cache garbage collection.
+/// Reconcile concurrency, how long an image pull may hold a worker, and cache
+/// garbage collection.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct WorkerArgs {
     /// Most ClusterExtension reconciles running at once (first come, first served;
@@ -317,6 +318,22 @@ pub struct WorkerArgs {
     /// `90s`, or seconds); `0` disables it. Entries in use are never removed.
     #[arg(long, default_value = "12h", value_parser = parse_interval)]
     pub cache_gc_interval: std::time::Duration,
+
+    /// Wall-clock limit of one catalog or bundle image pull: its manifests, config and
+    /// every layer, mirrors and retries included (`10m`, `90s`, `1h`, or seconds; more
+    /// than 0). A registry that stalls or sends a byte now and then cannot hold a
+    /// worker longer; the pull then fails with a retryable error naming the image and
+    /// what was being fetched, and is tried again later. Unpacking is bounded by its
+    /// own size limits, not by this.
+    #[arg(long, default_value = "10m", value_parser = parse_positive_interval)]
+    pub pull_timeout: std::time::Duration,
+
+    /// Wall-clock limit of one registry request within a pull (one manifest, the
+    /// config or one layer, its whole body included); a request that passes it fails
+    /// the pull from that registry (the next mirror, if any, is tried). Same format as
+    /// --pull-timeout.
+    #[arg(long, default_value = "5m", value_parser = parse_positive_interval)]
+    pub registry_request_timeout: std::time::Duration,
 }
 
 impl Default for WorkerArgs {
@@ -325,6 +342,8 @@ impl Default for WorkerArgs {
             max_concurrent_reconciles:
                 crate::controller::workers::DEFAULT_MAX_CONCURRENT_RECONCILES,
             cache_gc_interval: crate::controller::cache_gc::DEFAULT_INTERVAL,
+            pull_timeout: crate::image::PULL_TIMEOUT,
+            registry_request_timeout: crate::image::REQUEST_TIMEOUT,
         }
     }
 }
@@ -375,6 +394,15 @@ pub fn parse_interval(value: &str) -> Result<std::time::Duration, String> {
         ));
     }
     Ok(std::time::Duration::from_secs(total))
+}
+
+/// [`parse_interval`], more than zero.
+pub fn parse_positive_interval(value: &str) -> Result<std::time::Duration, String> {
+    parse_interval(value).and_then(|d| {
+        (!d.is_zero())
+            .then_some(d)
+            .ok_or_else(|| format!("{value:?}: must be more than 0"))
+    })
 }
 
 /// [`parse_seconds`], more than zero.
@@ -451,6 +479,13 @@ mod worker_args_tests {
         let a = parse(&["--max-concurrent-reconciles=3", "--cache-gc-interval=1h30m"]).unwrap();
         assert_eq!(a.max_concurrent_reconciles, 3);
         assert_eq!(a.cache_gc_interval, Duration::from_secs(5400));
+        assert_eq!(a.pull_timeout, Duration::from_secs(600));
+        assert_eq!(a.registry_request_timeout, Duration::from_secs(300));
+        let a = parse(&["--pull-timeout=90s", "--registry-request-timeout=1m"]).unwrap();
+        assert_eq!(a.pull_timeout, Duration::from_secs(90));
+        assert_eq!(a.registry_request_timeout, Duration::from_secs(60));
+        assert!(parse(&["--pull-timeout=0"]).is_err());
+        assert!(parse(&["--registry-request-timeout=0s"]).is_err());
         for (v, secs) in [
             ("0", 0),
             ("90", 90),
