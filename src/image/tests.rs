@@ -1384,3 +1384,48 @@ async fn slow_drip_registry_hits_the_deadlines() {
     );
     area.assert_clean();
 }
+
+/// A layer descriptor's `urls` are not requested: the registry 404s the blob and the
+/// pull fails as not found, without the controller fetching the URL the manifest named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_layer_urls_are_not_requested() {
+    crypto();
+    let (elsewhere, asked) = hostile_registry(std::collections::HashMap::from([(
+        "/foreign".to_string(),
+        Answer::Body(std::sync::Arc::new(b"not a layer".to_vec())),
+    )]))
+    .await;
+    let repo = "foreign/urls";
+    let mut img = served_catalog(repo);
+    img.answers
+        .remove(&format!("/v2/{repo}/blobs/{}", img.layer_digest));
+    let mut manifest: serde_json::Value = serde_json::from_slice(&img.manifest).unwrap();
+    manifest["layers"][0]["urls"] = serde_json::json!([format!("http://{elsewhere}/foreign")]);
+    let body = serde_json::to_vec(&manifest).unwrap();
+    let digest = format!(
+        "sha256:{}",
+        data_encoding::HEXLOWER.encode(&sha2::Sha256::digest(&body))
+    );
+    img.answers.insert(
+        format!("/v2/{repo}/manifests/{digest}"),
+        Answer::Body(std::sync::Arc::new(body)),
+    );
+    let (host, _) = hostile_registry(img.answers).await;
+    let area = Area::new();
+    let p = hostile_puller(&area, &host, |_| {});
+    let e = pull_within(
+        &p,
+        &format!("{host}/{repo}@{digest}"),
+        Duration::from_secs(60),
+    )
+    .await
+    .map(|i| i.reference)
+    .unwrap_err();
+    assert!(matches!(e, ImageError::NotFound { .. }), "{e:?}");
+    assert_eq!(
+        asked.load(Ordering::Relaxed),
+        0,
+        "the foreign URL was requested"
+    );
+    area.assert_clean();
+}
