@@ -75,10 +75,10 @@ impl Default for RetryPolicy {
     }
 }
 
-/// Default of [`PullerConfig::max_manifest_bytes`]: 4 MiB, the manifest size limit
-/// of the `distribution` registry (the reference implementation of the OCI
-/// distribution spec) and of containerd, so no image a registry serves is bigger; real
-/// manifests and indexes are a few KiB.
+/// Default of [`PullerConfig::max_manifest_bytes`]: 4 MiB, the largest manifest the
+/// `distribution` registry (the reference implementation of the OCI distribution
+/// spec) accepts on push, so no image it serves is bigger; real manifests and indexes
+/// are a few KiB.
 pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
 /// Default of [`PullerConfig::pull_timeout`]: 10 minutes (controller flag
 /// `--pull-timeout`).
