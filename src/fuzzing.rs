@@ -227,6 +227,7 @@ pub fn unpack_layer(data: &[u8]) {
         max_expanded_bytes: 8 << 20,
         max_entries: 1_000,
         max_file_bytes: 4 << 20,
+        max_depth: 64,
     };
     let subdirs: [&[String]; 2] = [&[], &["configs".to_string()]];
     for (i, subdir) in subdirs.into_iter().enumerate() {

@@ -64,6 +64,7 @@ impl BundleImageError {
                 | ImageError::DirectoryMissing { .. }
                 | ImageError::UnsafeEntry { .. }
                 | ImageError::LimitExceeded { .. }
+                | ImageError::ManifestTooLarge { .. }
                 | ImageError::Unsupported { .. },
             ) => image_ref_is_digest,
             BundleImageError::Pull(_) | BundleImageError::Interrupted { .. } => false,

@@ -297,6 +297,8 @@ impl Listeners {
 fn image_puller(args: &ControllerArgs) -> Result<crate::image::ImagePuller> {
     let mut config = crate::image::PullerConfig::new(args.cache_dir.join("images"));
     config.insecure_registries = args.insecure_registries.clone();
+    config.pull_timeout = args.workers.pull_timeout;
+    config.request_timeout = args.workers.registry_request_timeout;
     if let Some(ca) = &args.ca_bundle {
         config = config.with_ca_bundle_file(ca)?;
     }

@@ -303,11 +303,12 @@ pub fn parse_seconds(value: &str) -> Result<std::time::Duration, String> {
         .map_err(|_| format!("{value:?} is not a number of seconds (e.g. 27 or 27s)"))
 }
 
-/// `--install-timeout`'s default: far above a real install (seconds; a large bundle
-/// over a slow link, a few minutes), far below "forever".
-pub const DEFAULT_INSTALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+/// `--install-timeout`'s default: above `--pull-timeout`'s (an install pulls first),
+/// far above a real install, far below "forever".
+pub const DEFAULT_INSTALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(900);
 
-/// Reconcile concurrency, cache garbage collection and the install deadline.
+/// Reconcile concurrency, how long an image pull and an install may hold a worker, and
+/// cache garbage collection.
 #[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
 pub struct WorkerArgs {
     /// Most ClusterExtension reconciles running at once (first come, first served;
@@ -323,11 +324,27 @@ pub struct WorkerArgs {
     pub cache_gc_interval: std::time::Duration,
 
     /// Longest one ClusterExtension install (bundle pull, render, preflights, apply)
-    /// may take (`10m`, `90s`, or seconds); past it the install is abandoned, reported
+    /// may take (`15m`, `90s`, or seconds); past it the install is abandoned, reported
     /// as `Progressing=True/Retrying` naming the deadline, and retried with backoff, so
     /// that a slow registry or a costly bundle cannot hold a worker. `0` disables it.
-    #[arg(long, default_value = "10m", value_parser = parse_interval)]
+    #[arg(long, default_value = "15m", value_parser = parse_interval)]
     pub install_timeout: std::time::Duration,
+
+    /// Wall-clock limit of one catalog or bundle image pull: its manifests, config and
+    /// every layer, mirrors and retries included (`10m`, `90s`, `1h`, or seconds; more
+    /// than 0). A registry that stalls or sends a byte now and then cannot hold a
+    /// worker longer; the pull then fails with a retryable error naming the image and
+    /// what was being fetched, and is tried again later. Unpacking is bounded by its
+    /// own size limits, not by this.
+    #[arg(long, default_value = "10m", value_parser = parse_positive_interval)]
+    pub pull_timeout: std::time::Duration,
+
+    /// Wall-clock limit of one registry request within a pull (one manifest, the
+    /// config or one layer, its whole body included); a request that passes it fails
+    /// the pull from that registry (the next mirror, if any, is tried). Same format as
+    /// --pull-timeout.
+    #[arg(long, default_value = "5m", value_parser = parse_positive_interval)]
+    pub registry_request_timeout: std::time::Duration,
 }
 
 impl Default for WorkerArgs {
@@ -337,6 +354,8 @@ impl Default for WorkerArgs {
                 crate::controller::workers::DEFAULT_MAX_CONCURRENT_RECONCILES,
             cache_gc_interval: crate::controller::cache_gc::DEFAULT_INTERVAL,
             install_timeout: DEFAULT_INSTALL_TIMEOUT,
+            pull_timeout: crate::image::PULL_TIMEOUT,
+            registry_request_timeout: crate::image::REQUEST_TIMEOUT,
         }
     }
 }
@@ -387,6 +406,15 @@ pub fn parse_interval(value: &str) -> Result<std::time::Duration, String> {
         ));
     }
     Ok(std::time::Duration::from_secs(total))
+}
+
+/// [`parse_interval`], more than zero.
+pub fn parse_positive_interval(value: &str) -> Result<std::time::Duration, String> {
+    parse_interval(value).and_then(|d| {
+        (!d.is_zero())
+            .then_some(d)
+            .ok_or_else(|| format!("{value:?}: must be more than 0"))
+    })
 }
 
 /// [`parse_seconds`], more than zero.
@@ -463,6 +491,18 @@ mod worker_args_tests {
         let a = parse(&["--max-concurrent-reconciles=3", "--cache-gc-interval=1h30m"]).unwrap();
         assert_eq!(a.max_concurrent_reconciles, 3);
         assert_eq!(a.cache_gc_interval, Duration::from_secs(5400));
+        assert_eq!(a.pull_timeout, Duration::from_secs(600));
+        assert_eq!(a.registry_request_timeout, Duration::from_secs(300));
+        let a = parse(&["--pull-timeout=90s", "--registry-request-timeout=1m"]).unwrap();
+        assert_eq!(a.pull_timeout, Duration::from_secs(90));
+        assert_eq!(a.registry_request_timeout, Duration::from_secs(60));
+        assert!(parse(&["--pull-timeout=0"]).is_err());
+        assert_eq!(a.install_timeout, Duration::from_secs(900));
+        let a = parse(&["--install-timeout=10s"]).unwrap();
+        assert_eq!(a.install_timeout, Duration::from_secs(10));
+        let a = parse(&["--install-timeout=0"]).unwrap();
+        assert!(a.install_timeout.is_zero(), "0 turns the deadline off");
+        assert!(parse(&["--registry-request-timeout=0s"]).is_err());
         for (v, secs) in [
             ("0", 0),
             ("90", 90),

@@ -2,6 +2,8 @@
 //! trouble, registry 5xx/429) or terminal (bad reference, 401/403, 404, digest
 //! mismatch, hostile or oversized content). Every message names the image.
 
+use std::time::Duration;
+
 use oci_client::errors::{DigestError, OciDistributionError};
 
 /// What went wrong while pulling or unpacking an image.
@@ -84,6 +86,33 @@ pub enum ImageError {
         limit: u64,
     },
 
+    /// A manifest or index body larger than [`super::PullerConfig::max_manifest_bytes`]
+    /// (real ones are a few KiB); no more than the limit + 1 byte was read.
+    #[error(
+        "image {image}: manifest {manifest} larger than {limit} bytes ({size}): refused; real manifests are a few KiB, check the image reference"
+    )]
+    ManifestTooLarge {
+        image: String,
+        manifest: String,
+        limit: u64,
+        /// What showed it: the declared Content-Length or the bytes received.
+        size: String,
+    },
+
+    /// A registry request, or the whole pull, ran past its wall-clock deadline (a
+    /// stalled or byte-dripping registry). Retryable.
+    #[error(
+        "image {image}: fetching {what} took longer than the {scope} deadline of {}s: the registry is stalled or too slow; the pull is retried later (--{} sets the deadline)",
+        limit.as_secs(), scope.flag()
+    )]
+    Timeout {
+        image: String,
+        /// What was being fetched (`manifest <ref>`, `layer <digest>`, …).
+        what: String,
+        limit: Duration,
+        scope: TimeoutScope,
+    },
+
     /// A layer is not a readable tar (or compressed tar).
     #[error("image {image}: layer {layer}: corrupt layer: {detail}")]
     CorruptLayer {
@@ -137,7 +166,10 @@ impl ImageError {
     pub fn is_retryable(&self) -> bool {
         match self {
             ImageError::AllSourcesFailed { last, .. } => last.is_retryable(),
-            e => matches!(e, ImageError::Unavailable { .. } | ImageError::Io { .. }),
+            e => matches!(
+                e,
+                ImageError::Unavailable { .. } | ImageError::Io { .. } | ImageError::Timeout { .. }
+            ),
         }
     }
 
@@ -152,6 +184,10 @@ impl ImageError {
                 | ImageError::Registry { .. }
                 | ImageError::DigestMismatch { .. }
                 | ImageError::AllSourcesFailed { .. }
+                | ImageError::Timeout {
+                    scope: TimeoutScope::Request,
+                    ..
+                }
         )
     }
 
@@ -167,6 +203,34 @@ impl ImageError {
             path: path.display().to_string(),
             source,
         }
+    }
+}
+
+/// Which wall-clock deadline a [`ImageError::Timeout`] hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeoutScope {
+    /// One registry request ([`super::PullerConfig::request_timeout`]).
+    Request,
+    /// The whole pull or tag resolution ([`super::PullerConfig::pull_timeout`]).
+    Pull,
+}
+
+impl TimeoutScope {
+    /// The controller flag that sets this deadline.
+    pub fn flag(self) -> &'static str {
+        match self {
+            TimeoutScope::Request => "registry-request-timeout",
+            TimeoutScope::Pull => "pull-timeout",
+        }
+    }
+}
+
+impl std::fmt::Display for TimeoutScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TimeoutScope::Request => "registry request",
+            TimeoutScope::Pull => "pull",
+        })
     }
 }
 

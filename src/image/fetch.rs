@@ -1,46 +1,99 @@
-//! The registry requests of one pull: manifests, the image config, and blobs streamed
-//! to disk (or memory, for the config) while their size is bounded and their sha256 is
-//! verified. Every request goes through the puller's retry policy.
+//! The registry requests of one pull: manifests (bounded, see [`super::manifest`]),
+//! the image config, and blobs streamed to disk (or memory, for the config) while
+//! their size is bounded and their sha256 is verified. Every request goes through the
+//! puller's retry policy and runs under a wall-clock [`Deadline`]: its own
+//! ([`super::PullerConfig::request_timeout`]) and the whole pull's
+//! ([`super::PullerConfig::pull_timeout`]), because the client's read timeout alone
+//! restarts with every byte and a registry sending one byte every few seconds held a
+//! pull forever (`tests::slow_drip_registry_hits_the_deadlines`).
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use futures::StreamExt;
-use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::Reference;
 use oci_client::errors::{DigestError, OciDistributionError};
 use oci_client::manifest::{OciDescriptor, OciManifest};
 use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncWriteExt;
+use tokio::time::Instant;
 
-use super::error::{Classified, classify, error_chain};
+use super::error::{Classified, TimeoutScope, classify, error_chain};
+use super::manifest::{RegistryClient, sha256_digest};
 use super::registries::PullSource;
-use super::{
-    Credentials, DockerConfig, ImageError, ImagePuller, MANIFEST_MEDIA_TYPES, validate_digest,
-};
+use super::{Credentials, DockerConfig, ImageError, ImagePuller, PullerConfig, validate_digest};
 
 /// The registry side of one pull: the image as asked for (for messages), its registry
-/// host, and the client and credentials to reach it.
+/// host, the client and credentials to reach it, and the pull's deadline.
 #[derive(Clone, Copy)]
 pub(super) struct Remote<'a> {
     pub image: &'a str,
     pub registry: &'a str,
-    pub client: &'a Client,
+    pub client: &'a RegistryClient,
     pub auth: &'a RegistryAuth,
+    pub deadline: Deadline,
+}
+
+/// The wall-clock deadlines of one pull (or tag resolution), mirrors and retries
+/// included: one for the whole of it and one for each registry request in it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Deadline {
+    end: Instant,
+    pull: Duration,
+    request: Duration,
+}
+
+impl Deadline {
+    /// Starts the pull's clock now.
+    pub(super) fn start(config: &PullerConfig) -> Self {
+        Deadline {
+            end: Instant::now() + config.pull_timeout,
+            pull: config.pull_timeout,
+            request: config.request_timeout,
+        }
+    }
+
+    /// `request` (fetching `what`, for the message), cut off at the request deadline
+    /// or at the pull's, whichever comes first: then a retryable
+    /// [`ImageError::Timeout`] that is not retried within this pull.
+    async fn run<T>(
+        &self,
+        image: &str,
+        what: &str,
+        request: impl Future<Output = Result<T, Classified>>,
+    ) -> Result<T, Classified> {
+        let request_end = Instant::now() + self.request;
+        let (end, scope, limit) = if request_end < self.end {
+            (request_end, TimeoutScope::Request, self.request)
+        } else {
+            (self.end, TimeoutScope::Pull, self.pull)
+        };
+        match tokio::time::timeout_at(end, request).await {
+            Ok(r) => r,
+            Err(_) => Err(Classified::Fail(ImageError::Timeout {
+                image: image.to_string(),
+                what: what.to_string(),
+                limit,
+                scope,
+            })),
+        }
+    }
 }
 
 impl ImagePuller {
-    /// The client for `creds` (one per credential set, created on first use), also
+    /// The clients for `creds` (one per credential set, created on first use), also
     /// reaching `plain_http_host` over plain HTTP when given.
     fn client(
         &self,
         creds: Option<&Credentials>,
         plain_http_host: Option<&str>,
-    ) -> Result<Arc<Client>, ImageError> {
+    ) -> Result<Arc<RegistryClient>, ImageError> {
         let key = (creds.cloned(), plain_http_host.map(str::to_string));
         let mut map = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = map.get(&key) {
@@ -49,27 +102,9 @@ impl ImagePuller {
         if map.len() > 64 {
             map.clear();
         }
-        let extra = self
-            .config
-            .ca_bundle_pem
-            .iter()
-            .map(|pem| Certificate {
-                encoding: CertificateEncoding::Pem,
-                data: pem.clone(),
-            })
-            .collect();
         let mut plain_http = self.config.insecure_registries.clone();
         plain_http.extend(plain_http_host.map(str::to_string));
-        let cfg = ClientConfig {
-            protocol: ClientProtocol::HttpsExcept(plain_http),
-            extra_root_certificates: extra,
-            platform_resolver: None,
-            connect_timeout: Some(self.config.connect_timeout),
-            read_timeout: Some(self.config.read_timeout),
-            user_agent: concat!("olmv1/", env!("CARGO_PKG_VERSION")),
-            ..Default::default()
-        };
-        let client = Arc::new(Client::new(cfg));
+        let client = Arc::new(RegistryClient::new(&self.config, plain_http)?);
         map.insert(key, client.clone());
         Ok(client)
     }
@@ -80,7 +115,7 @@ impl ImagePuller {
         &self,
         src: &PullSource,
         secrets: &DockerConfig,
-    ) -> Result<(Arc<Client>, RegistryAuth), ImageError> {
+    ) -> Result<(Arc<RegistryClient>, RegistryAuth), ImageError> {
         let host = src.reference.registry();
         let creds = secrets.credentials_for(host);
         let auth = match creds {
@@ -93,18 +128,25 @@ impl ImagePuller {
         Ok((self.client(creds, plain_http)?, auth))
     }
 
-    /// Runs `op` until it succeeds, fails for good, or the retry policy gives up.
-    pub(super) async fn retry<T, F, Fut>(&self, image: &str, mut op: F) -> Result<T, ImageError>
+    /// Runs `op` (a request fetching `what`) until it succeeds, fails for good, the
+    /// retry policy gives up or `deadline` passes.
+    pub(super) async fn retry<T, F, Fut>(
+        &self,
+        image: &str,
+        what: &str,
+        deadline: &Deadline,
+        mut op: F,
+    ) -> Result<T, ImageError>
     where
         F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<T, Classified>>,
+        Fut: Future<Output = Result<T, Classified>>,
     {
         let policy = &self.config.retry;
         let mut delay = policy.initial_backoff;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match op().await {
+            match deadline.run(image, what, op()).await {
                 Ok(v) => return Ok(v),
                 Err(Classified::Fail(e)) => return Err(e),
                 Err(Classified::Retry(detail)) => {
@@ -116,7 +158,7 @@ impl ImagePuller {
                         });
                     }
                     tracing::debug!(image, attempt, %detail, "registry call failed, retrying");
-                    tokio::time::sleep(delay).await;
+                    tokio::time::sleep_until((Instant::now() + delay).min(deadline.end)).await;
                     delay = (delay * 2).min(policy.max_backoff);
                 }
             }
@@ -128,23 +170,22 @@ impl ImagePuller {
         &self,
         image: &str,
         r: &Reference,
-        client: &Client,
+        client: &RegistryClient,
         auth: &RegistryAuth,
+        deadline: &Deadline,
     ) -> Result<String, ImageError> {
         if let Some(d) = r.digest() {
             validate_digest(image, d)?;
             return Ok(d.to_string());
         }
-        let registry = r.registry().to_string();
+        let what = format!("the digest of manifest {}", r.whole());
+        let max = self.config.max_manifest_bytes;
         let d = self
-            .retry(image, || async {
+            .retry(image, &what, deadline, || async {
                 self.counters
                     .manifest_requests
                     .fetch_add(1, Ordering::Relaxed);
-                client
-                    .fetch_manifest_digest(r, auth)
-                    .await
-                    .map_err(|e| classify(image, &registry, e))
+                client.manifest_digest(image, r, auth, max).await
             })
             .await?;
         validate_digest(image, &d)?;
@@ -159,22 +200,33 @@ impl ImagePuller {
     ) -> Result<OciManifest, ImageError> {
         let Remote {
             image,
-            registry,
             client,
             auth,
+            deadline,
+            ..
         } = *remote;
-        let (body, _digest) = self
-            .retry(image, || async {
+        let what = format!("manifest {}", r.whole());
+        let max = self.config.max_manifest_bytes;
+        let m = self
+            .retry(image, &what, &deadline, || async {
                 self.counters
                     .manifest_requests
                     .fetch_add(1, Ordering::Relaxed);
-                client
-                    .pull_manifest_raw(r, auth, MANIFEST_MEDIA_TYPES)
-                    .await
-                    .map_err(|e| classify(image, registry, e))
+                client.get_manifest(image, r, auth, max).await
             })
             .await?;
-        serde_json::from_slice::<OciManifest>(&body).map_err(|e| ImageError::Unsupported {
+        if let Some(expected) = r.digest() {
+            let actual = sha256_digest(&m.body);
+            if actual != expected {
+                return Err(ImageError::DigestMismatch {
+                    image: image.to_string(),
+                    what,
+                    expected: expected.to_string(),
+                    actual,
+                });
+            }
+        }
+        serde_json::from_slice::<OciManifest>(&m.body).map_err(|e| ImageError::Unsupported {
             image: image.to_string(),
             detail: format!(
                 "manifest {} is not an image manifest or index: {e}",
@@ -193,8 +245,9 @@ impl ImagePuller {
         let image = remote.image;
         validate_digest(image, &desc.digest)?;
         let max = self.config.max_config_bytes;
+        let what = format!("config blob {}", desc.digest);
         let data = self
-            .retry(image, || async {
+            .retry(image, &what, &remote.deadline, || async {
                 let mut buf = Vec::new();
                 self.stream_blob(remote, r, desc, max, &mut buf, None)
                     .await?;
@@ -229,7 +282,8 @@ impl ImagePuller {
         on_bytes: Option<&(dyn Fn(u64) + Sync)>,
     ) -> Result<u64, ImageError> {
         let image = remote.image;
-        self.retry(image, || async {
+        let what = format!("layer {}", desc.digest);
+        self.retry(image, &what, &remote.deadline, || async {
             let mut file = tokio::fs::File::create(path)
                 .await
                 .map_err(|e| Classified::Fail(ImageError::io(image, path, e)))?;
@@ -271,8 +325,17 @@ impl ImagePuller {
                 limit: max,
             }));
         }
+        // A descriptor's `urls` (foreign layers) are not followed: oci-client would try
+        // them, unauthenticated, whenever the registry fails the blob, so a manifest
+        // could make the controller request any URL it names
+        // (`tests::foreign_layer_urls_are_not_requested`).
+        let here = OciDescriptor {
+            urls: None,
+            ..desc.clone()
+        };
         let mut stream = client
-            .pull_blob_stream(r, desc)
+            .oci
+            .pull_blob_stream(r, &here)
             .await
             .map_err(|e| classify(image, registry, e))?;
         self.counters

@@ -2,8 +2,10 @@
 //! each layer blob to disk while verifying its sha256, safe bounded unpacking (see
 //! [`unpack`]) and the digest-keyed cache shared by catalogs and bundles. Registry
 //! access goes through `oci-client` (one client per credential set, TLS with an
-//! optional extra CA bundle, plain HTTP only for registries listed as insecure) with
-//! retries and exponential backoff on 5xx / connection errors. Every pull and tag
+//! optional extra CA bundle, plain HTTP only for registries listed as insecure;
+//! manifests through a bounded request of our own, see [`manifest`]) with retries and
+//! exponential backoff on 5xx / connection errors, under a wall-clock deadline per
+//! request and per pull (see [`fetch`]). Every pull and tag
 //! resolution goes through the [`registries`] configuration (registries.conf: mirrors
 //! tried in order before the registry itself, blocked registries refused).
 //!
@@ -17,6 +19,7 @@ pub mod auth;
 pub mod error;
 mod fetch;
 pub mod gc;
+mod manifest;
 pub mod progress;
 pub mod reference;
 pub mod registries;
@@ -28,16 +31,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use oci_client::Reference;
 use oci_client::manifest::{ImageIndexEntry, OciImageManifest, OciManifest};
-use oci_client::{Client, Reference};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 pub use auth::{Credentials, DockerConfig};
-pub use error::ImageError;
+pub use error::{ImageError, TimeoutScope};
 pub use unpack::UnpackLimits;
 
-use fetch::Remote;
+use fetch::{Deadline, Remote};
+use manifest::RegistryClient;
 use registries::{PullSource, RegistriesConf};
 
 /// Label naming the FBC directory inside a catalog image.
@@ -71,6 +75,18 @@ impl Default for RetryPolicy {
     }
 }
 
+/// Default of [`PullerConfig::max_manifest_bytes`]: 4 MiB, the largest manifest the
+/// `distribution` registry (the reference implementation of the OCI distribution
+/// spec) accepts on push, so no image it serves is bigger; real manifests and indexes
+/// are a few KiB.
+pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+/// Default of [`PullerConfig::pull_timeout`]: 10 minutes (controller flag
+/// `--pull-timeout`).
+pub const PULL_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default of [`PullerConfig::request_timeout`]: 5 minutes (controller flag
+/// `--registry-request-timeout`).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Configuration of an [`ImagePuller`].
 #[derive(Clone, Debug)]
 pub struct PullerConfig {
@@ -84,12 +100,22 @@ pub struct PullerConfig {
     pub retry: RetryPolicy,
     /// Largest image config blob accepted (default 4 MiB).
     pub max_config_bytes: u64,
+    /// Largest manifest or index accepted ([`MAX_MANIFEST_BYTES`]); at most this much
+    /// of one is ever held in memory.
+    pub max_manifest_bytes: u64,
     /// Largest total (compressed) size of all layer blobs of one image (default 2 GiB).
     pub max_download_bytes: u64,
     /// Most layers one image may have (default 128).
     pub max_layers: usize,
     pub connect_timeout: Duration,
+    /// Longest wait for the next bytes of a response (restarts with every byte).
     pub read_timeout: Duration,
+    /// Wall-clock limit of one pull or tag resolution, mirrors and retries included
+    /// ([`PULL_TIMEOUT`]); unpacking is bounded by [`UnpackLimits`] instead.
+    pub pull_timeout: Duration,
+    /// Wall-clock limit of one registry request within it, body included
+    /// ([`REQUEST_TIMEOUT`]).
+    pub request_timeout: Duration,
     /// Mirrors and blocked registries (registries.conf); empty = none.
     pub registries: RegistriesConf,
     /// Receives layer/byte progress of downloads (the CLI on a terminal); none by default.
@@ -106,10 +132,13 @@ impl PullerConfig {
             limits: UnpackLimits::default(),
             retry: RetryPolicy::default(),
             max_config_bytes: 4 << 20,
+            max_manifest_bytes: MAX_MANIFEST_BYTES,
             max_download_bytes: 2 << 30,
             max_layers: 128,
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(60),
+            pull_timeout: PULL_TIMEOUT,
+            request_timeout: REQUEST_TIMEOUT,
             registries: RegistriesConf::default(),
             progress: None,
         }
@@ -204,7 +233,7 @@ type ClientKey = (Option<Credentials>, Option<String>);
 /// Pulls images into the digest-keyed cache. Cheap to share (`Arc`).
 pub struct ImagePuller {
     config: PullerConfig,
-    clients: Mutex<HashMap<ClientKey, Arc<Client>>>,
+    clients: Mutex<HashMap<ClientKey, Arc<RegistryClient>>>,
     counters: Counters,
     leases: Arc<gc::CacheLeases>,
 }
@@ -300,10 +329,11 @@ impl ImagePuller {
         let r = parse_reference(reference)?;
         let sources = self.sources(reference, &r)?;
         let mut attempts = Attempts::new(reference, sources.len());
+        let deadline = Deadline::start(&self.config);
         for (i, src) in sources.iter().enumerate() {
             let (client, auth) = self.client_and_auth(src, secrets)?;
             match self
-                .top_digest(reference, &src.reference, &client, &auth)
+                .top_digest(reference, &src.reference, &client, &auth, &deadline)
                 .await
             {
                 Ok(digest) => return Ok(pinned(&r, &digest)),
@@ -327,8 +357,12 @@ impl ImagePuller {
         let r = parse_reference(reference)?;
         let sources = self.sources(reference, &r)?;
         let mut attempts = Attempts::new(reference, sources.len());
+        let deadline = Deadline::start(&self.config);
         for (i, src) in sources.iter().enumerate() {
-            match self.pull_from(reference, &r, src, extract, secrets).await {
+            match self
+                .pull_from(reference, &r, src, extract, secrets, deadline)
+                .await
+            {
                 Ok(pulled) => return Ok(pulled),
                 Err(e) => attempts.failed(i, src, e)?,
             }
@@ -356,11 +390,14 @@ impl ImagePuller {
         src: &PullSource,
         extract: &Extract,
         secrets: &DockerConfig,
+        deadline: Deadline,
     ) -> Result<PulledImage, ImageError> {
         let at = &src.reference;
         let registry = at.registry().to_string();
         let (client, auth) = self.client_and_auth(src, secrets)?;
-        let top = self.top_digest(image, at, &client, &auth).await?;
+        let top = self
+            .top_digest(image, at, &client, &auth, &deadline)
+            .await?;
         let pinned_ref = pinned(r, &top);
         // In use from here until the caller drops the result.
         let lease = self
@@ -386,6 +423,7 @@ impl ImagePuller {
             registry: &registry,
             client: &client,
             auth: &auth,
+            deadline,
         };
         let top_ref =
             Reference::with_digest(registry.clone(), at.repository().to_string(), top.clone());

@@ -2,11 +2,20 @@
 //! directory: OCI whiteouts across layers, optional extraction of one sub-directory,
 //! and refusal of anything that could write or point outside the destination
 //! (`..`, absolute paths, links leaving the tree, paths through symlinks, device
-//! files, fifos). Limits on expanded bytes, entry count and single-file size stop
-//! decompression bombs early. Synchronous: run it on a blocking thread.
+//! files, fifos, whiteouts of `.`/`..`). Limits on expanded bytes, entry count,
+//! single-file size and directory depth stop decompression bombs early.
+//!
+//! Cost: each entry costs a bounded number of file-system calls, whatever the depth
+//! of its path or the number of entries before it. The directories already created or
+//! checked in this unpack are remembered in a [`PathTree`] (one step per path
+//! component), so a parent is checked once, not once per entry below it; removals and
+//! replacements forget what they removed. Before that, every entry re-checked every
+//! parent by its full path: a 50 KB layer of 2,000 files 1,900 directories deep took
+//! minutes (`unpack_tests::deep_trees_within_the_limit_unpack_in_linear_time`).
+//! Synchronous: run it on a blocking thread.
 
 use std::cell::Cell;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -14,23 +23,40 @@ use std::rc::Rc;
 
 use super::error::ImageError;
 
+/// Default of [`UnpackLimits::max_expanded_bytes`]: 1 GiB.
+pub const MAX_EXPANDED_BYTES: u64 = 1 << 30;
+/// Default of [`UnpackLimits::max_entries`]: 100,000.
+pub const MAX_ENTRIES: u64 = 100_000;
+/// Default of [`UnpackLimits::max_file_bytes`]: 512 MiB.
+pub const MAX_FILE_BYTES: u64 = 512 << 20;
+/// Default of [`UnpackLimits::max_depth`]: 256 directories. Real images nest far
+/// less: bundles 1 (`manifests/`, `metadata/`), catalogs 2
+/// (`configs/<package>/catalog.yaml`), base-image file systems about ten
+/// (`usr/share/zoneinfo/America/Argentina/…`); 256 one-letter components still fit
+/// well within `PATH_MAX` (4096 bytes).
+pub const MAX_DIRECTORY_DEPTH: usize = 256;
+
 /// Bounds applied while unpacking (over all layers of one image together).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnpackLimits {
-    /// Total decompressed tar bytes read over all layers (default 1 GiB).
+    /// Total decompressed tar bytes read over all layers ([`MAX_EXPANDED_BYTES`]).
     pub max_expanded_bytes: u64,
-    /// Total tar entries over all layers, extracted or not (default 100,000).
+    /// Total tar entries over all layers, extracted or not ([`MAX_ENTRIES`]).
     pub max_entries: u64,
-    /// Size of one regular file (default 512 MiB).
+    /// Size of one regular file ([`MAX_FILE_BYTES`]).
     pub max_file_bytes: u64,
+    /// Most directories one entry may be nested in, extracted or not: `a/b/c` is in 2
+    /// ([`MAX_DIRECTORY_DEPTH`]).
+    pub max_depth: usize,
 }
 
 impl Default for UnpackLimits {
     fn default() -> Self {
         UnpackLimits {
-            max_expanded_bytes: 1 << 30,
-            max_entries: 100_000,
-            max_file_bytes: 512 << 20,
+            max_expanded_bytes: MAX_EXPANDED_BYTES,
+            max_entries: MAX_ENTRIES,
+            max_file_bytes: MAX_FILE_BYTES,
+            max_depth: MAX_DIRECTORY_DEPTH,
         }
     }
 }
@@ -125,6 +151,74 @@ impl<R: Read> Read for Budget<R> {
     }
 }
 
+/// A set of paths (component lists) kept as a tree: looking up, adding or removing a
+/// path costs one step per component, whatever else the set holds; removing a path
+/// removes everything below it.
+#[derive(Debug, Default)]
+struct PathTree {
+    children: HashMap<String, PathTree>,
+    /// The path ending here is in the set (not only a prefix of one that is).
+    member: bool,
+}
+
+impl PathTree {
+    fn node(&self, path: &[String]) -> Option<&PathTree> {
+        path.iter().try_fold(self, |n, c| n.children.get(c))
+    }
+
+    /// `path` itself is in the set.
+    fn contains(&self, path: &[String]) -> bool {
+        self.node(path).is_some_and(|n| n.member)
+    }
+
+    /// `path` or a path below it was added (removals aside).
+    fn covers(&self, path: &[String]) -> bool {
+        self.node(path).is_some()
+    }
+
+    fn insert(&mut self, path: &[String]) {
+        let mut n = self;
+        for c in path {
+            if !n.children.contains_key(c) {
+                n.children.insert(c.clone(), PathTree::default());
+            }
+            let Some(next) = n.children.get_mut(c) else {
+                return;
+            };
+            n = next;
+        }
+        n.member = true;
+    }
+
+    /// Removes `path` and every path below it.
+    fn remove(&mut self, path: &[String]) {
+        let Some((last, parent)) = path.split_last() else {
+            self.children.clear();
+            return;
+        };
+        let mut n = self;
+        for c in parent {
+            match n.children.get_mut(c) {
+                Some(child) => n = child,
+                None => return,
+            }
+        }
+        n.children.remove(last);
+    }
+
+    /// How many leading components of `path` name members, each after the other.
+    fn member_prefix(&self, path: &[String]) -> usize {
+        let mut n = self;
+        for (i, c) in path.iter().enumerate() {
+            match n.children.get(c) {
+                Some(child) if child.member => n = child,
+                _ => return i,
+            }
+        }
+        path.len()
+    }
+}
+
 struct Ctx<'a> {
     image: &'a str,
     dest: &'a Path,
@@ -134,6 +228,9 @@ struct Ctx<'a> {
     used: Rc<Cell<u64>>,
     exceeded: Rc<Cell<bool>>,
     seen_subdir: bool,
+    /// Paths (relative to `dest`) known to be real directories: created or checked by
+    /// this unpack and not removed or replaced since. Only this unpack writes `dest`.
+    dirs: PathTree,
 }
 
 /// Unpack `layers` (bottom first) into `dest` (must exist and be empty). With a
@@ -155,6 +252,7 @@ pub fn unpack_layers(
         used: Rc::new(Cell::new(0)),
         exceeded: Rc::new(Cell::new(false)),
         seen_subdir: subdir.is_empty(),
+        dirs: PathTree::default(),
     };
     for layer in layers {
         unpack_one(&mut ctx, layer)?;
@@ -198,7 +296,7 @@ fn open_layer(
 /// Unpacks one layer over what the layers below left in `ctx.dest`.
 fn unpack_one(ctx: &mut Ctx<'_>, layer: &LayerFile) -> Result<(), ImageError> {
     let mut archive = open_layer(ctx, layer)?;
-    let mut current: HashSet<Vec<String>> = HashSet::new();
+    let mut current = PathTree::default();
     let entries = archive.entries().map_err(|e| read_err(ctx, layer, e))?;
     for entry in entries {
         let mut entry = entry.map_err(|e| read_err(ctx, layer, e))?;
@@ -212,7 +310,7 @@ fn unpack_one(ctx: &mut Ctx<'_>, layer: &LayerFile) -> Result<(), ImageError> {
             ));
         }
         if let Some(rel) = unpack_entry(ctx, layer, &mut entry, &current)? {
-            current.insert(rel);
+            current.insert(&rel);
         }
     }
     Ok(())
@@ -224,14 +322,14 @@ fn unpack_entry<R: Read>(
     ctx: &mut Ctx<'_>,
     layer: &LayerFile,
     entry: &mut tar::Entry<'_, R>,
-    current: &HashSet<Vec<String>>,
+    current: &PathTree,
 ) -> Result<Option<Vec<String>>, ImageError> {
     let image = ctx.image;
     let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
     let unsafe_entry = |reason: String| ImageError::UnsafeEntry {
         image: image.to_string(),
         layer: layer.digest.clone(),
-        entry: raw.clone(),
+        entry: shorten(&raw),
         reason,
     };
     let kind = entry.header().entry_type();
@@ -242,18 +340,23 @@ fn unpack_entry<R: Read>(
         return Ok(None);
     }
     let comps = normalize_entry_path(&raw).map_err(&unsafe_entry)?;
-    if comps.is_empty() {
+    let Some((base, parent)) = comps.split_last() else {
         return Ok(None); // "./" itself
+    };
+    if parent.len() > ctx.limits.max_depth {
+        return Err(unsafe_entry(format!(
+            "nested deeper than {} directories ({} directories)",
+            ctx.limits.max_depth,
+            parent.len()
+        )));
     }
     // Whiteouts.
-    let base = comps[comps.len() - 1].as_str();
     if let Some(name) = base.strip_prefix(".wh.") {
-        let parent = &comps[..comps.len() - 1];
         if name == ".wh..opq" {
             remove_lower(ctx, parent, current, true)?;
         } else {
             let mut target = parent.to_vec();
-            target.push(name.to_string());
+            target.push(whiteout_target(name).map_err(&unsafe_entry)?.to_string());
             remove_lower(ctx, &target, current, false)?;
         }
         return Ok(None);
@@ -275,22 +378,17 @@ fn unpack_entry<R: Read>(
     }
     let target = ctx.dest.join(rel.join("/"));
     prepare_parents(ctx, &rel).map_err(&unsafe_entry)?;
+    let to = Target {
+        rel: &rel,
+        path: &target,
+    };
     match kind {
-        tar::EntryType::Directory => match fs::symlink_metadata(&target) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                remove_any(&target).map_err(|e| ImageError::io(image, &target, e))?;
-                fs::create_dir(&target).map_err(|e| ImageError::io(image, &target, e))?;
-            }
-            Err(_) => {
-                fs::create_dir(&target).map_err(|e| ImageError::io(image, &target, e))?;
-            }
-        },
+        tar::EntryType::Directory => write_dir(ctx, to)?,
         tar::EntryType::Regular | tar::EntryType::Continuous => {
-            write_file(ctx, layer, entry, &target, &raw)?;
+            write_file(ctx, layer, entry, to, &raw)?;
         }
-        tar::EntryType::Symlink => write_symlink(ctx, entry, &comps, &target, &unsafe_entry)?,
-        tar::EntryType::Link => write_hard_link(ctx, entry, &target, &unsafe_entry)?,
+        tar::EntryType::Symlink => write_symlink(ctx, entry, &comps, to, &unsafe_entry)?,
+        tar::EntryType::Link => write_hard_link(ctx, entry, to, &unsafe_entry)?,
         tar::EntryType::Char | tar::EntryType::Block => {
             return Err(unsafe_entry("device files are not allowed".into()));
         }
@@ -309,25 +407,80 @@ fn unpack_entry<R: Read>(
     Ok(Some(rel))
 }
 
+/// Where an entry is written: its path relative to `dest`, and on disk.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    rel: &'a [String],
+    path: &'a Path,
+}
+
+/// The name a whiteout `.wh.<name>` removes: one plain file name. `.`, `..` and an
+/// empty name would remove the whiteout's own directory or the one above it
+/// (`unpack_tests::whiteouts_of_dot_dot_dot_and_empty_names_are_refused`).
+fn whiteout_target(name: &str) -> Result<&str, String> {
+    match name {
+        "" => Err("whiteout without a name to remove".to_string()),
+        "." | ".." => Err(format!(
+            "whiteout of {name:?} would remove a directory, not an entry in it"
+        )),
+        n if n.contains('/') || n.contains('\0') => {
+            Err("whiteout name contains a slash or NUL".to_string())
+        }
+        n => Ok(n),
+    }
+}
+
+/// At most 256 bytes of `s` (on a character boundary) for messages: entry names and
+/// link targets come from the image and may be kilobytes long.
+fn shorten(s: &str) -> String {
+    const MAX: usize = 256;
+    if s.len() <= MAX {
+        return s.to_string();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &s[..end], s.len())
+}
+
+/// A directory entry: kept if it exists as a directory, else created (replacing
+/// what is there).
+fn write_dir(ctx: &mut Ctx<'_>, to: Target<'_>) -> Result<(), ImageError> {
+    let image = ctx.image;
+    let io = |e| ImageError::io(image, to.path, e);
+    match fs::symlink_metadata(to.path) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            forget_and_remove(ctx, to).map_err(io)?;
+            fs::create_dir(to.path).map_err(io)?;
+        }
+        Err(_) => fs::create_dir(to.path).map_err(io)?,
+    }
+    ctx.dirs.insert(to.rel);
+    Ok(())
+}
+
 /// A regular file, within the per-file and expanded-size limits; mode 0755 or 0644.
 fn write_file<R: Read>(
-    ctx: &Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     layer: &LayerFile,
     entry: &mut tar::Entry<'_, R>,
-    target: &Path,
+    to: Target<'_>,
     raw: &str,
 ) -> Result<(), ImageError> {
     let image = ctx.image;
+    let target = to.path;
     let size = entry.header().size().map_err(|e| read_err(ctx, layer, e))?;
     if size > ctx.limits.max_file_bytes {
         return Err(limit(
             ctx,
             layer,
-            &format!("file {raw:?} ({size} bytes)"),
+            &format!("file {:?} ({size} bytes)", shorten(raw)),
             ctx.limits.max_file_bytes,
         ));
     }
-    remove_existing(target).map_err(|e| ImageError::io(image, target, e))?;
+    remove_existing(ctx, to).map_err(|e| ImageError::io(image, target, e))?;
     let mut out = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -359,51 +512,55 @@ fn link_name<R: Read>(entry: &tar::Entry<'_, R>) -> String {
 
 /// A symlink whose target stays inside the extracted directory.
 fn write_symlink<R: Read>(
-    ctx: &Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     entry: &tar::Entry<'_, R>,
     comps: &[String],
-    target: &Path,
+    to: Target<'_>,
     unsafe_entry: &dyn Fn(String) -> ImageError,
 ) -> Result<(), ImageError> {
     let image = ctx.image;
+    let target = to.path;
     let link = link_name(entry);
     let resolved = resolve_symlink(comps, &link).map_err(unsafe_entry)?;
     if !resolved.starts_with(ctx.subdir) {
         return Err(unsafe_entry(format!(
-            "symlink target {link:?} points outside the extracted directory"
+            "symlink target {:?} points outside the extracted directory",
+            shorten(&link)
         )));
     }
-    remove_existing(target).map_err(|e| ImageError::io(image, target, e))?;
+    remove_existing(ctx, to).map_err(|e| ImageError::io(image, target, e))?;
     std::os::unix::fs::symlink(&link, target).map_err(|e| ImageError::io(image, target, e))
 }
 
 /// A hard link to a regular file extracted earlier inside the extracted directory.
 fn write_hard_link<R: Read>(
-    ctx: &Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     entry: &tar::Entry<'_, R>,
-    target: &Path,
+    to: Target<'_>,
     unsafe_entry: &dyn Fn(String) -> ImageError,
 ) -> Result<(), ImageError> {
     let image = ctx.image;
+    let target = to.path;
     let link = link_name(entry);
+    let shown = shorten(&link);
     let lcomps = normalize_entry_path(&link)
-        .map_err(|r| unsafe_entry(format!("hard link target {link:?}: {r}")))?;
+        .map_err(|r| unsafe_entry(format!("hard link target {shown:?}: {r}")))?;
     if lcomps.is_empty() || !lcomps.starts_with(ctx.subdir) {
         return Err(unsafe_entry(format!(
-            "hard link target {link:?} is outside the extracted directory"
+            "hard link target {shown:?} is outside the extracted directory"
         )));
     }
     let lrel = &lcomps[ctx.subdir.len()..];
     let src = ctx.dest.join(lrel.join("/"));
-    match fs::symlink_metadata(&src) {
-        Ok(m) if m.is_file() && !lrel.is_empty() && parents_are_dirs(ctx.dest, lrel) => {}
-        _ => {
-            return Err(unsafe_entry(format!(
-                "hard link target {link:?} is not a regular file extracted earlier"
-            )));
-        }
+    let regular = !lrel.is_empty()
+        && parents_are_dirs(ctx, lrel)
+        && fs::symlink_metadata(&src).is_ok_and(|m| m.is_file());
+    if !regular {
+        return Err(unsafe_entry(format!(
+            "hard link target {shown:?} is not a regular file extracted earlier"
+        )));
     }
-    remove_existing(target).map_err(|e| ImageError::io(image, target, e))?;
+    remove_existing(ctx, to).map_err(|e| ImageError::io(image, target, e))?;
     fs::hard_link(&src, target).map_err(|e| ImageError::io(image, target, e))
 }
 
@@ -439,15 +596,19 @@ fn limit(ctx: &Ctx<'_>, layer: &LayerFile, what: &str, limit: u64) -> ImageError
 }
 
 /// Make sure every ancestor of `rel` inside `dest` is a real directory (creating
-/// missing ones, replacing files); refuse to pass through a symlink.
-fn prepare_parents(ctx: &Ctx<'_>, rel: &[String]) -> Result<(), String> {
+/// missing ones, replacing files); refuse to pass through a symlink. Ancestors
+/// already known as directories are not looked at again.
+fn prepare_parents(ctx: &mut Ctx<'_>, rel: &[String]) -> Result<(), String> {
+    let parents = &rel[..rel.len().saturating_sub(1)];
+    let known = ctx.dirs.member_prefix(parents);
     let mut p = ctx.dest.to_path_buf();
-    for c in &rel[..rel.len().saturating_sub(1)] {
+    p.extend(&parents[..known]);
+    for (i, c) in parents.iter().enumerate().skip(known) {
         p.push(c);
         match fs::symlink_metadata(&p) {
             Ok(m) if m.is_dir() => {}
             Ok(m) if m.file_type().is_symlink() => {
-                return Err(format!("path goes through the symlink {c:?}"));
+                return Err(format!("path goes through the symlink {:?}", shorten(c)));
             }
             Ok(_) => {
                 fs::remove_file(&p).map_err(|e| e.to_string())?;
@@ -455,6 +616,7 @@ fn prepare_parents(ctx: &Ctx<'_>, rel: &[String]) -> Result<(), String> {
             }
             Err(_) => fs::create_dir(&p).map_err(|e| e.to_string())?,
         }
+        ctx.dirs.insert(&parents[..=i]);
     }
     Ok(())
 }
@@ -462,9 +624,9 @@ fn prepare_parents(ctx: &Ctx<'_>, rel: &[String]) -> Result<(), String> {
 /// Apply a whiteout at image path `target`: remove it (or, for an opaque marker,
 /// its children) from lower layers, keeping what the current layer created.
 fn remove_lower(
-    ctx: &Ctx<'_>,
+    ctx: &mut Ctx<'_>,
     target: &[String],
-    current: &HashSet<Vec<String>>,
+    current: &PathTree,
     children_only: bool,
 ) -> Result<(), ImageError> {
     let image = ctx.image;
@@ -484,13 +646,17 @@ fn remove_lower(
             return Ok(());
         }
         let p = ctx.dest.join(rel.join("/"));
-        if parents_are_dirs(ctx.dest, &rel) && fs::symlink_metadata(&p).is_ok() {
-            remove_any(&p).map_err(|e| ImageError::io(image, &p, e))?;
+        if parents_are_dirs(ctx, &rel) && fs::symlink_metadata(&p).is_ok() {
+            let to = Target {
+                rel: &rel,
+                path: &p,
+            };
+            forget_and_remove(ctx, to).map_err(|e| ImageError::io(image, &p, e))?;
         }
         return Ok(());
     }
     let dir = ctx.dest.join(rel.join("/"));
-    if !parents_are_dirs(ctx.dest, &rel) {
+    if !parents_are_dirs(ctx, &rel) {
         return Ok(());
     }
     match fs::symlink_metadata(&dir) {
@@ -502,41 +668,56 @@ fn remove_lower(
         let child = child.map_err(|e| ImageError::io(image, &dir, e))?;
         let mut crel = rel.clone();
         crel.push(child.file_name().to_string_lossy().into_owned());
-        if current.iter().any(|c| c.starts_with(&crel)) {
+        if current.covers(&crel) {
             continue; // created (or contains something created) by this layer
         }
         let p = child.path();
-        remove_any(&p).map_err(|e| ImageError::io(image, &p, e))?;
+        let to = Target {
+            rel: &crel,
+            path: &p,
+        };
+        forget_and_remove(ctx, to).map_err(|e| ImageError::io(image, &p, e))?;
     }
     Ok(())
 }
 
-/// True if `dest/rel[..n-1]` (and `rel` itself when it is a dir) are real directories.
-fn parents_are_dirs(dest: &Path, rel: &[String]) -> bool {
-    let mut p = dest.to_path_buf();
-    for c in &rel[..rel.len().saturating_sub(1)] {
+/// True if the ancestors of `rel` inside `dest` are real directories (remembering
+/// those it checks).
+fn parents_are_dirs(ctx: &mut Ctx<'_>, rel: &[String]) -> bool {
+    let parents = &rel[..rel.len().saturating_sub(1)];
+    let known = ctx.dirs.member_prefix(parents);
+    let mut p = ctx.dest.to_path_buf();
+    p.extend(&parents[..known]);
+    for (i, c) in parents.iter().enumerate().skip(known) {
         p.push(c);
         match fs::symlink_metadata(&p) {
-            Ok(m) if m.is_dir() => {}
+            Ok(m) if m.is_dir() => ctx.dirs.insert(&parents[..=i]),
             _ => return false,
         }
     }
     true
 }
 
-fn remove_any(p: &Path) -> io::Result<()> {
-    let m = fs::symlink_metadata(p)?;
+/// Removes what is at `to` (a whole directory tree, a file or a link) and forgets
+/// the directories it held.
+fn forget_and_remove(ctx: &mut Ctx<'_>, to: Target<'_>) -> io::Result<()> {
+    ctx.dirs.remove(to.rel);
+    let m = fs::symlink_metadata(to.path)?;
     if m.is_dir() {
-        fs::remove_dir_all(p)
+        fs::remove_dir_all(to.path)
     } else {
-        fs::remove_file(p)
+        fs::remove_file(to.path)
     }
 }
 
-fn remove_existing(p: &Path) -> io::Result<()> {
-    match fs::symlink_metadata(p) {
-        Ok(_) => remove_any(p),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+/// [`forget_and_remove`] if anything is at `to`.
+fn remove_existing(ctx: &mut Ctx<'_>, to: Target<'_>) -> io::Result<()> {
+    match fs::symlink_metadata(to.path) {
+        Ok(_) => forget_and_remove(ctx, to),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            ctx.dirs.remove(to.rel);
+            Ok(())
+        }
         Err(e) => Err(e),
     }
 }

@@ -521,6 +521,7 @@ async fn fail(
                         | ImageError::DirectoryMissing { .. }
                         | ImageError::UnsafeEntry { .. }
                         | ImageError::LimitExceeded { .. }
+                        | ImageError::ManifestTooLarge { .. }
                         | ImageError::Unsupported { .. }
                 ),
         ),
