@@ -103,6 +103,15 @@ pub async fn crd_upgrade_safety(
             .as_str()
             .unwrap_or_default()
             .to_string();
+        let nodes = crd_safety::schema_nodes(obj);
+        if nodes > crd_safety::MAX_SCHEMA_NODES {
+            let message = crd_safety::CrdInputError::TooLarge {
+                name: crd.clone(),
+                nodes,
+            }
+            .to_string();
+            return Err(PreflightError::RenderedCrd { crd, message });
+        }
         let live = match crds.get_opt(&crd).await {
             Ok(Some(live)) => live,
             Ok(None) => continue,

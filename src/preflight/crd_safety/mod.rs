@@ -11,6 +11,8 @@
 //! (non-terminal) Progressing/Retrying message, `Warn` must still be logged and emitted as
 //! a Warning Event. A CRD that does not exist yet passes without a check.
 
+#[cfg(test)]
+mod hostile_tests;
 mod parse;
 mod schema;
 #[cfg(test)]
@@ -19,16 +21,24 @@ mod tests;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionVersion, JSONSchemaProps,
 };
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-pub use parse::{CrdInputError, parse_crd};
+pub use parse::{CrdInputError, MAX_SCHEMA_NODES, parse_crd, schema_nodes};
 pub use schema::MAX_DEPTH;
 
 /// Upper bound of a joined message (the Kubernetes condition message limit).
 pub const MESSAGE_LIMIT: usize = 32 * 1024;
 /// Upper bound of one finding inside a joined message (huge enum lists, long CEL rules).
 const FINDING_LIMIT: usize = 4 * 1024;
+
+/// Most served versions whose schemas are compared with each other. Every pair is a
+/// whole-schema comparison (twice, with the ratchet), so the cost grows with the square of
+/// the count: 10,000 tiny versions are 50 million comparisons, and as many findings when
+/// each version differs. Real CRDs serve fewer than ten versions. Above the limit the
+/// pairs are not compared and one fail-closed `unhandled` finding says so
+/// (`hostile_tests::many_served_versions_are_not_compared_pairwise`).
+pub const MAX_SERVED_VERSIONS: usize = 64;
 
 /// The validator that produced a finding. Names follow docs/crd-upgrade-safety.md §6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -280,8 +290,9 @@ pub fn check_with_stored_versions(
 
     let new_names: HashSet<&str> = new.spec.versions.iter().map(|v| v.name.as_str()).collect();
     let mut removed: Vec<&str> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
     for v in stored {
-        if !new_names.contains(v.as_str()) && !removed.contains(&v.as_str()) {
+        if !new_names.contains(v.as_str()) && seen.insert(v.as_str()) {
             removed.push(v);
         }
     }
@@ -295,11 +306,13 @@ pub fn check_with_stored_versions(
     }
 
     // Same version, old schema → new schema.
+    let stored_set: HashSet<&str> = stored.iter().map(String::as_str).collect();
+    let live_versions = versions_by_name(live);
     for nv in &new.spec.versions {
-        let Some(ov) = live.spec.versions.iter().find(|v| v.name == nv.name) else {
+        let Some(ov) = live_versions.get(nv.name.as_str()) else {
             continue;
         };
-        if !nv.served && !stored.contains(&nv.name) {
+        if !nv.served && !stored_set.contains(nv.name.as_str()) {
             continue; // nobody can read or has written objects of this version
         }
         for r in schema::diff(schema_of(ov), schema_of(nv)) {
@@ -333,7 +346,19 @@ fn served_pair_findings(
     if !webhook {
         let mut served: Vec<&CustomResourceDefinitionVersion> =
             new.spec.versions.iter().filter(|v| v.served).collect();
+        if served.len() > MAX_SERVED_VERSIONS {
+            let finding = schema::RawFinding {
+                path: String::new(),
+                rule: Rule::Unhandled,
+                detail: format!(
+                    "{} served versions: more than {MAX_SERVED_VERSIONS} are not compared with each other (fail-closed); serve fewer versions",
+                    served.len()
+                ),
+            };
+            return vec![(Location::Crd, finding)];
+        }
         served.sort_by_key(|v| version_priority(&v.name));
+        let live_versions = versions_by_name(live);
         for (i, a) in served.iter().enumerate() {
             for b in &served[i + 1..] {
                 let raw = schema::diff(schema_of(a), schema_of(b));
@@ -341,8 +366,8 @@ fn served_pair_findings(
                     continue;
                 }
                 // Ratchet: problems the live CRD already had between the same pair stay.
-                let old_a = live.spec.versions.iter().find(|v| v.name == a.name);
-                let old_b = live.spec.versions.iter().find(|v| v.name == b.name);
+                let old_a = live_versions.get(a.name.as_str());
+                let old_b = live_versions.get(b.name.as_str());
                 let before: HashSet<schema::RawFinding> = match (old_a, old_b) {
                     (Some(x), Some(y)) => schema::diff(schema_of(x), schema_of(y))
                         .into_iter()
@@ -362,6 +387,18 @@ fn served_pair_findings(
         }
     }
     out
+}
+
+/// The versions of `crd` by name; the first of a repeated name, as a search in order would
+/// find it (a map, because the number of versions is not bounded).
+fn versions_by_name(
+    crd: &CustomResourceDefinition,
+) -> HashMap<&str, &CustomResourceDefinitionVersion> {
+    let mut by_name = HashMap::new();
+    for v in &crd.spec.versions {
+        by_name.entry(v.name.as_str()).or_insert(v);
+    }
+    by_name
 }
 
 fn schema_of(v: &CustomResourceDefinitionVersion) -> &JSONSchemaProps {

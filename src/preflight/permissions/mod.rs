@@ -12,14 +12,22 @@
 //! `update` on `clusterextensions/finalizers` for the extension's name (ownerReferences
 //! with blockOwnerDeletion). For every bundled ClusterRole/Role the account must either
 //! hold every permission it grants, or have both `bind` and `escalate` on it by name.
+//! A bundled role's rules are expanded into permissions only within the limits of
+//! [`rules`] ([`MAX_RULE_PERMISSIONS`], [`MAX_BUNDLED_PERMISSIONS`]); a larger role can
+//! only be covered by `bind` and `escalate`.
 
 pub mod rbac;
+mod rules;
 mod sar;
 
 pub use crate::kinds::{ResourceInfo, ResourceMap, guess_plural, split_api_version};
+pub use rules::{ExpansionError, MAX_BUNDLED_PERMISSIONS, MAX_RULE_PERMISSIONS};
 pub use sar::{DEFAULT_CONCURRENCY, EvaluateError, evaluate, preflight};
 
 use crate::kinds::kind_of;
+use rules::bounded_rule_permissions;
+#[cfg(test)]
+use rules::rule_permissions;
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,6 +54,9 @@ pub enum PermissionError {
         name: String,
         api_version: String,
     },
+    /// A bundled role too large to list its grants (`olmv1 rbac --bundled-rbac include`).
+    #[error(transparent)]
+    TooLarge(#[from] ExpansionError),
 }
 
 /// One atomic permission (a SubjectAccessReview's attributes).
@@ -193,6 +204,10 @@ pub struct BundledRole {
     pub name: String,
     pub grants: BTreeSet<Permission>,
     pub bind_escalate: [Permission; 2],
+    /// Set when the role's rules stand for more permissions than the limits of
+    /// [`rules`] allow: `grants` is then empty (not expanded) and only `bind_escalate`
+    /// can cover the role.
+    pub unexpanded: Option<ExpansionError>,
 }
 
 /// Everything the installer account needs.
@@ -228,9 +243,31 @@ impl Requirements {
             if role.bind_escalate.iter().all(&allowed) {
                 continue;
             }
+            if role.unexpanded.is_some() {
+                // Fail closed: the grants were not expanded, so bind+escalate is missing.
+                missing.extend(role.bind_escalate.iter().filter(|p| !allowed(p)).cloned());
+            }
             missing.extend(role.grants.iter().filter(|p| !allowed(p)).cloned());
         }
         missing
+    }
+
+    /// The first bundled role too large to check grant by grant whose bind+escalate is
+    /// not allowed either: why the preflight refuses instead of listing permissions.
+    pub fn too_large(&self, allowed: impl Fn(&Permission) -> bool) -> Option<&ExpansionError> {
+        self.roles
+            .iter()
+            .filter(|r| !r.bind_escalate.iter().all(&allowed))
+            .find_map(|r| r.unexpanded.as_ref())
+    }
+}
+
+/// `ClusterRole "name"` or `Role "namespace/name"`, as errors name a bundled role.
+fn role_label(kind: &str, namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        format!("{kind} {name:?}")
+    } else {
+        format!("{kind} \"{namespace}/{name}\"")
     }
 }
 
@@ -253,11 +290,21 @@ pub fn requirements(objects: &[Value], infos: &[ObjectInfo], extension: &str) ->
             req.required.insert(info.permission("", verb));
         }
     }
+    let mut budget = MAX_BUNDLED_PERMISSIONS;
     for (obj, info) in objects.iter().zip(infos) {
         if info.group != RBAC_GROUP || !(info.kind == "ClusterRole" || info.kind == "Role") {
             continue;
         }
-        let grants = rule_permissions(obj.get("rules"), &info.namespace);
+        let label = role_label(&info.kind, &info.namespace, &info.name);
+        let (grants, unexpanded) = match bounded_rule_permissions(
+            obj.get("rules"),
+            &info.namespace,
+            &label,
+            &mut budget,
+        ) {
+            Ok(grants) => (grants, None),
+            Err(e) => (BTreeSet::new(), Some(e)),
+        };
         let on = |verb: &str| {
             Permission::resource(
                 &info.namespace,
@@ -273,6 +320,7 @@ pub fn requirements(objects: &[Value], infos: &[ObjectInfo], extension: &str) ->
             name: info.name.clone(),
             grants,
             bind_escalate: [on("bind"), on("escalate")],
+            unexpanded,
         });
     }
     req
@@ -287,52 +335,6 @@ pub fn add_deletions(req: &mut Requirements, infos: &[ObjectInfo]) {
             req.required.insert(info.permission(&info.name, verb));
         }
     }
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Expands RBAC `rules` (PolicyRule JSON) into atomic permissions in `namespace`.
-pub fn rule_permissions(rules: Option<&Value>, namespace: &str) -> BTreeSet<Permission> {
-    let mut out = BTreeSet::new();
-    let Some(rules) = rules.and_then(Value::as_array) else {
-        return out;
-    };
-    for rule in rules {
-        let verbs = strings(rule.get("verbs"));
-        let groups = strings(rule.get("apiGroups"));
-        let resources = strings(rule.get("resources"));
-        let names = strings(rule.get("resourceNames"));
-        let names = if names.is_empty() {
-            vec![String::new()]
-        } else {
-            names
-        };
-        for verb in &verbs {
-            for group in &groups {
-                for resource in &resources {
-                    for name in &names {
-                        out.insert(Permission::resource(namespace, group, resource, name, verb));
-                    }
-                }
-            }
-            for path in strings(rule.get("nonResourceURLs")) {
-                out.insert(Permission::NonResource {
-                    path,
-                    verb: verb.clone(),
-                });
-            }
-        }
-    }
-    out
 }
 
 /// First line of the missing-permissions message (docs/installer-permissions.md §7).
@@ -373,17 +375,29 @@ pub fn missing_lines(missing: &BTreeSet<Permission>) -> Vec<String> {
     lines
 }
 
+/// Most lines of the missing-permissions message; the rest are counted in a last line
+/// `… and N more`. The condition message is cut at 32 KiB (`crate::api::conditions`) and
+/// a line takes at least 45 bytes, so more than ~730 lines are never shown anyway; the
+/// cap keeps a hostile bundle from building a message of many MB for logs and Events.
+pub const MAX_MISSING_LINES: usize = 1000;
+
 /// The whole message, or `None` when nothing is missing.
 pub fn missing_message(missing: &BTreeSet<Permission>) -> Option<String> {
     if missing.is_empty() {
         return None;
     }
     let mut msg = MISSING_HEADER.to_owned();
-    for line in missing_lines(missing) {
+    let lines = missing_lines(missing);
+    for line in lines.iter().take(MAX_MISSING_LINES) {
         let _ = write!(msg, "\n  {line}");
+    }
+    if lines.len() > MAX_MISSING_LINES {
+        let _ = write!(msg, "\n  … and {} more", lines.len() - MAX_MISSING_LINES);
     }
     Some(msg)
 }
 
+#[cfg(test)]
+mod hostile_tests;
 #[cfg(test)]
 mod tests;

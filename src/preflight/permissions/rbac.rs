@@ -69,7 +69,7 @@ pub fn generated_permissions(
     let req = requirements(objects, &infos, extension);
     let mut perms = cluster_wide(&req.required);
     for role in &req.roles {
-        perms.extend(role_cover(role, mode));
+        perms.extend(role_cover(role, mode)?);
     }
     // A binding to a role that is not part of the bundle: `bind` on that role.
     let bundled: BTreeSet<(&str, &str)> = req
@@ -100,10 +100,18 @@ pub fn generated_permissions(
     Ok(drop_covered(perms))
 }
 
-fn role_cover(role: &BundledRole, mode: BundledRbac) -> BTreeSet<Permission> {
-    match mode {
-        BundledRbac::Include => cluster_wide(&role.grants),
-        BundledRbac::BindEscalate => cluster_wide(&role.bind_escalate.iter().cloned().collect()),
+/// What covers a bundled role in `mode`; including the grants of a role too large to
+/// expand ([`BundledRole::unexpanded`]) is refused.
+fn role_cover(
+    role: &BundledRole,
+    mode: BundledRbac,
+) -> Result<BTreeSet<Permission>, PermissionError> {
+    match (mode, &role.unexpanded) {
+        (BundledRbac::Include, Some(e)) => Err(e.clone().into()),
+        (BundledRbac::Include, None) => Ok(cluster_wide(&role.grants)),
+        (BundledRbac::BindEscalate, _) => {
+            Ok(cluster_wide(&role.bind_escalate.iter().cloned().collect()))
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Evaluating [`Requirements`] for a ServiceAccount with SubjectAccessReviews sent by the
 //! controller's own identity, many in flight at once.
 
-use super::{Permission, Requirements, missing_message};
+use super::{ExpansionError, Permission, Requirements, missing_message};
 use futures::FutureExt;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::authorization::v1::{
@@ -19,6 +19,10 @@ pub enum EvaluateError {
     /// The account lacks permissions; the message is that of docs/installer-permissions.md §7.3, one line per rule.
     #[error("{0}")]
     Missing(String),
+    /// A bundled role too large to check grant by grant, and the account lacks bind and
+    /// escalate on it (see [`super::rules`]).
+    #[error(transparent)]
+    TooLarge(#[from] ExpansionError),
     #[error("checking permissions of {user}: creating a SubjectAccessReview: {source}")]
     Review {
         user: String,
@@ -125,7 +129,9 @@ async fn review_all(
 /// Evaluates `req` for the ServiceAccount `namespace/name` with at most `concurrency`
 /// SubjectAccessReviews in flight; returns the missing permissions (empty = all held).
 /// Two rounds: unnamed checks first (an account holding a verb on a whole resource needs
-/// no per-name checks), then the named checks that are still open.
+/// no per-name checks), then the named checks that are still open. A bundled role too
+/// large to check grant by grant ([`super::rules`]) without bind+escalate on it is
+/// [`EvaluateError::TooLarge`].
 pub async fn evaluate(
     client: &kube::Client,
     namespace: &str,
@@ -161,6 +167,9 @@ pub async fn evaluate(
         results.get(p).copied().unwrap_or(false)
             || unnamed(p).is_some_and(|u| results.get(&u).copied().unwrap_or(false))
     };
+    if let Some(e) = req.too_large(&allowed) {
+        return Err(EvaluateError::TooLarge(e.clone()));
+    }
     Ok(req.missing(allowed))
 }
 
