@@ -463,7 +463,7 @@ async fn hostile_inputs_do_not_delay_ten_healthy_extensions() {
         "{p:?}"
     );
     assert!(p.message.contains(&slow_image), "{}", p.message);
-    let wide = wait_progressing_message(&api, &hostile[1], "pre-authorization failed").await;
+    let wide = wait_progressing_message(&api, &hostile[1], "rule expands to more than").await;
     let p = condition(&wide, "Progressing").expect("Progressing");
     assert!(
         p.message.len() < 64 << 10,

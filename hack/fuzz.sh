@@ -25,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets_all=(fbc_parse bundle_load bundle_yaml unpack_layer image_reference version_range crd_compare catalog_query)
+targets_all=(fbc_parse bundle_load bundle_yaml unpack_layer image_reference version_range crd_compare catalog_query permissions index_ignore)
 mode=fuzz
 seconds=60
 case "${1:-}" in

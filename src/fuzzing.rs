@@ -23,6 +23,8 @@ pub const TARGETS: &[Target] = &[
     ("version_range", version_range),
     ("crd_compare", crd_compare),
     ("catalog_query", catalog_query),
+    ("permissions", permissions),
+    ("index_ignore", index_ignore),
 ];
 
 fn scratch_base() -> Option<&'static std::path::PathBuf> {
@@ -393,4 +395,66 @@ pub fn catalog_query(data: &[u8]) {
         assert!(!status.is_server_error(), "{text:?} -> {status}");
         assert!(body.is_ok(), "{text:?}: body failed");
     });
+}
+
+/// The permission preflight's pure part (docs/installer-permissions.md): the input is a
+/// JSON array of manifests (or one YAML stream); their requirements — bundled roles sized
+/// before they are expanded — and the missing-permissions message for an account that
+/// holds nothing. Invariants: the message lists at most
+/// [`crate::preflight::permissions::MAX_MISSING_LINES`] permissions, and a role refused
+/// as too large is never reported as covered.
+pub fn permissions(data: &[u8]) {
+    use crate::preflight::permissions::{
+        MAX_MISSING_LINES, ResourceMap, describe, missing_message, requirements,
+    };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let objects: Vec<serde_json::Value> = match serde_json::from_str(text) {
+        Ok(serde_json::Value::Array(items)) => items,
+        _ => match crate::yaml::from_multiple(text, serde_saphyr::Options::default()) {
+            Ok(docs) => docs,
+            Err(_) => return,
+        },
+    };
+    let map = ResourceMap::offline(&objects);
+    let Ok(infos) = describe(&objects, &map) else {
+        return;
+    };
+    let req = requirements(&objects, &infos, "fuzz");
+    let missing = req.missing(|_| false);
+    if let Some(message) = missing_message(&missing) {
+        assert!(
+            message.lines().count() <= MAX_MISSING_LINES + 2,
+            "the missing-permissions message is not capped"
+        );
+    }
+    assert!(
+        req.too_large(|_| true).is_none(),
+        "bind and escalate on every role must cover a role too large to expand"
+    );
+}
+
+/// `.indexignore` matching (docs/catalogs.md): the input is an `.indexignore` file, a
+/// line `====`, then one catalog-relative path a line (a trailing `/` marks a
+/// directory). Invariant: matching is a function of the path (the same answer twice).
+pub fn index_ignore(data: &[u8]) {
+    use crate::fbc::ignore::{IgnoreFile, IgnoreStack};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let (patterns, paths) = text.split_once("\n====\n").unwrap_or((text, ""));
+    let Ok(file) = IgnoreFile::parse(patterns) else {
+        return;
+    };
+    let mut stack = IgnoreStack::default();
+    stack.push("", file);
+    for line in paths.lines().filter(|l| !l.is_empty()) {
+        let (path, is_dir) = match line.strip_suffix('/') {
+            Some(dir) => (dir, true),
+            None => (line, false),
+        };
+        let first = stack.is_ignored(path, is_dir);
+        assert_eq!(first, stack.is_ignored(path, is_dir), "{path:?}");
+    }
 }

@@ -75,6 +75,49 @@ fn many_blobs(n: usize) -> Vec<u8> {
     s.into_bytes()
 }
 
+/// One ClusterRole whose one rule names `n` API groups, `n` resources and `n` verbs:
+/// `n`³ permissions if multiplied out, from an input of a few bytes per name.
+fn wide_rule(n: usize) -> Vec<u8> {
+    let list = |prefix: &str| {
+        (0..n)
+            .map(|i| format!("\"{prefix}{i}\""))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    format!(
+        r#"[{{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{{"name":"wide"}},"rules":[{{"apiGroups":[{}],"resources":[{}],"verbs":[{}]}}]}}]"#,
+        list("g"),
+        list("r"),
+        list("v")
+    )
+    .into_bytes()
+}
+
+/// One ClusterRole with `n` rules of one permission each.
+fn many_rules(n: usize) -> Vec<u8> {
+    let rules: Vec<String> = (0..n)
+        .map(|i| format!(r#"{{"apiGroups":["g{i}"],"resources":["r{i}"],"verbs":["get"]}}"#))
+        .collect();
+    format!(
+        r#"[{{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{{"name":"many"}},"rules":[{}]}}]"#,
+        rules.join(",")
+    )
+    .into_bytes()
+}
+
+/// An `.indexignore` of `n` patterns, matched against 100 paths.
+fn many_patterns(n: usize) -> Vec<u8> {
+    let mut s = String::new();
+    for i in 0..n {
+        s.push_str(&format!("dir{i}/**/*.json\n"));
+    }
+    s.push_str("====\n");
+    for i in 0..100 {
+        s.push_str(&format!("pkg{i}/catalog.json\n"));
+    }
+    s.into_bytes()
+}
+
 fn families() -> Vec<Family> {
     vec![
         Family {
@@ -88,6 +131,24 @@ fn families() -> Vec<Family> {
             generate: any_of_crds,
             target: olmv1::fuzzing::crd_compare,
             sizes: (400, 1600),
+        },
+        Family {
+            name: "permissions/wide-rule",
+            generate: wide_rule,
+            target: olmv1::fuzzing::permissions,
+            sizes: (20, 80),
+        },
+        Family {
+            name: "permissions/many-rules",
+            generate: many_rules,
+            target: olmv1::fuzzing::permissions,
+            sizes: (2000, 8000),
+        },
+        Family {
+            name: "index_ignore/many-patterns",
+            generate: many_patterns,
+            target: olmv1::fuzzing::index_ignore,
+            sizes: (1000, 4000),
         },
         Family {
             name: "fbc_parse/many-blobs",
