@@ -388,7 +388,11 @@ async fn hostile_inputs_do_not_delay_ten_healthy_extensions() {
         let mut published = Vec::new();
         let mut rendered = Vec::new();
         for version in ["1.0.0", "1.1.0"] {
-            let spec = BundleSpec::new(&package, version);
+            let mut spec = BundleSpec::new(&package, version);
+            // The upgrade edge: 1.1.0 replaces 1.0.0.
+            spec.replaces = published
+                .last()
+                .map(|(previous, _): &(BundleSpec, String)| previous.bundle_name());
             let image = bundles::push_bundle(&spec).await;
             rendered.push(bundles::render(&spec, &ns));
             published.push((spec, image));

@@ -23,9 +23,6 @@ const MAX_EXCESS: f64 = 2.0;
 const TIME_FLOOR: Duration = Duration::from_millis(60);
 /// Below this a memory growth is noise (allocator arenas, lazily touched pages).
 const MEMORY_FLOOR_KIB: u64 = 8 << 10;
-/// Absolute bound on the memory one input may take: this much per input byte, plus
-/// [`MEMORY_FLOOR_KIB`].
-const MEMORY_PER_INPUT_BYTE: u64 = 48;
 
 /// A hostile family: a name, a generator of the input of size `n`, the fuzz target body
 /// it is fed to, and the two sizes measured.
@@ -34,6 +31,9 @@ struct Family {
     generate: fn(usize) -> Vec<u8>,
     target: fn(&[u8]),
     sizes: (usize, usize),
+    /// Absolute bound on the memory one input may take: this much per input byte, plus
+    /// [`MEMORY_FLOOR_KIB`].
+    memory_per_byte: u64,
 }
 
 /// One chain of `n` directories with `n` files at its bottom, as one tar layer. An
@@ -125,36 +125,44 @@ fn families() -> Vec<Family> {
             generate: deep_tree_layer,
             target: olmv1::fuzzing::unpack_layer,
             sizes: (60, 240),
+            memory_per_byte: 48,
         },
         Family {
             name: "crd_compare/any-of-lengths",
             generate: any_of_crds,
+            // The comparison reads typed schemas (k8s-openapi's JSONSchemaProps, about
+            // 2 KiB a node), bounded by crd_safety's MAX_SCHEMA_NODES.
             target: olmv1::fuzzing::crd_compare,
             sizes: (400, 1600),
+            memory_per_byte: 256,
         },
         Family {
             name: "permissions/wide-rule",
             generate: wide_rule,
             target: olmv1::fuzzing::permissions,
             sizes: (20, 80),
+            memory_per_byte: 64,
         },
         Family {
             name: "permissions/many-rules",
             generate: many_rules,
             target: olmv1::fuzzing::permissions,
             sizes: (2000, 8000),
+            memory_per_byte: 64,
         },
         Family {
             name: "index_ignore/many-patterns",
             generate: many_patterns,
             target: olmv1::fuzzing::index_ignore,
             sizes: (1000, 4000),
+            memory_per_byte: 48,
         },
         Family {
             name: "fbc_parse/many-blobs",
             generate: many_blobs,
             target: olmv1::fuzzing::fbc_parse,
             sizes: (1000, 4000),
+            memory_per_byte: 48,
         },
     ]
 }
@@ -273,7 +281,7 @@ fn judge(family: &Family, small: Cost, big: Cost) -> Option<String> {
         big.memory_kib as f64,
         MEMORY_FLOOR_KIB as f64,
     );
-    let bound_kib = MEMORY_FLOOR_KIB + MEMORY_PER_INPUT_BYTE * big.input_bytes as u64 / 1024;
+    let bound_kib = MEMORY_FLOOR_KIB + family.memory_per_byte * big.input_bytes as u64 / 1024;
     let mut why = Vec::new();
     if time > MAX_EXCESS {
         why.push(format!(
