@@ -241,7 +241,7 @@ fn catalog_with_ignore(patterns: usize) -> tempfile::TempDir {
     let src = tempfile::tempdir().unwrap();
     std::fs::write(src.path().join("catalog.json"), GOOD).unwrap();
     let text: String = (0..patterns)
-        .map(|i| format!("nomatch-{i}-*.json\n"))
+        .map(|i| format!("x{i}-*\n"))
         .collect();
     std::fs::write(src.path().join(".indexignore"), text).unwrap();
     src
@@ -263,7 +263,11 @@ fn indexignore_with_too_many_patterns_is_refused_with_the_limit() {
         "{err}"
     );
     assert!(err.contains("max_ignore_patterns"), "{err}");
-    assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
     assert_previous_kept(root.path());
 }
 
@@ -295,7 +299,11 @@ fn indexignore_at_the_pattern_limit_is_matched_quickly() {
     let start = Instant::now();
     let v = super::validate_catalog(src.path(), &StoreOptions::default()).unwrap();
     assert_eq!(v.blobs, 3);
-    assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 /// Builds `levels` nested directories `d/d/…` under `root` (iteratively) and returns
@@ -345,8 +353,8 @@ fn directory_tree_at_the_depth_limit_is_read() {
     let deepest = nest(src.path(), 64);
     std::fs::write(deepest.join("c.json"), GOOD).unwrap();
     let path = src.path().to_path_buf();
-    let v = on_small_stack(move || super::validate_catalog(&path, &StoreOptions::default()))
-        .unwrap();
+    let v =
+        on_small_stack(move || super::validate_catalog(&path, &StoreOptions::default())).unwrap();
     assert_eq!(v.blobs, 3);
 }
 
@@ -387,7 +395,43 @@ fn json_nested_as_deep_as_go_allows_is_accepted() {
     let text = format!("{GOOD}{}", nested_blob(10_000));
     std::fs::write(src.path().join("catalog.json"), text).unwrap();
     let path = src.path().to_path_buf();
-    let v = on_small_stack(move || super::validate_catalog(&path, &StoreOptions::default()))
-        .unwrap();
+    let v =
+        on_small_stack(move || super::validate_catalog(&path, &StoreOptions::default())).unwrap();
     assert_eq!(v.blobs, 4);
+}
+
+/// One package, one channel naming `n` bundles, and the `n` tiny bundles.
+fn write_tiny_bundles(path: &Path, n: usize) {
+    use std::io::Write;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    writeln!(w, "{}", GOOD.lines().next().unwrap()).unwrap();
+    write!(
+        w,
+        "{{\"schema\":\"olm.channel\",\"name\":\"s\",\"package\":\"p\",\"entries\":["
+    )
+    .unwrap();
+    for i in 0..n {
+        write!(w, "{}{{\"name\":\"p.v{i}\"}}", if i > 0 { "," } else { "" }).unwrap();
+    }
+    writeln!(w, "]}}").unwrap();
+    for i in 0..n {
+        writeln!(w, "{{\"schema\":\"olm.bundle\",\"name\":\"p.v{i}\",\"package\":\"p\",\"properties\":[{{\"type\":\"olm.package\",\"value\":{{\"packageName\":\"p\",\"version\":\"0.{i}.0\"}}}}]}}").unwrap();
+    }
+    w.flush().unwrap();
+}
+
+/// A million tiny bundles (195 MB, within the 1 GiB size limit) used to cost 0.3–1 GB
+/// in `catalog validate`, `catalog packages` and `resolve`; past the blob limit the walk
+/// now stops. (`/work/hostile/fbc/gen-many-blobs.sh` writes the full-size catalog.)
+#[test]
+fn more_blobs_than_the_limit_are_refused() {
+    let src = tempfile::tempdir().unwrap();
+    write_tiny_bundles(&src.path().join("catalog.json"), 250_001);
+    let err = super::validate_catalog(src.path(), &StoreOptions::default()).unwrap_err();
+    assert!(matches!(err, FbcError::Limit { .. }), "{err}");
+    let err = err.to_string();
+    assert!(
+        err.contains("catalog.json:250001: catalog has more than 250000 blobs (limit max_blobs)"),
+        "{err}"
+    );
 }
