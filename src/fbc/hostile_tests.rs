@@ -240,9 +240,7 @@ fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 fn catalog_with_ignore(patterns: usize) -> tempfile::TempDir {
     let src = tempfile::tempdir().unwrap();
     std::fs::write(src.path().join("catalog.json"), GOOD).unwrap();
-    let text: String = (0..patterns)
-        .map(|i| format!("x{i}-*\n"))
-        .collect();
+    let text: String = (0..patterns).map(|i| format!("x{i}-*\n")).collect();
     std::fs::write(src.path().join(".indexignore"), text).unwrap();
     src
 }
