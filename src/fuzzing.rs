@@ -73,6 +73,7 @@ pub fn fbc_parse(data: &[u8]) {
         max_total_bytes: 1 << 20,
         max_files: 16,
         max_blob_bytes: 256 << 10,
+        ..Limits::default()
     };
     let mut validator = Validator::default();
     let mut first_package = None;

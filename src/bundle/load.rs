@@ -56,6 +56,10 @@ pub enum LoadError {
         "subdirectories are not allowed within the \"manifests\" directory of the bundle image filesystem: found \"{0}\""
     )]
     ManifestsSubdirectory(String),
+    #[error(
+        "\"{path}\" is a symbolic link: a bundle's manifests/ and metadata/ must be directories inside it (links are refused, as for the files in them)"
+    )]
+    SymlinkedDirectory { path: String },
     #[error("file \"{path}\" is not a regular file")]
     NotRegularFile { path: String },
     #[error("file \"{path}\" is {size} bytes, more than the limit of {limit} bytes")]
@@ -90,6 +94,7 @@ const MEDIATYPE_ANNOTATION: &str = "operators.operatorframework.io.bundle.mediat
 
 /// Loads the bundle whose root (holding `manifests/` and `metadata/`) is `root`.
 pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
+    refuse_symlinked_dirs(root)?;
     let mut budget = opts.max_total_bytes;
     let metadata_dir = root.join("metadata");
     let package_name = read_annotations(&metadata_dir, opts, &mut budget)?;
@@ -123,6 +128,23 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
         properties,
         dependencies,
     })
+}
+
+/// `manifests/` and `metadata/` must be real directories of the bundle: a link would be
+/// followed out of it (the files in them are checked with `symlink_metadata` too).
+fn refuse_symlinked_dirs(root: &Path) -> Result<(), LoadError> {
+    for dir in ["manifests", "metadata"] {
+        let path = root.join(dir);
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(LoadError::SymlinkedDirectory { path: dir.into() });
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(LoadError::Io { path, source }),
+        }
+    }
+    Ok(())
 }
 
 /// `metadata/annotations.yaml`: checks the media type, returns the package name.

@@ -749,6 +749,24 @@ fn bad_symlink_is_not_followed() {
     );
 }
 
+/// A linked `manifests/` used to be followed out of the bundle while a linked file in
+/// it was refused; both are refused now.
+#[test]
+fn bad_symlinked_manifests_or_metadata_directory_is_not_followed() {
+    for sub in ["manifests", "metadata"] {
+        let outside = temp_copy("all-namespaces");
+        let dir = temp_copy("all-namespaces");
+        std::fs::remove_dir_all(dir.path().join(sub)).unwrap();
+        std::os::unix::fs::symlink(outside.path().join(sub), dir.path().join(sub)).unwrap();
+        assert_eq!(
+            load_err(dir.path()),
+            format!(
+                "\"{sub}\" is a symbolic link: a bundle's manifests/ and metadata/ must be directories inside it (links are refused, as for the files in them)"
+            )
+        );
+    }
+}
+
 #[test]
 fn bad_not_registry_v1() {
     let dir = temp_copy("all-namespaces");

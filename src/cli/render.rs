@@ -116,15 +116,8 @@ fn pull_bundle(reference: &str, args: &RenderArgs) -> Result<Bundle, String> {
 const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 
 fn read_config(path: &PathBuf) -> Result<Value, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(format!(
-            "config file {} is larger than {MAX_CONFIG_BYTES} bytes",
-            path.display()
-        ));
-    }
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let text = super::input_file::read_string(path, MAX_CONFIG_BYTES)
+        .map_err(|e| format!("config file {e}"))?;
     crate::yaml::from_str::<Value>(&text, serde_saphyr::Options::default())
         .map_err(|e| format!("config file {}: {e}", path.display()))
 }
@@ -196,6 +189,18 @@ mod tests {
             insecure_registries: Vec::new(),
             registries_conf: None,
         }
+    }
+
+    /// `--config /dev/zero` used to be read until memory ran out (its metadata says 0 bytes).
+    #[test]
+    fn config_must_be_a_regular_file() {
+        let mut a = args(&testdata("bundles/all-namespaces"));
+        a.config = Some(PathBuf::from("/dev/zero"));
+        let err = run_inner(a).unwrap_err();
+        assert!(
+            err.starts_with("config file /dev/zero is not a regular file"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -229,6 +229,9 @@ pub fn default_image_cache_dir() -> PathBuf {
     base.join("olmv1").join("catalog-images")
 }
 
+/// Largest registry credentials file read (a real one holds a few entries).
+const MAX_CREDENTIALS_BYTES: u64 = 4 << 20;
+
 /// Registry credentials the way container tools find them: `REGISTRY_AUTH_FILE`,
 /// then `$DOCKER_CONFIG/config.json`, then `~/.docker/config.json` (missing = none).
 pub fn local_registry_credentials() -> Result<DockerConfig, String> {
@@ -238,13 +241,17 @@ pub fn local_registry_credentials() -> Result<DockerConfig, String> {
         std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker/config.json")),
     ];
     for path in candidates.into_iter().flatten() {
-        match std::fs::read(&path) {
+        match super::input_file::read_bytes(&path, MAX_CREDENTIALS_BYTES) {
             Ok(bytes) => {
                 return DockerConfig::parse(&path.display().to_string(), &bytes)
                     .map_err(|e| e.to_string());
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(format!("reading {}: {e}", path.display())),
+            Err(super::input_file::InputFileError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                continue;
+            }
+            Err(e) => return Err(e.to_string()),
         }
     }
     Ok(DockerConfig::default())

@@ -224,3 +224,212 @@ fn one_million_tiny_files_fail_fast_on_the_file_count_limit() {
     assert!(took < Duration::from_secs(10), "took {took:?}");
     assert_previous_kept(root.path());
 }
+
+/// Runs `f` on a thread with the controller's 2 MiB worker stack.
+fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+/// A source directory with `GOOD` and an `.indexignore` of `patterns` patterns that
+/// match nothing.
+fn catalog_with_ignore(patterns: usize) -> tempfile::TempDir {
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(src.path().join("catalog.json"), GOOD).unwrap();
+    let text: String = (0..patterns).map(|i| format!("x{i}-*\n")).collect();
+    std::fs::write(src.path().join(".indexignore"), text).unwrap();
+    src
+}
+
+/// Each `.indexignore` pattern used to become its own regular expression: 100,000
+/// patterns took ~1.5 GiB and 16 s. Now the count is bounded (docs: SECURITY.md,
+/// "What is trusted in catalogs").
+#[test]
+fn indexignore_with_too_many_patterns_is_refused_with_the_limit() {
+    let root = stored_root();
+    let src = catalog_with_ignore(5_000);
+    let start = Instant::now();
+    let err = store(root.path(), "cat", src.path()).unwrap_err();
+    assert!(matches!(err, FbcError::Limit { .. }), "{err}");
+    let err = err.to_string();
+    assert!(
+        err.contains(".indexignore") && err.contains("more than 1000 patterns"),
+        "{err}"
+    );
+    assert!(err.contains("max_ignore_patterns"), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_previous_kept(root.path());
+}
+
+#[test]
+fn indexignore_larger_than_the_limit_is_refused() {
+    let src = tempfile::tempdir().unwrap();
+    std::fs::write(src.path().join("catalog.json"), GOOD).unwrap();
+    let text = format!("# {}\n*.md\n", "x".repeat(100 << 10));
+    std::fs::write(src.path().join(".indexignore"), text).unwrap();
+    let err = super::validate_catalog(src.path(), &StoreOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(".indexignore") && err.contains("larger than 65536 bytes"),
+        "{err}"
+    );
+    assert!(err.contains("max_ignore_bytes"), "{err}");
+}
+
+/// At the limit, matching stays fast: 1,000 patterns against 5,000 files.
+#[test]
+fn indexignore_at_the_pattern_limit_is_matched_quickly() {
+    let src = catalog_with_ignore(1_000);
+    let dir = src.path().join("many");
+    std::fs::create_dir(&dir).unwrap();
+    for i in 0..5_000 {
+        std::fs::write(dir.join(format!("f{i}.txt")), "").unwrap();
+    }
+    let start = Instant::now();
+    let v = super::validate_catalog(src.path(), &StoreOptions::default()).unwrap();
+    assert_eq!(v.blobs, 3);
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// Builds `levels` nested directories `d/d/…` under `root` (iteratively) and returns
+/// the innermost one.
+fn nest(root: &Path, levels: usize) -> std::path::PathBuf {
+    let mut p = root.to_path_buf();
+    for _ in 0..levels {
+        p.push("d");
+        std::fs::create_dir(&p).unwrap();
+    }
+    p
+}
+
+/// Removes what [`nest`] built, innermost first (so no recursion, no open directories).
+fn unnest(root: &Path, levels: usize) {
+    let mut p = root.to_path_buf();
+    for _ in 0..levels {
+        p.push("d");
+    }
+    for _ in 0..levels {
+        let _ = std::fs::remove_dir_all(&p);
+        p.pop();
+    }
+}
+
+/// The walk used to recurse once per directory level: a tree ~2,000 levels deep
+/// overflowed the stack and aborted the process.
+#[test]
+fn directory_tree_deeper_than_the_limit_is_refused_on_a_worker_stack() {
+    let src = tempfile::tempdir().unwrap();
+    let levels = 2_000;
+    let deepest = nest(src.path(), levels);
+    std::fs::write(deepest.join("c.json"), GOOD).unwrap();
+    let path = src.path().to_path_buf();
+    let result = on_small_stack(move || {
+        super::validate_catalog(&path, &StoreOptions::default()).map_err(|e| e.to_string())
+    });
+    unnest(src.path(), levels);
+    let err = result.unwrap_err();
+    assert!(err.contains("nested deeper than 64 directories"), "{err}");
+    assert!(err.contains("d/d/d"), "names the path: {err}");
+}
+
+#[test]
+fn directory_tree_at_the_depth_limit_is_read() {
+    let src = tempfile::tempdir().unwrap();
+    let deepest = nest(src.path(), 64);
+    std::fs::write(deepest.join("c.json"), GOOD).unwrap();
+    let path = src.path().to_path_buf();
+    let v =
+        on_small_stack(move || super::validate_catalog(&path, &StoreOptions::default())).unwrap();
+    assert_eq!(v.blobs, 3);
+}
+
+/// `{"schema":"x","v":[[…]]}` with the object and `depth - 1` arrays.
+fn nested_blob(depth: usize) -> String {
+    format!(
+        "{{\"schema\":\"x\",\"v\":{}{}}}\n",
+        "[".repeat(depth - 1),
+        "]".repeat(depth - 1)
+    )
+}
+
+/// Go's encoding/json (so catalogd and opm) refuses JSON nested deeper than 10,000
+/// levels ("exceeded max depth", `maxNestingDepth` in encoding/json's scanner.go);
+/// the scanner used to accept 100,000 levels.
+#[test]
+fn json_nested_deeper_than_go_allows_is_refused() {
+    let src = tempfile::tempdir().unwrap();
+    std::fs::create_dir(src.path().join("pkg")).unwrap();
+    let text = format!("{GOOD}{}", nested_blob(100_000));
+    std::fs::write(src.path().join("pkg/catalog.json"), text).unwrap();
+    let path = src.path().to_path_buf();
+    let err = on_small_stack(move || {
+        super::validate_catalog(&path, &StoreOptions::default()).map_err(|e| e.to_string())
+    })
+    .unwrap_err();
+    assert!(err.contains("pkg/catalog.json:4"), "{err}");
+    assert!(
+        err.contains("nested deeper than 10000 levels") && err.contains("max_json_depth"),
+        "{err}"
+    );
+    assert!(err.contains("exceeded max depth"), "{err}");
+}
+
+#[test]
+fn json_nested_as_deep_as_go_allows_is_accepted() {
+    let src = tempfile::tempdir().unwrap();
+    let text = format!("{GOOD}{}", nested_blob(10_000));
+    std::fs::write(src.path().join("catalog.json"), text).unwrap();
+    let path = src.path().to_path_buf();
+    let v =
+        on_small_stack(move || super::validate_catalog(&path, &StoreOptions::default())).unwrap();
+    assert_eq!(v.blobs, 4);
+}
+
+/// One package, one channel naming `n` bundles, and the `n` tiny bundles.
+fn write_tiny_bundles(path: &Path, n: usize) {
+    use std::io::Write;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    writeln!(w, "{}", GOOD.lines().next().unwrap()).unwrap();
+    write!(
+        w,
+        "{{\"schema\":\"olm.channel\",\"name\":\"s\",\"package\":\"p\",\"entries\":["
+    )
+    .unwrap();
+    for i in 0..n {
+        write!(w, "{}{{\"name\":\"p.v{i}\"}}", if i > 0 { "," } else { "" }).unwrap();
+    }
+    writeln!(w, "]}}").unwrap();
+    for i in 0..n {
+        writeln!(w, "{{\"schema\":\"olm.bundle\",\"name\":\"p.v{i}\",\"package\":\"p\",\"properties\":[{{\"type\":\"olm.package\",\"value\":{{\"packageName\":\"p\",\"version\":\"0.{i}.0\"}}}}]}}").unwrap();
+    }
+    w.flush().unwrap();
+}
+
+/// A million tiny bundles (195 MB, within the 1 GiB size limit) used to cost 0.3–1 GB
+/// in `catalog validate`, `catalog packages` and `resolve`; past the blob limit the walk
+/// now stops. (`/work/hostile/fbc/gen-many-blobs.sh` writes the full-size catalog.)
+#[test]
+fn more_blobs_than_the_limit_are_refused() {
+    let src = tempfile::tempdir().unwrap();
+    write_tiny_bundles(&src.path().join("catalog.json"), 250_001);
+    let err = super::validate_catalog(src.path(), &StoreOptions::default()).unwrap_err();
+    assert!(matches!(err, FbcError::Limit { .. }), "{err}");
+    let err = err.to_string();
+    assert!(
+        err.contains("catalog.json:250001: catalog has more than 250000 blobs (limit max_blobs)"),
+        "{err}"
+    );
+}

@@ -69,14 +69,12 @@ pub fn load_package(root: &Path, package: &str) -> Result<PackageContent, FbcErr
         if blob.view.package() != package {
             return Ok(());
         }
-        let value: Value = serde_json::from_slice(blob.json).map_err(|e| FbcError::Parse {
-            path: blob.path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        content.push_blob(&value).map_err(|e| FbcError::Parse {
-            path: blob.path.to_path_buf(),
-            message: format!("{} blob at line {}: {e}", blob.view.schema(), blob.line),
-        })
+        content
+            .push_json(blob.view.schema(), blob.json)
+            .map_err(|e| FbcError::Parse {
+                path: blob.path.to_path_buf(),
+                message: format!("{} blob at line {}: {e}", blob.view.schema(), blob.line),
+            })
     })?;
     Ok(content)
 }

@@ -210,6 +210,24 @@ impl PackageContent {
         Ok(())
     }
 
+    /// [`Self::push_blob`] straight from the blob's JSON, without a `serde_json::Value`
+    /// in between (for a channel of a million entries that tree took ~0.5 GB). A blob the
+    /// typed read refuses (a key written twice) goes through [`Self::push_blob`], which
+    /// keeps the last value as before.
+    pub fn push_json(&mut self, schema: &str, json: &[u8]) -> Result<(), serde_json::Error> {
+        let typed = match schema {
+            SCHEMA_PACKAGE => serde_json::from_slice(json).map(|p| self.package = Some(p)),
+            SCHEMA_CHANNEL => serde_json::from_slice(json).map(|c| self.channels.push(c)),
+            SCHEMA_BUNDLE => serde_json::from_slice(json).map(|b| self.bundles.push(b)),
+            SCHEMA_DEPRECATIONS => serde_json::from_slice(json).map(|d| self.deprecations.push(d)),
+            _ => Ok(()),
+        };
+        match typed {
+            Ok(()) => Ok(()),
+            Err(_) => self.push_blob(&serde_json::from_slice(json)?),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.package.is_none() && self.channels.is_empty() && self.bundles.is_empty()
     }
@@ -237,6 +255,33 @@ mod tests {
         assert!(
             serde_json::from_str::<Bundle>(
                 r#"{"schema":"olm.bundle","name":"b","package":"p","image":5}"#
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn push_json_reads_typed_and_falls_back_for_keys_written_twice() {
+        let mut c = PackageContent::default();
+        c.push_json(
+            SCHEMA_BUNDLE,
+            br#"{"schema":"olm.bundle","name":"b","package":"p","image":"a","image":"b"}"#,
+        )
+        .unwrap();
+        c.push_json(
+            SCHEMA_CHANNEL,
+            br#"{"schema":"olm.channel","name":"c","package":"p","entries":[{"name":"b"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.bundles[0].image, "b",
+            "the last value, as through a Value"
+        );
+        assert_eq!(c.channels[0].entries[0].name, "b");
+        assert!(
+            c.push_json(
+                SCHEMA_BUNDLE,
+                br#"{"schema":"olm.bundle","name":"b","package":"p","image":5}"#
             )
             .is_err()
         );

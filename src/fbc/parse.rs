@@ -4,8 +4,10 @@
 //! allowed) or multi-document YAML, and hands each blob to a callback as one compact
 //! JSON line together with the few keys that index and validation need. At most one
 //! blob (plus one read buffer) is held at a time; hard [`Limits`] bound file count, total
-//! bytes and blob size, and YAML alias expansion is bounded ([`crate::yaml`]), so that
-//! hostile input fails fast with a clear error. The JSON-stream and YAML readers live in
+//! bytes, blob size and count, directory depth, JSON nesting and `.indexignore` files,
+//! and YAML alias expansion is bounded ([`crate::yaml`]), so that hostile input fails
+//! fast with a clear error. Nothing recurses per directory level or per nesting level:
+//! the walk keeps its own stack, and the controller runs it on 2 MiB worker stacks. The JSON-stream and YAML readers live in
 //! the submodules `json_stream` and `yaml_stream`.
 
 use super::FbcError;
@@ -24,6 +26,31 @@ use std::path::{Path, PathBuf};
 
 use json_stream::compact_json;
 
+/// Directory levels below the catalog root a walk enters (default of
+/// [`Limits::max_dir_depth`]). Real catalogs are one to three levels deep
+/// (`<package>/catalog.json`); the walk is iterative, so the bound is about sanity, not
+/// the stack (a 2,000-level tree used to overflow it).
+pub const MAX_DIR_DEPTH: usize = 64;
+
+/// Deepest JSON nesting of a blob (default of [`Limits::max_json_depth`]): Go's
+/// `encoding/json` refuses more (`maxNestingDepth` in its `scanner.go`, error
+/// "exceeded max depth"), so catalogd and opm could not read such a catalog.
+pub const MAX_JSON_DEPTH: u32 = 10_000;
+
+/// Patterns of `.indexignore` files in effect at once (default of
+/// [`Limits::max_ignore_patterns`]); real files hold a handful.
+pub const MAX_IGNORE_PATTERNS: usize = 1_000;
+
+/// Blobs in one catalog (default of [`Limits::max_blobs`]). The largest real catalogs
+/// hold about ten thousand (the rendered community-operators catalog: 8,005); what is
+/// kept per blob while validating, indexing or querying is small but not nothing, so a
+/// catalog of a million tiny blobs (195 MB, within the size limit) is refused rather
+/// than costing hundreds of megabytes.
+pub const MAX_BLOBS: u64 = 250_000;
+
+/// Largest `.indexignore` file in bytes (default of [`Limits::max_ignore_bytes`]).
+pub const MAX_IGNORE_BYTES: u64 = 64 << 10;
+
 /// Hard limits for one catalog walk.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -33,6 +60,17 @@ pub struct Limits {
     pub max_files: u64,
     /// Size of one blob (one JSON object or one YAML document).
     pub max_blob_bytes: u64,
+    /// Directory levels below the root ([`MAX_DIR_DEPTH`]).
+    pub max_dir_depth: usize,
+    /// JSON nesting of one blob, the blob itself counting as one ([`MAX_JSON_DEPTH`]).
+    pub max_json_depth: u32,
+    /// `.indexignore` patterns in effect at once, nested files added up
+    /// ([`MAX_IGNORE_PATTERNS`]).
+    pub max_ignore_patterns: usize,
+    /// Size of one `.indexignore` ([`MAX_IGNORE_BYTES`]).
+    pub max_ignore_bytes: u64,
+    /// Blobs in the whole catalog ([`MAX_BLOBS`]).
+    pub max_blobs: u64,
 }
 
 impl Default for Limits {
@@ -41,6 +79,11 @@ impl Default for Limits {
             max_total_bytes: 1 << 30,
             max_files: 100_000,
             max_blob_bytes: 64 << 20,
+            max_dir_depth: MAX_DIR_DEPTH,
+            max_json_depth: MAX_JSON_DEPTH,
+            max_ignore_patterns: MAX_IGNORE_PATTERNS,
+            max_ignore_bytes: MAX_IGNORE_BYTES,
+            max_blobs: MAX_BLOBS,
         }
     }
 }
@@ -122,15 +165,22 @@ impl<'de> Deserialize<'de> for BlobView {
     }
 }
 
-/// An entry of `olm.channel` (`name`) or of `olm.deprecations` (`reference`, `message`).
+/// An entry of `olm.channel` (`name`) or of `olm.deprecations` (`reference`, whether
+/// it has a `message`). Kept small (32 bytes): a channel blob may list a million entries.
 #[derive(Debug, Default, Deserialize)]
 pub struct EntryView {
     #[serde(default)]
-    pub name: Option<String>,
+    pub name: Option<Box<str>>,
     #[serde(default)]
-    pub reference: Option<ReferenceView>,
-    #[serde(default)]
-    pub message: Option<String>,
+    pub reference: Option<Box<ReferenceView>>,
+    /// `message` is present and not empty (its text is not kept).
+    #[serde(default, rename = "message", deserialize_with = "non_empty_string")]
+    pub has_message: bool,
+}
+
+/// Whether an optional string is present and not empty.
+fn non_empty_string<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(Option::<std::borrow::Cow<'de, str>>::deserialize(d)?.is_some_and(|s| !s.is_empty()))
 }
 
 #[derive(Debug, Default, Deserialize, Clone, PartialEq, Eq, Hash)]
@@ -266,11 +316,16 @@ pub fn walk_catalog(
     };
     let meta = std::fs::metadata(source).map_err(io(source))?;
     if meta.is_dir() {
-        let mut ignores = IgnoreStack::default();
-        walker.walk_dir(source, "", &mut ignores, f)?;
-    } else {
+        walker.walk_tree(source, f)?;
+    } else if meta.is_file() {
         walker.entries = 1;
         walker.read_file(source, meta.len(), f)?;
+    } else {
+        return Err(FbcError::Parse {
+            path: source.to_path_buf(),
+            message: "not a regular file or directory (a catalog is a file or a directory tree)"
+                .into(),
+        });
     }
     Ok(walker.stats)
 }
@@ -280,6 +335,16 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> FbcError + '_ {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// One directory level of the walk: its remaining entries, in order.
+struct Frame {
+    dir: PathBuf,
+    /// Path relative to the catalog root, `/`-separated (`""` for the root).
+    rel: String,
+    entries: std::vec::IntoIter<(std::ffi::OsString, std::fs::FileType)>,
+    /// How many `.indexignore` files were in effect above this directory.
+    ignores_len: usize,
 }
 
 struct Walker<'l> {
@@ -307,73 +372,144 @@ impl Walker<'_> {
         Ok(())
     }
 
-    fn walk_dir(
+    /// Walks the tree under `root` depth-first in lexical order, without recursion: one
+    /// [`Frame`] per directory level, at most [`Limits::max_dir_depth`] of them.
+    fn walk_tree(&mut self, root: &Path, f: &mut BlobFn<'_>) -> Result<(), FbcError> {
+        let mut ignores = IgnoreStack::default();
+        let mut stack = vec![self.open_dir(root.to_path_buf(), String::new(), &mut ignores)?];
+        while let Some(frame) = stack.last_mut() {
+            let Some((name, file_type)) = frame.entries.next() else {
+                let len = frame.ignores_len;
+                stack.pop();
+                ignores.truncate(len);
+                continue;
+            };
+            if name == INDEX_IGNORE {
+                continue;
+            }
+            let path = frame.dir.join(&name);
+            let rel = if frame.rel.is_empty() {
+                name.to_string_lossy().into_owned()
+            } else {
+                format!("{}/{}", frame.rel, name.to_string_lossy())
+            };
+            if !file_type.is_dir() {
+                self.visit_file(path, &rel, file_type, &ignores, f)?;
+            } else if !ignores.is_ignored(&rel, true) {
+                if stack.len() > self.limits.max_dir_depth {
+                    return Err(self.dir_too_deep(&rel));
+                }
+                let child = self.open_dir(path, rel, &mut ignores)?;
+                stack.push(child);
+            }
+        }
+        Ok(())
+    }
+
+    fn dir_too_deep(&self, rel: &str) -> FbcError {
+        FbcError::Limit {
+            message: format!(
+                "catalog directory {rel} is nested deeper than {} directories (limit max_dir_depth): keep the catalog's files within a few levels of its root",
+                self.limits.max_dir_depth
+            ),
+        }
+    }
+
+    /// Lists a directory (sorted, counted against [`Limits::max_files`]) and pushes its
+    /// `.indexignore`, if any, onto `ignores`.
+    fn open_dir(
         &mut self,
-        dir: &Path,
-        rel: &str,
+        dir: PathBuf,
+        rel: String,
         ignores: &mut IgnoreStack,
-        f: &mut BlobFn<'_>,
-    ) -> Result<(), FbcError> {
+    ) -> Result<Frame, FbcError> {
         let mut entries = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(io(dir))? {
-            let entry = entry.map_err(io(dir))?;
-            self.count_entry(dir)?;
+        for entry in std::fs::read_dir(&dir).map_err(io(&dir))? {
+            let entry = entry.map_err(io(&dir))?;
+            self.count_entry(&dir)?;
             let file_type = entry.file_type().map_err(io(&entry.path()))?;
             entries.push((entry.file_name(), file_type));
         }
         entries.sort_by(|a, b| a.0.as_encoded_bytes().cmp(b.0.as_encoded_bytes()));
-        let depth = ignores.len();
+        let ignores_len = ignores.len();
         if entries
             .iter()
             .any(|(n, t)| n == INDEX_IGNORE && t.is_file())
         {
-            let path = dir.join(INDEX_IGNORE);
-            let mut text = String::new();
-            File::open(&path)
-                .and_then(|f| f.take(self.limits.max_blob_bytes).read_to_string(&mut text))
-                .map_err(io(&path))?;
-            let file = IgnoreFile::parse(&text).map_err(|message| FbcError::Parse {
-                path: path.clone(),
-                message,
-            })?;
-            ignores.push(rel, file);
+            let file = self.read_ignore_file(&dir.join(INDEX_IGNORE), ignores.patterns())?;
+            ignores.push(&rel, file);
         }
-        for (name, file_type) in entries {
-            if name == INDEX_IGNORE {
-                continue;
-            }
-            let path = dir.join(&name);
-            let name_str = name.to_string_lossy();
-            let child_rel = if rel.is_empty() {
-                name_str.to_string()
-            } else {
-                format!("{rel}/{name_str}")
-            };
-            if file_type.is_dir() {
-                if !ignores.is_ignored(&child_rel, true) {
-                    self.walk_dir(&path, &child_rel, ignores, f)?;
-                }
-            } else if file_type.is_file() {
-                if !ignores.is_ignored(&child_rel, false) {
-                    let len = std::fs::metadata(&path).map_err(io(&path))?.len();
-                    self.read_file(&path, len, f)?;
-                }
-            } else if file_type.is_symlink() {
-                if !ignores.is_ignored(&child_rel, false) {
-                    return Err(FbcError::Parse {
-                        path,
-                        message: "symbolic links are not allowed in a catalog".into(),
-                    });
-                }
-            } else if !ignores.is_ignored(&child_rel, false) {
-                return Err(FbcError::Parse {
-                    path,
-                    message: "not a regular file or directory".into(),
-                });
-            }
+        Ok(Frame {
+            dir,
+            rel,
+            entries: entries.into_iter(),
+            ignores_len,
+        })
+    }
+
+    /// Reads and parses one `.indexignore`, bounded by [`Limits::max_ignore_bytes`] and,
+    /// with the `in_effect` patterns of the files above it, [`Limits::max_ignore_patterns`].
+    fn read_ignore_file(&self, path: &Path, in_effect: usize) -> Result<IgnoreFile, FbcError> {
+        let max = self.limits.max_ignore_bytes;
+        let mut bytes = Vec::new();
+        File::open(path)
+            .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
+            .map_err(io(path))?;
+        if bytes.len() as u64 > max {
+            return Err(FbcError::Limit {
+                message: format!(
+                    "{}: .indexignore is larger than {max} bytes (limit max_ignore_bytes): list fewer patterns, using wildcards",
+                    path.display()
+                ),
+            });
         }
-        ignores.truncate(depth);
-        Ok(())
+        let text = String::from_utf8(bytes).map_err(|e| FbcError::Parse {
+            path: path.to_path_buf(),
+            message: format!("invalid UTF-8: {e}"),
+        })?;
+        let file = IgnoreFile::parse(&text).map_err(|message| FbcError::Parse {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        let max = self.limits.max_ignore_patterns;
+        if in_effect + file.len() > max {
+            return Err(FbcError::Limit {
+                message: format!(
+                    "{}: more than {max} patterns of .indexignore files would apply here ({} in this file, {in_effect} from .indexignore files above it; limit max_ignore_patterns): list fewer patterns, using wildcards",
+                    path.display(),
+                    file.len()
+                ),
+            });
+        }
+        Ok(file)
+    }
+
+    /// A directory entry that is not a directory: read if it is a regular file that is
+    /// not ignored; a link or a special file that is not ignored is an error.
+    fn visit_file(
+        &mut self,
+        path: PathBuf,
+        rel: &str,
+        file_type: std::fs::FileType,
+        ignores: &IgnoreStack,
+        f: &mut BlobFn<'_>,
+    ) -> Result<(), FbcError> {
+        if ignores.is_ignored(rel, false) {
+            return Ok(());
+        }
+        if file_type.is_file() {
+            let len = std::fs::metadata(&path).map_err(io(&path))?.len();
+            return self.read_file(&path, len, f);
+        }
+        let message = if file_type.is_symlink() {
+            "symbolic links are not allowed in a catalog"
+        } else {
+            "not a regular file or directory"
+        };
+        Err(FbcError::Parse {
+            path,
+            message: message.into(),
+        })
     }
 
     fn add_bytes(&mut self, path: &Path, n: u64) -> Result<(), FbcError> {
@@ -514,6 +650,15 @@ impl Walker<'_> {
             &self.buf
         };
         self.stats.blobs += 1;
+        if self.stats.blobs > self.limits.max_blobs {
+            return Err(FbcError::Limit {
+                message: format!(
+                    "{}:{line}: catalog has more than {} blobs (limit max_blobs): real catalogs hold tens of thousands at most; split it into several catalogs",
+                    path.display(),
+                    self.limits.max_blobs
+                ),
+            });
+        }
         let blob = Blob {
             path,
             line,

@@ -146,29 +146,42 @@ pub fn load(source: &Path, only_package: Option<&str>) -> Result<CatalogData, Fb
         }
         Ok(())
     })?;
-    let by_key: std::collections::HashMap<(String, String), usize> = data
-        .bundles
-        .iter()
-        .enumerate()
-        .map(|(i, b)| ((b.package.clone(), b.name.clone()), i))
-        .collect();
-    for ch in &data.channels {
+    link_channels(&mut data);
+    Ok(data)
+}
+
+/// Adds to every bundle the channels that name it and their upgrade edges. The bundles
+/// are looked up through a sorted list of indexes (8 bytes per bundle, no copies of
+/// names), the last of equal (package, name) bundles winning.
+fn link_channels(data: &mut CatalogData) {
+    let CatalogData {
+        channels, bundles, ..
+    } = data;
+    let mut order: Vec<usize> = (0..bundles.len()).collect();
+    fn key(b: &BundleRecord) -> (&str, &str) {
+        (b.package.as_str(), b.name.as_str())
+    }
+    order.sort_by(|&a, &b| key(&bundles[a]).cmp(&key(&bundles[b])));
+    for ch in channels.iter() {
         for e in &ch.entries {
-            if let Some(b) = by_key
-                .get(&(ch.package.clone(), e.name.clone()))
-                .map(|&i| &mut data.bundles[i])
-            {
-                b.channels.push(ch.name.clone());
-                b.upgrade_edges.push(UpgradeEdge {
-                    channel: ch.name.clone(),
-                    replaces: e.replaces.clone(),
-                    skips: e.skips.clone(),
-                    skip_range: e.skip_range.clone(),
-                });
+            let target = (ch.package.as_str(), e.name.as_str());
+            let upper = order.partition_point(|&i| key(&bundles[i]) <= target);
+            let Some(&i) = upper.checked_sub(1).map(|u| &order[u]) else {
+                continue;
+            };
+            if key(&bundles[i]) != target {
+                continue;
             }
+            let b = &mut bundles[i];
+            b.channels.push(ch.name.clone());
+            b.upgrade_edges.push(UpgradeEdge {
+                channel: ch.name.clone(),
+                replaces: e.replaces.clone(),
+                skips: e.skips.clone(),
+                skip_range: e.skip_range.clone(),
+            });
         }
     }
-    Ok(data)
 }
 
 /// Summarises one bundle blob.

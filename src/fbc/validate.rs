@@ -16,15 +16,20 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// At most this many problems are listed; the rest are counted.
 const MAX_LISTED: usize = 100;
 
+/// What is kept of one package until [`Validator::finish`]. Per bundle and per channel
+/// entry only the bundle name is kept, as a boxed `str` (a catalog of a million tiny
+/// bundles must not cost a gigabyte: `what_is_kept_per_entry_is_small`).
 #[derive(Debug, Default)]
 struct PackageState {
     declared_at: Option<String>,
     default_channel: String,
-    /// Channel name → where it is declared.
-    channels: HashMap<String, String>,
-    bundles: HashSet<String>,
-    /// (channel, bundle) for every channel entry.
-    entries: Vec<(String, String)>,
+    /// Channel name → index into `channel_list`.
+    channels: HashMap<Box<str>, u32>,
+    /// Every channel: its name and where it is declared.
+    channel_list: Vec<(Box<str>, Box<str>)>,
+    bundles: HashSet<Box<str>>,
+    /// (channel index, bundle) for every channel entry.
+    entries: Vec<(u32, Box<str>)>,
     deprecations_at: Option<String>,
     deprecation_refs: Vec<ReferenceView>,
     /// Where a blob first referred to this package (for "unknown package" messages).
@@ -117,13 +122,16 @@ impl Validator {
             return;
         }
         let st = self.state(package, at);
-        if let Some(prev) = st.channels.get(name).cloned() {
+        if let Some(&i) = st.channels.get(name) {
+            let prev = st.channel_list[i as usize].1.to_string();
             self.problem(format!(
                 "{at}: package {package:?} has duplicate channel {name:?} (first at {prev})"
             ));
             return;
         }
-        st.channels.insert(name.to_string(), at.to_string());
+        let index = st.channel_list.len() as u32;
+        st.channels.insert(name.into(), index);
+        st.channel_list.push((name.into(), at.into()));
         let mut seen = HashSet::new();
         let mut problems = Vec::new();
         for entry in v.entries.iter().flatten() {
@@ -135,7 +143,7 @@ impl Validator {
                     if !seen.insert(b) {
                         problems.push(format!("{at}: channel {name:?} of package {package:?} has duplicate entry {b:?}"));
                     } else {
-                        st.entries.push((name.to_string(), b.to_string()));
+                        st.entries.push((index, b.into()));
                     }
                 }
             }
@@ -157,7 +165,7 @@ impl Validator {
             return;
         }
         let st = self.state(package, at);
-        if !st.bundles.insert(name.to_string()) {
+        if !st.bundles.insert(name.into()) {
             self.problem(format!(
                 "{at}: package {package:?} has duplicate bundle {name:?}"
             ));
@@ -210,7 +218,7 @@ impl Validator {
         let mut seen = HashSet::new();
         let mut problems = Vec::new();
         for (i, entry) in v.entries.iter().flatten().enumerate() {
-            let Some(r) = entry.reference.clone() else {
+            let Some(r) = entry.reference.as_deref().cloned() else {
                 problems.push(format!(
                     "{at}: olm.deprecations entry {i} of package {package:?} has no reference"
                 ));
@@ -223,7 +231,7 @@ impl Validator {
                 ));
                 continue;
             }
-            if entry.message.as_deref().unwrap_or_default().is_empty() {
+            if !entry.has_message {
                 problems.push(format!(
                     "{at}: deprecation entry {{schema: {:?}, name: {:?}}} for package {package:?} has no message",
                     r.schema, r.name
@@ -257,7 +265,7 @@ impl Validator {
             if st.channels.is_empty() {
                 self.problem(format!("{declared}: package {name:?} has no channels"));
             } else if !st.default_channel.is_empty()
-                && !st.channels.contains_key(&st.default_channel)
+                && !st.channels.contains_key(st.default_channel.as_str())
             {
                 self.problem(format!(
                     "{declared}: package {name:?}: default channel {:?} not found",
@@ -267,9 +275,9 @@ impl Validator {
             let mut in_channel = HashSet::new();
             for (channel, bundle) in &st.entries {
                 if st.bundles.contains(bundle) {
-                    in_channel.insert(bundle.as_str());
+                    in_channel.insert(&**bundle);
                 } else {
-                    let at = st.channels.get(channel).map(String::as_str).unwrap_or("?");
+                    let (channel, at) = &st.channel_list[*channel as usize];
                     self.problem(format!(
                         "{at}: channel {channel:?} of package {name:?} names bundle {bundle:?}, which is not a bundle of that package"
                     ));
@@ -278,7 +286,7 @@ impl Validator {
             let mut orphans: Vec<_> = st
                 .bundles
                 .iter()
-                .filter(|b| !in_channel.contains(b.as_str()))
+                .filter(|b| !in_channel.contains(&***b))
                 .collect();
             orphans.sort();
             for b in orphans {
@@ -289,11 +297,11 @@ impl Validator {
             let dep_at = st.deprecations_at.as_deref().unwrap_or("?");
             for r in &st.deprecation_refs {
                 let problem = match r.schema.as_str() {
-                    SCHEMA_BUNDLE if !st.bundles.contains(&r.name) => Some(format!(
+                    SCHEMA_BUNDLE if !st.bundles.contains(r.name.as_str()) => Some(format!(
                         "cannot deprecate bundle {:?} for package {name:?}: bundle not found",
                         r.name
                     )),
-                    SCHEMA_CHANNEL if !st.channels.contains_key(&r.name) => Some(format!(
+                    SCHEMA_CHANNEL if !st.channels.contains_key(r.name.as_str()) => Some(format!(
                         "cannot deprecate channel {:?} for package {name:?}: channel not found",
                         r.name
                     )),
@@ -450,6 +458,14 @@ mod tests {
         assert!(p.contains("object schema unknown"), "{p}");
         let p = problems("schema: olm.deprecations\npackage: ghost\nentries: []\n");
         assert!(p.contains("unknown package \"ghost\""), "{p}");
+    }
+
+    /// What a channel entry costs while its blob is read and until the end of the walk
+    /// (a million-entry channel used to take ~100 bytes per entry twice over).
+    #[test]
+    fn what_is_kept_per_entry_is_small() {
+        assert!(std::mem::size_of::<super::super::parse::EntryView>() <= 32);
+        assert!(std::mem::size_of::<(u32, Box<str>)>() <= 24);
     }
 
     #[test]

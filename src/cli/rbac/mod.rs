@@ -282,17 +282,8 @@ pub fn read_manifests(path: &Path) -> Result<Vec<Value>, String> {
     }
     let mut objects = Vec::new();
     for file in files {
-        let size = std::fs::metadata(&file)
-            .map_err(|e| format!("{}: {e}", file.display()))?
-            .len();
-        if size > MAX_FILE_BYTES {
-            return Err(format!(
-                "{}: larger than {MAX_FILE_BYTES} bytes",
-                file.display()
-            ));
-        }
         let text =
-            std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            super::input_file::read_string(&file, MAX_FILE_BYTES).map_err(|e| e.to_string())?;
         let docs: Vec<Value> = crate::yaml::from_multiple(&text, serde_saphyr::Options::default())
             .map_err(|e| format!("{}: invalid YAML: {e}", file.display()))?;
         for doc in docs {

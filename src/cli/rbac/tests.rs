@@ -418,3 +418,11 @@ fn manifests_are_read_from_files_and_directories() {
     assert_eq!(kinds, vec!["ConfigMap", "Secret", "Service"]);
     assert!(read_manifests(&dir.path().join("missing")).is_err());
 }
+
+/// `/dev/zero` has length 0 in its metadata and never ends: it used to be read until
+/// memory ran out.
+#[test]
+fn devices_are_refused_as_sources() {
+    let err = execute(&base("/dev/zero")).unwrap_err();
+    assert!(err.contains("/dev/zero is not a regular file"), "{err}");
+}

@@ -1,5 +1,7 @@
 //! The JSON-stream half of the catalog reader: splits a file of concatenated JSON objects
-//! into blobs by scanning bytes (strings, escapes, nesting), without parsing twice.
+//! into blobs by scanning bytes (strings, escapes, nesting), without parsing twice. The
+//! scanner counts nesting and refuses blobs deeper than Go's decoder reads
+//! ([`super::MAX_JSON_DEPTH`]); it never recurses.
 
 use super::{BlobFn, FbcError, Walker, io};
 use std::fs::File;
@@ -126,7 +128,12 @@ impl Walker<'_> {
             self.buf.push(b);
             match b {
                 b'"' => cur.sc.in_str = true,
-                b'{' | b'[' => cur.sc.depth += 1,
+                b'{' | b'[' => {
+                    cur.sc.depth += 1;
+                    if cur.sc.depth > self.limits.max_json_depth {
+                        return Err(self.json_too_deep(path, cur.line));
+                    }
+                }
                 b'}' | b']' => {
                     cur.sc.depth -= 1;
                     if cur.sc.depth == 0 {
@@ -147,6 +154,20 @@ impl Walker<'_> {
             }
         }
         Ok(())
+    }
+}
+
+impl Walker<'_> {
+    /// Go's `encoding/json` stops at the same depth: `maxNestingDepth` in its
+    /// `scanner.go`, error "exceeded max depth".
+    fn json_too_deep(&self, path: &Path, line: u64) -> FbcError {
+        FbcError::Limit {
+            message: format!(
+                "{}:{line}: JSON nested deeper than {} levels (limit max_json_depth; Go's encoding/json refuses it with \"exceeded max depth\", so catalogd and opm cannot read it): flatten the blob",
+                path.display(),
+                self.limits.max_json_depth
+            ),
+        }
     }
 }
 
