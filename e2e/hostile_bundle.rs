@@ -55,6 +55,16 @@ async fn push_bomb_bundle(package: &str, bomb: Bomb) -> String {
     .reference
 }
 
+/// Pushes a catalog image of `files` (paths under the catalog root) and creates the
+/// ClusterCatalog `name` for it.
+async fn create_catalog_of(name: &str, files: &BTreeMap<String, Vec<u8>>) {
+    let repo_tag = format!("catalogs/{name}:latest");
+    olmv1::testenv::registry::push_catalog_image(support::registry(), &repo_tag, files)
+        .await
+        .unwrap_or_else(|e| panic!("pushing catalog {name}: {e:#}"));
+    create_catalog(name, &format!("{}/{repo_tag}", support::registry().host())).await;
+}
+
 /// A catalog selector for one catalog: a catalog that is not served (the bomb catalog)
 /// makes resolution over all catalogs fail, as upstream.
 fn only(catalog: &str) -> serde_json::Value {
@@ -84,15 +94,7 @@ async fn alias_bombs_are_reported_and_other_extensions_keep_working() {
         bundles::catalog_fbc(&bad_package, &[(spec, bad_image.clone())]),
     )]);
     let bad_catalog = support::unique("bombcat");
-    let repo_tag = format!("catalogs/{bad_catalog}:latest");
-    olmv1::testenv::registry::push_catalog_image(support::registry(), &repo_tag, &files)
-        .await
-        .expect("push catalog");
-    create_catalog(
-        &bad_catalog,
-        &format!("{}/{repo_tag}", support::registry().host()),
-    )
-    .await;
+    create_catalog_of(&bad_catalog, &files).await;
     // The installer account (without any rights) must exist; loading the bundle fails
     // before it would be used.
     let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), &bad_ns);
@@ -112,19 +114,11 @@ async fn alias_bombs_are_reported_and_other_extensions_keep_working() {
 
     // A catalog whose own file is an alias bomb.
     let bomb_catalog = support::unique("bombfbc");
-    let bomb_tag = format!("catalogs/{bomb_catalog}:latest");
     let bomb_files = BTreeMap::from([(
         "pkg/catalog.yaml".to_string(),
         Bomb::Laughs.catalog_yaml("pkg").into_bytes(),
     )]);
-    olmv1::testenv::registry::push_catalog_image(support::registry(), &bomb_tag, &bomb_files)
-        .await
-        .expect("push bomb catalog");
-    create_catalog(
-        &bomb_catalog,
-        &format!("{}/{bomb_tag}", support::registry().host()),
-    )
-    .await;
+    create_catalog_of(&bomb_catalog, &bomb_files).await;
 
     // B: an ordinary extension from an ordinary catalog, at the same time.
     let package = support::unique("good");
@@ -307,15 +301,7 @@ async fn hostile_inputs_do_not_delay_ten_healthy_extensions() {
         deep_path,
         br#"{"schema":"olm.package","name":"deep"}"#.to_vec(),
     )]);
-    let deep_tag = format!("catalogs/{deep_catalog}:latest");
-    olmv1::testenv::registry::push_catalog_image(support::registry(), &deep_tag, &deep_files)
-        .await
-        .expect("push deep catalog");
-    create_catalog(
-        &deep_catalog,
-        &format!("{}/{deep_tag}", support::registry().host()),
-    )
-    .await;
+    create_catalog_of(&deep_catalog, &deep_files).await;
 
     // One catalog for the hostile bundles: one whose image is on the drip registry, one
     // whose CSV holds the expanding rule.
@@ -347,15 +333,7 @@ async fn hostile_inputs_do_not_delay_ten_healthy_extensions() {
             ),
         );
     }
-    let hostile_tag = format!("catalogs/{hostile_catalog}:latest");
-    olmv1::testenv::registry::push_catalog_image(support::registry(), &hostile_tag, &files)
-        .await
-        .expect("push hostile catalog");
-    create_catalog(
-        &hostile_catalog,
-        &format!("{}/{hostile_tag}", support::registry().host()),
-    )
-    .await;
+    create_catalog_of(&hostile_catalog, &files).await;
     let hostile_ns = support::namespace(&admin, "hostile").await;
     let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), &hostile_ns);
     let mut hostile = Vec::new();
@@ -404,15 +382,7 @@ async fn hostile_inputs_do_not_delay_ten_healthy_extensions() {
         );
         good.push((name, package));
     }
-    let good_tag = format!("catalogs/{good_catalog}:latest");
-    olmv1::testenv::registry::push_catalog_image(support::registry(), &good_tag, &files)
-        .await
-        .expect("push good catalog");
-    create_catalog(
-        &good_catalog,
-        &format!("{}/{good_tag}", support::registry().host()),
-    )
-    .await;
+    create_catalog_of(&good_catalog, &files).await;
     let started = std::time::Instant::now();
     for (name, package) in &good {
         let mut filter = only(&good_catalog);
