@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use oci_client::Reference;
-use oci_client::errors::{DigestError, OciDistributionError};
 use oci_client::manifest::{OciDescriptor, OciManifest};
 use oci_client::secrets::RegistryAuth;
 use serde::Deserialize;
@@ -24,7 +23,7 @@ use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
-use super::error::{Classified, TimeoutScope, classify, error_chain};
+use super::error::{Classified, TimeoutScope, error_chain};
 use super::manifest::{RegistryClient, sha256_digest};
 use super::registries::PullSource;
 use super::{Credentials, DockerConfig, ImageError, ImagePuller, PullerConfig, validate_digest};
@@ -312,8 +311,8 @@ impl ImagePuller {
     ) -> Result<u64, Classified> {
         let Remote {
             image,
-            registry,
             client,
+            auth,
             ..
         } = *remote;
         let declared = u64::try_from(desc.size).unwrap_or(0);
@@ -325,19 +324,11 @@ impl ImagePuller {
                 limit: max,
             }));
         }
-        // A descriptor's `urls` (foreign layers) are not followed: oci-client would try
-        // them, unauthenticated, whenever the registry fails the blob, so a manifest
-        // could make the controller request any URL it names
-        // (`tests::foreign_layer_urls_are_not_requested`).
-        let here = OciDescriptor {
-            urls: None,
-            ..desc.clone()
-        };
+        // The descriptor's `urls` (foreign layers) are never requested.
         let mut stream = client
-            .oci
-            .pull_blob_stream(r, &here)
-            .await
-            .map_err(|e| classify(image, registry, e))?;
+            .get_blob(image, r, &desc.digest, auth)
+            .await?
+            .bytes_stream();
         self.counters
             .blobs_downloaded
             .fetch_add(1, Ordering::Relaxed);
@@ -345,7 +336,9 @@ impl ImagePuller {
         let mut total: u64 = 0;
         let cap = if declared > 0 { declared } else { max };
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| blob_stream_error(image, &desc.digest, e))?;
+            let chunk = chunk.map_err(|e| {
+                Classified::Retry(format!("reading blob {}: {}", desc.digest, error_chain(&e)))
+            })?;
             total += chunk.len() as u64;
             self.counters
                 .bytes_downloaded
@@ -389,25 +382,4 @@ impl ImagePuller {
         }
         Ok(total)
     }
-}
-
-fn blob_stream_error(image: &str, digest: &str, e: std::io::Error) -> Classified {
-    if let Some(DigestError::VerificationError { expected, actual }) = e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<DigestError>())
-    {
-        return Classified::Fail(ImageError::DigestMismatch {
-            image: image.to_string(),
-            what: format!("blob {digest}"),
-            expected: expected.clone(),
-            actual: actual.clone(),
-        });
-    }
-    if let Some(oci) = e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<OciDistributionError>())
-    {
-        return Classified::Retry(oci.to_string());
-    }
-    Classified::Retry(format!("reading blob {digest}: {}", error_chain(&e)))
 }

@@ -1,11 +1,16 @@
-//! Manifest and index requests with a bounded body. `oci-client`'s
+//! Manifest, index and blob requests with bounded bodies. `oci-client`'s
 //! `pull_manifest_raw` and `fetch_manifest_digest` read the whole response into
 //! memory, however large (a 512 MB manifest cost ~1 GB of RSS and the pull then
 //! went on), so manifests are fetched here: a body whose Content-Length passes
 //! [`super::PullerConfig::max_manifest_bytes`] is refused unread, and one without a
 //! Content-Length is refused once more than the limit arrived — no more than the limit
 //! plus one chunk is ever held (`tests::hostile_huge_manifest_is_refused_early`).
-//! Error bodies are read up to [`ERROR_BODY_BYTES`].
+//! Error bodies are read up to [`ERROR_BODY_BYTES`] — for blobs too, which is why blobs
+//! are requested here as well: `oci-client`'s `pull_blob_stream` read a failed blob
+//! request's body whole (`tests::hostile_huge_error_body_is_not_read`) and tried the
+//! descriptor's foreign `urls`, unauthenticated, whenever the registry failed the blob
+//! (`tests::foreign_layer_urls_are_not_requested`); blob bodies are streamed by the
+//! caller, which bounds and hashes them.
 //!
 //! Authentication stays `oci-client`'s (its bearer-token exchange, or Basic
 //! credentials); the HTTP client here has the same extra CAs, connect and read
@@ -93,23 +98,54 @@ impl RegistryClient {
         })
     }
 
-    /// `…/v2/<repository>/manifests/<digest or tag>` like `oci-client` builds it.
-    fn manifest_url(&self, r: &Reference) -> String {
+    /// `…/v2/<repository>/<kind>/<name>` (`kind` = `manifests` or `blobs`) like
+    /// `oci-client` builds it.
+    fn url(&self, r: &Reference, kind: &str, name: &str) -> String {
         let registry = r.resolve_registry();
         let scheme = if self.plain_http.iter().any(|h| h == registry) {
             "http"
         } else {
             "https"
         };
-        let name = r.digest().or(r.tag()).unwrap_or("latest");
         let ns = r
             .namespace()
             .map(|ns| format!("?ns={ns}"))
             .unwrap_or_default();
         format!(
-            "{scheme}://{registry}/v2/{}/manifests/{name}{ns}",
+            "{scheme}://{registry}/v2/{}/{kind}/{name}{ns}",
             r.repository()
         )
+    }
+
+    /// `…/manifests/<digest or tag>` of `r`.
+    fn manifest_url(&self, r: &Reference) -> String {
+        self.url(r, "manifests", r.digest().or(r.tag()).unwrap_or("latest"))
+    }
+
+    /// Starts a `GET` of blob `digest` from `r`'s repository: the response once its
+    /// status is 200 (its body is the caller's to read and bound), else the registry's
+    /// error, classified.
+    pub(super) async fn get_blob(
+        &self,
+        image: &str,
+        r: &Reference,
+        digest: &str,
+        auth: &RegistryAuth,
+    ) -> Result<reqwest::Response, Classified> {
+        let fail = |e| classify(image, r.registry(), e);
+        let url = self.url(r, "blobs", digest);
+        let req = self.http.get(&url);
+        let resp = self
+            .authorize(req, r, auth)
+            .await
+            .map_err(fail)?
+            .send()
+            .await
+            .map_err(|e| fail(e.into()))?;
+        if resp.status() != StatusCode::OK {
+            return Err(fail(error_response(resp, &url).await));
+        }
+        Ok(resp)
     }
 
     /// `req` with the credentials `oci-client` negotiates for pulling `r`.

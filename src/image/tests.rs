@@ -1024,9 +1024,10 @@ async fn pulled_images_are_leased_and_collected_once_unused() {
 enum Answer {
     /// 200 with these bytes.
     Body(std::sync::Arc<Vec<u8>>),
-    /// 200 with `prefix` then spaces up to `len` bytes, written as it goes (never held
-    /// in memory); with a Content-Length, or chunked without one.
+    /// `status` (`200 OK`, …) with `prefix` then spaces up to `len` bytes, written as
+    /// it goes (never held in memory); with a Content-Length, or chunked without one.
     Padded {
+        status: &'static str,
         prefix: std::sync::Arc<Vec<u8>>,
         len: u64,
         content_length: bool,
@@ -1073,12 +1074,12 @@ async fn serve_one(
     let mut words = head.split_whitespace();
     let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let path = path.split('?').next().unwrap_or("");
-    let header = |len: Option<u64>| {
+    let header = |status: &str, len: Option<u64>| {
         let length = len.map_or("transfer-encoding: chunked\r\n".to_string(), |n| {
             format!("content-length: {n}\r\n")
         });
         format!(
-            "HTTP/1.1 200 OK\r\n{length}content-type: application/vnd.oci.image.manifest.v1+json\r\nconnection: close\r\n\r\n"
+            "HTTP/1.1 {status}\r\n{length}content-type: application/vnd.oci.image.manifest.v1+json\r\nconnection: close\r\n\r\n"
         )
     };
     let answer = if path == "/v2/" {
@@ -1101,19 +1102,20 @@ async fn serve_one(
     match answer {
         Answer::Body(body) => {
             let _ = sock
-                .write_all(header(Some(body.len() as u64)).as_bytes())
+                .write_all(header("200 OK", Some(body.len() as u64)).as_bytes())
                 .await;
             if !head_only && sock.write_all(&body).await.is_ok() {
                 count(body.len());
             }
         }
         Answer::Padded {
+            status,
             prefix,
             len,
             content_length,
         } => {
             let _ = sock
-                .write_all(header(content_length.then_some(len)).as_bytes())
+                .write_all(header(status, content_length.then_some(len)).as_bytes())
                 .await;
             if head_only {
                 return;
@@ -1143,7 +1145,7 @@ async fn serve_one(
             }
         }
         Answer::Drip { len, every } => {
-            let _ = sock.write_all(header(Some(len)).as_bytes()).await;
+            let _ = sock.write_all(header("200 OK", Some(len)).as_bytes()).await;
             for _ in 0..len {
                 tokio::time::sleep(every).await;
                 if head_only || sock.write_all(b" ").await.is_err() {
@@ -1268,6 +1270,7 @@ async fn hostile_huge_manifest_is_refused_early() {
         img.answers.insert(
             format!("/v2/{repo}/manifests/{digest}"),
             Answer::Padded {
+                status: "200 OK",
                 prefix: std::sync::Arc::new(img.manifest.clone()),
                 len: LEN,
                 content_length,
@@ -1427,5 +1430,51 @@ async fn foreign_layer_urls_are_not_requested() {
         0,
         "the foreign URL was requested"
     );
+    area.assert_clean();
+}
+
+/// A blob request answered by HTTP 500 with a 64 MiB body: oci-client read error
+/// bodies whole; at most 64 KiB of one is read now, and the error stays the
+/// registry's (retryable).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_huge_error_body_is_not_read() {
+    crypto();
+    let repo = "huge/error";
+    let mut img = served_catalog(repo);
+    let digest = format!(
+        "sha256:{}",
+        data_encoding::HEXLOWER.encode(&sha2::Sha256::digest(&img.manifest))
+    );
+    img.answers.insert(
+        format!("/v2/{repo}/manifests/{digest}"),
+        Answer::Body(std::sync::Arc::new(img.manifest.clone())),
+    );
+    img.answers.insert(
+        format!("/v2/{repo}/blobs/{}", img.layer_digest),
+        Answer::Padded {
+            status: "500 Internal Server Error",
+            prefix: std::sync::Arc::new(b"oops".to_vec()),
+            len: 64 << 20,
+            content_length: true,
+        },
+    );
+    let (host, sent) = hostile_registry(img.answers).await;
+    let area = Area::new();
+    let p = hostile_puller(&area, &host, |_| {});
+    let e = pull_within(
+        &p,
+        &format!("{host}/{repo}@{digest}"),
+        Duration::from_secs(60),
+    )
+    .await
+    .map(|i| i.reference)
+    .unwrap_err();
+    assert!(
+        matches!(e, ImageError::Unavailable { attempts: 2, .. }),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("HTTP 500"), "{e}");
+    let sent = sent.load(Ordering::Relaxed);
+    assert!(sent < 40 << 20, "the registry wrote {sent} bytes");
     area.assert_clean();
 }
