@@ -115,7 +115,7 @@ fn pull_bundle(reference: &str, args: &RenderArgs) -> Result<Bundle, String> {
 
 const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 
-fn read_config(path: &PathBuf) -> Result<Value, String> {
+fn read_config(path: &Path) -> Result<Value, String> {
     let text = super::input_file::read_string(path, MAX_CONFIG_BYTES)
         .map_err(|e| format!("config file {e}"))?;
     crate::yaml::from_str::<Value>(&text, serde_saphyr::Options::default())
