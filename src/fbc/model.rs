@@ -217,8 +217,16 @@ impl PackageContent {
     pub fn push_json(&mut self, schema: &str, json: &[u8]) -> Result<(), serde_json::Error> {
         let typed = match schema {
             SCHEMA_PACKAGE => serde_json::from_slice(json).map(|p| self.package = Some(p)),
-            SCHEMA_CHANNEL => serde_json::from_slice(json).map(|c| self.channels.push(c)),
-            SCHEMA_BUNDLE => serde_json::from_slice(json).map(|b| self.bundles.push(b)),
+            SCHEMA_CHANNEL => serde_json::from_slice(json).map(|mut c: Channel| {
+                // Read from bytes, lists grow by doubling (from a Value they are sized).
+                c.entries.shrink_to_fit();
+                self.channels.push(c)
+            }),
+            SCHEMA_BUNDLE => serde_json::from_slice(json).map(|mut b: Bundle| {
+                b.properties.shrink_to_fit();
+                b.related_images.shrink_to_fit();
+                self.bundles.push(b)
+            }),
             SCHEMA_DEPRECATIONS => serde_json::from_slice(json).map(|d| self.deprecations.push(d)),
             _ => Ok(()),
         };
