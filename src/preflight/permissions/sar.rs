@@ -167,7 +167,7 @@ pub async fn evaluate(
         results.get(p).copied().unwrap_or(false)
             || unnamed(p).is_some_and(|u| results.get(&u).copied().unwrap_or(false))
     };
-    if let Some(e) = req.too_large(&allowed) {
+    if let Some(e) = req.too_large(allowed) {
         return Err(EvaluateError::TooLarge(e.clone()));
     }
     Ok(req.missing(allowed))

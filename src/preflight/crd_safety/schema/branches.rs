@@ -26,9 +26,7 @@ impl<'a> Branches<'a> {
     /// Whether a branch equal to `b` (`==`, as `slice::contains` decides) with key `k` is
     /// in the list.
     fn contains(&self, k: &str, b: &JSONSchemaProps) -> bool {
-        self.by_key
-            .get(k)
-            .is_some_and(|same| same.iter().any(|x| *x == b))
+        self.by_key.get(k).is_some_and(|same| same.contains(&b))
     }
 
     /// How many of `others` are not in the list (duplicates counted one by one).
@@ -111,7 +109,7 @@ mod tests {
             (1, 1)
         );
         assert_eq!(
-            added_and_removed(&[c.clone()], &[c.clone(), c, other]),
+            added_and_removed(std::slice::from_ref(&c), &[c.clone(), c.clone(), other]),
             (1, 0)
         );
     }
