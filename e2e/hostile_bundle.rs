@@ -36,6 +36,21 @@ fn peak_rss_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+/// The controller is still the same process, and never came near its memory limit.
+fn assert_alive_and_small(ctl: &mut ControllerProcess, pid: u32) {
+    assert!(
+        ctl.try_wait().is_none(),
+        "controller exited: {}",
+        ctl.log_text()
+    );
+    let peak = peak_rss_kib(pid).expect("VmHWM");
+    eprintln!("controller peak RSS: {peak} KiB");
+    assert!(
+        peak < MEMORY_LIMIT_KIB / 2,
+        "controller peak RSS {peak} KiB (limit {MEMORY_LIMIT_KIB} KiB)"
+    );
+}
+
 /// Pushes a bundle image whose only manifest is a CSV holding `bomb`; returns its
 /// digest-pinned reference.
 async fn push_bomb_bundle(package: &str, bomb: Bomb) -> String {
@@ -203,18 +218,7 @@ async fn alias_bombs_are_reported_and_other_extensions_keep_working() {
     })
     .await;
 
-    // The controller is still the same process, and never came near its memory limit.
-    assert!(
-        ctl.try_wait().is_none(),
-        "controller exited: {}",
-        ctl.log_text()
-    );
-    let peak = peak_rss_kib(pid).expect("VmHWM");
-    eprintln!("controller peak RSS: {peak} KiB");
-    assert!(
-        peak < MEMORY_LIMIT_KIB / 2,
-        "controller peak RSS {peak} KiB (limit {MEMORY_LIMIT_KIB} KiB)"
-    );
+    assert_alive_and_small(&mut ctl, pid);
     let a = api.get(&bad_name).await.expect("A");
     assert_ne!(
         condition(&a, "Installed").map(|c| c.status),
@@ -453,17 +457,7 @@ async fn hostile_inputs_do_not_delay_ten_healthy_extensions() {
         );
     }
 
-    assert!(
-        ctl.try_wait().is_none(),
-        "controller exited: {}",
-        ctl.log_text()
-    );
-    let peak = peak_rss_kib(pid).expect("VmHWM");
-    eprintln!("controller peak RSS: {peak} KiB");
-    assert!(
-        peak < MEMORY_LIMIT_KIB / 2,
-        "controller peak RSS {peak} KiB (limit {MEMORY_LIMIT_KIB} KiB)"
-    );
+    assert_alive_and_small(&mut ctl, pid);
 
     for (name, _) in &good {
         let _ = api.delete(name, &DeleteParams::default()).await;
