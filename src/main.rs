@@ -47,6 +47,9 @@ enum Command {
     Completion(olmv1::cli::docs::CompletionArgs),
     /// Write man pages (one per command and subcommand) into a directory.
     Man(olmv1::cli::docs::ManArgs),
+    /// Write the Markdown command and controller-flag reference (docs/reference).
+    #[command(hide = true)]
+    Docs(olmv1::cli::docs::ReferenceArgs),
 }
 
 /// The program name in usage and help: `kubectl olmv1` when this binary runs as the
@@ -107,6 +110,17 @@ fn main() -> ExitCode {
             match olmv1::cli::docs::write_man_pages(command("olmv1"), &args.dir) {
                 Ok(paths) => {
                     eprintln!("wrote {} man pages to {}", paths.len(), args.dir.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(anyhow::anyhow!(e)),
+            }
+        }
+        Command::Docs(args) => {
+            match olmv1::cli::docs::markdown::write_reference(command("olmv1"), &args.dir) {
+                Ok(paths) => {
+                    for path in paths {
+                        eprintln!("wrote {}", path.display());
+                    }
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(anyhow::anyhow!(e)),

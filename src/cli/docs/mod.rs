@@ -2,6 +2,9 @@
 //! --dir DIR`), both generated from the binary's clap definition, which `main` passes
 //! in — so they can never list a flag the binary does not have. One man page per
 //! command and subcommand: `olmv1.1`, `olmv1-status.1`, `olmv1-catalog-packages.1`, ….
+//! [`markdown`] writes the Markdown reference in `docs/reference/` from the same definition.
+
+pub mod markdown;
 
 use clap::Command;
 use std::path::{Path, PathBuf};
@@ -25,6 +28,14 @@ pub struct CompletionArgs {
 pub struct ManArgs {
     /// Directory to write the man pages into (created if missing), e.g.
     /// ~/.local/share/man/man1.
+    #[arg(long)]
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReferenceArgs {
+    /// Directory to write `cli.md` and `controller-flags.md` into (created if missing):
+    /// docs/reference in the source tree.
     #[arg(long)]
     pub dir: PathBuf,
 }
@@ -58,7 +69,10 @@ fn collect(
     let mut text = Vec::new();
     clap_mangen::Man::new(page_cmd).render(&mut text)?;
     pages.push((format!("{name}.1"), text));
-    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+    for sub in cmd
+        .get_subcommands()
+        .filter(|s| s.get_name() != "help" && !s.is_hide_set())
+    {
         collect(sub, format!("{name}-{}", sub.get_name()), pages)?;
     }
     Ok(())
