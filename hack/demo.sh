@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job, locally, in one command (walk-through: the README, "Walk-through"):
+# The main job, locally, in one command (walk-through: docs/getting-started.md, "Walk-through"):
 #   1. a Kubernetes control plane with a real node (hack/control-plane.sh up --node:
 #      containerd + runc, kubelet, kube-scheduler, kube-proxy, CoreDNS, a registry),
 #   2. olmv1's image built without a container engine (the builder behind
@@ -184,7 +184,7 @@ finish() {
   if [ "$no_wait" = 1 ]; then
     exit 0
   fi
-  echo "The demo runs. In another shell:  source $dir/demo.env  (then see the walk-through in README.md)"
+  echo "The demo runs. In another shell:  source $dir/demo.env  (then see the walk-through in docs/getting-started.md)"
   echo "Press Ctrl-C to stop everything."
   if [ ${#pids[@]} -gt 0 ]; then wait "${pids[0]}"; else while sleep 3600; do :; done; fi
 }

@@ -27,7 +27,7 @@ const EVENTS_SHOWN: usize = 8;
 pub struct StatusArgs {
     /// The ClusterExtension to describe (none: a table of all of them).
     pub name: Option<String>,
-    /// Output format: table (text), json or yaml (the structure is documented in the README).
+    /// Output format: table (text), json or yaml (the structure is documented in docs/reference/commands.md).
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
     pub output: Output,
     /// For each bundle newer than the installed one, say why it is or is not taken
