@@ -2,9 +2,10 @@
 //! impersonating clients ([`client`]), the dependency order ([`order`]), ownership labels,
 //! ownerReferences and the takeover refusal ([`ownership`]), the durable revision record
 //! ([`record`]), the I/O of server-side apply ([`applier`]) and of pruning and uninstall
-//! (`removal`), and one install step — record, apply, prune, record — ([`install_revision`]).
-//! What these files share is in [`types`]; the bounded gunzip of stored records in
-//! [`gzip`]. Reading what another manager installed is not here but in `crate::migrate`.
+//! (`removal`), and the one install step, record → apply → prune → record
+//! ([`install_revision`](mod@install_revision)). What these files share is in [`types`],
+//! the bounded gunzip of stored records in [`gzip`]. Reading what another manager
+//! installed, to take it over, is not here but in `crate::migrate`.
 //!
 //! Typical reconcile: the preflights (`preflight::run`) → [`apply`] → record the revision with
 //! [`RevisionHistory::begin`] before and [`RevisionHistory::complete`] after → [`prune`]

@@ -2,7 +2,7 @@
 //! olmv1 can take them over in place (README "Switching from upstream OLM v1").
 //!
 //! What this module owns: finding the release of a ClusterExtension among the Secrets of
-//! the controller's namespace ([`latest`]), decoding it ([`decode`], [`decode_chunked`]:
+//! the controller's namespace ([`latest`]), decoding it ([`decode()`], [`decode_chunked`]:
 //! `decode.rs`) — with every size bounded, so a hostile Secret cannot blow memory — and
 //! the adoption decisions (`compare.rs`): is the release's bundle the one olmv1 resolved
 //! ([`check_bundle`]), and are the release's objects exactly the ones olmv1 renders for it
