@@ -193,9 +193,9 @@ impl Resolver {
     }
 }
 
-/// The permission model's [`ResourceMap`] for `objects`: built-in kinds and bundled CRDs,
-/// completed from discovery for other kinds the API server serves (kinds it does not
-/// serve keep the plural guessed from the kind).
+/// The permission model's [`ResourceMap`](crate::kinds::ResourceMap) for `objects`:
+/// built-in kinds and bundled CRDs, completed from discovery for other kinds the API
+/// server serves (kinds it does not serve keep the plural guessed from the kind).
 pub async fn resource_map(
     resolver: &Resolver,
     objects: &[Value],
