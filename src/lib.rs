@@ -5,7 +5,8 @@
 //! The path of one ClusterExtension is spec → [`resolve`] → bundle image →
 //! [`image`] pull/unpack → [`bundle`] render → [`preflight`] → [`apply`] → status.
 //! Decisions live in pure functions; only [`apply`], [`image`], [`controller`] and
-//! [`server`] touch the outside world. [`cli`] holds the offline subcommands of the
+//! [`server`] touch the outside world. [`migrate`] reads what another manager left, so
+//! that an installation it made is taken over in place. [`cli`] holds the offline subcommands of the
 //! binary (nothing else imports it); [`metrics`] is what the controller process reports.
 //! The test environment (`testenv`) exists only in tests and with the `testenv`
 //! feature, so the shipped binary does not contain it.
@@ -22,6 +23,7 @@ pub mod fuzzing;
 pub mod image;
 pub mod kinds;
 pub mod metrics;
+pub mod migrate;
 pub mod preflight;
 pub mod resolve;
 pub mod server;

@@ -18,8 +18,9 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
 use olmv1::api::{ClusterExtension, InstallerSource};
-use olmv1::apply::helm_release;
-use olmv1::apply::record::{ObjectRef, record_name};
+use olmv1::apply::ObjectRef;
+use olmv1::apply::record::record_name;
+use olmv1::migrate::upstream_helm;
 use serde_json::{Value, json};
 use support::bundles::{self, BundleSpec};
 use support::extensions::{
@@ -139,10 +140,10 @@ async fn lay_down(
         // The release labels operator-controller sets (storeLbls); its chunked storage
         // keeps them in the release JSON only (the index Secret has system labels).
         "labels": {
-            helm_release::LABEL_PACKAGE: spec.package,
-            helm_release::LABEL_BUNDLE_NAME: spec.bundle_name(),
-            helm_release::LABEL_BUNDLE_VERSION: spec.version,
-            helm_release::LABEL_BUNDLE_REFERENCE: image,
+            upstream_helm::LABEL_PACKAGE: spec.package,
+            upstream_helm::LABEL_BUNDLE_NAME: spec.bundle_name(),
+            upstream_helm::LABEL_BUNDLE_VERSION: spec.version,
+            upstream_helm::LABEL_BUNDLE_REFERENCE: image,
         },
     });
     // operator-controller's storage: helm-operator-plugins' chunked Secrets, the index
@@ -150,7 +151,7 @@ async fn lay_down(
     // 1 MiB; small ones here so that the release spans several.
     let secret_name = format!("sh.helm.release.v1.{name}.v1");
     let chunked =
-        helm_release::encode_chunked(&secret_name, SYSTEM_NAMESPACE, &release, 512, 1_761_991_200);
+        upstream_helm::encode_chunked(&secret_name, SYSTEM_NAMESPACE, &release, 512, 1_761_991_200);
     let secrets = Api::<Secret>::namespaced(admin.clone(), SYSTEM_NAMESPACE);
     let mut index = chunked.index.clone();
     index["metadata"]["ownerReferences"] = json!([{"apiVersion": "olm.operatorframework.io/v1",
@@ -165,7 +166,7 @@ async fn lay_down(
     let mut chunks = Vec::new();
     for c in &chunked.chunks {
         let mut c = c.clone();
-        c["metadata"]["ownerReferences"] = json!([helm_release::chunk_owner_reference(
+        c["metadata"]["ownerReferences"] = json!([upstream_helm::chunk_owner_reference(
             &secret_name,
             &index_uid
         )]);
@@ -403,13 +404,13 @@ async fn upstream_installations_are_adopted_in_place_or_reported_untouched() {
     );
     let secret = support::eventually(30, "release marked", || async {
         let s = secrets.get(&adopt.secret).await.ok()?;
-        helm_release::is_adopted(&s).then_some(s)
+        upstream_helm::is_adopted(&s).then_some(s)
     })
     .await;
     assert_eq!(
         secret
             .annotations()
-            .get(helm_release::ADOPTED_RECORD_ANNOTATION),
+            .get(upstream_helm::ADOPTED_RECORD_ANNOTATION),
         Some(&record_name(&name))
     );
     // The release spans several chunk Secrets, read and left as they were.
@@ -463,7 +464,7 @@ async fn upstream_installations_are_adopted_in_place_or_reported_untouched() {
             .expect("get")
             .is_none()
     );
-    assert!(!helm_release::is_adopted(
+    assert!(!upstream_helm::is_adopted(
         &secrets.get(&extra.secret).await.expect("secret")
     ));
 
@@ -487,7 +488,7 @@ async fn upstream_installations_are_adopted_in_place_or_reported_untouched() {
             .expect("get")
             .is_none()
     );
-    assert!(!helm_release::is_adopted(
+    assert!(!upstream_helm::is_adopted(
         &secrets.get(&other.secret).await.expect("secret")
     ));
 
@@ -506,7 +507,7 @@ async fn upstream_installations_are_adopted_in_place_or_reported_untouched() {
             .expect("get")
             .is_none()
     );
-    assert!(!helm_release::is_adopted(
+    assert!(!upstream_helm::is_adopted(
         &secrets.get(&broken.secret).await.expect("secret")
     ));
 }

@@ -1,12 +1,13 @@
 //! Talking to the API server as the installer account: resolving kinds through
-//! discovery, the takeover check, ordered server-side apply with the wait for CRDs to be
-//! Established, pruning and uninstall.
+//! discovery ([`Resolver`]), the takeover check, and ordered server-side apply with the
+//! wait for CRDs to be Established ([`apply`]). Pruning and uninstall, which use the same
+//! resolver and errors, are in `removal`.
 
 use super::order::{PhaseKind, apply_order};
 use super::ownership::{
     Conflict, Owner, Ownership, classify, conflict_message, helm_managed, with_ownership,
 };
-use super::record::ObjectRef;
+use super::types::{FIELD_MANAGER, ObjectRef};
 use futures::FutureExt;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
@@ -15,15 +16,6 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-#[cfg(test)]
-use super::removal::phases_for_delete;
-pub use super::removal::{
-    UninstallOptions, UninstallReport, garbage_collection_fallback, prune, uninstall,
-};
-
-/// The field manager of every server-side apply.
-pub const FIELD_MANAGER: &str = "olmv1";
 
 /// Errors of applying, pruning and uninstalling.
 #[derive(Debug, thiserror::Error)]
@@ -201,9 +193,9 @@ impl Resolver {
     }
 }
 
-/// The permission model's [`ResourceMap`] for `objects`: built-in kinds and bundled CRDs,
-/// completed from discovery for other kinds the API server serves (kinds it does not
-/// serve keep the plural guessed from the kind).
+/// The permission model's [`ResourceMap`](crate::kinds::ResourceMap) for `objects`:
+/// built-in kinds and bundled CRDs, completed from discovery for other kinds the API
+/// server serves (kinds it does not serve keep the plural guessed from the kind).
 pub async fn resource_map(
     resolver: &Resolver,
     objects: &[Value],

@@ -1,12 +1,74 @@
 //! Clients that act as an installer ServiceAccount (docs/installer-permissions.md A3), cached per account
-//! and sharing a few HTTP/2 connections to the API server.
+//! and sharing a few HTTP/2 connections to the API server, and the controller's own
+//! client. Each can count its requests into a [`RequestCounter`] the caller passes in
+//! (the controller passes its metrics), so this module knows nothing of metrics.
 
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use kube::client::ConfigExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+/// Counts the requests a client sends, by verb: the HTTP method, or `WATCH` for a watch
+/// request. The controller's metrics are one (`olmv1_kube_api_requests_total`).
+pub trait RequestCounter: Send + Sync {
+    fn request(&self, verb: &str);
+}
+
+/// Tower layer calling a [`RequestCounter`] for every request of a kube client:
+/// `kube::client::ClientBuilder::try_from(config)?.with_layer(&CountRequests(counter)).build()`.
+#[derive(Clone)]
+pub struct CountRequests(pub Arc<dyn RequestCounter>);
+
+impl<S> tower::Layer<S> for CountRequests {
+    type Service = CountRequestsService<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        CountRequestsService {
+            inner,
+            counter: self.0.clone(),
+        }
+    }
+}
+
+/// The service of [`CountRequests`].
+#[derive(Clone)]
+pub struct CountRequestsService<S> {
+    inner: S,
+    counter: Arc<dyn RequestCounter>,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for CountRequestsService<S>
+where
+    S: tower::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        self.counter.request(&request_verb(&request));
+        self.inner.call(request)
+    }
+}
+
+/// The HTTP method, or `WATCH` for a watch request.
+fn request_verb<B>(request: &http::Request<B>) -> String {
+    let watch = request
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+    if watch {
+        "WATCH".to_string()
+    } else {
+        request.method().as_str().to_string()
+    }
+}
 
 /// The user name of a ServiceAccount: `system:serviceaccount:<ns>:<name>`.
 pub fn service_account_user(namespace: &str, name: &str) -> String {
@@ -70,7 +132,7 @@ type Transport =
 pub struct InstallerClients {
     base: kube::Config,
     shared: Option<Shared>,
-    count: Option<crate::metrics::CountApiRequests>,
+    count: Option<CountRequests>,
     cache: Mutex<HashMap<(String, String), kube::Client>>,
 }
 
@@ -117,10 +179,10 @@ impl InstallerClients {
         }
     }
 
-    /// Counts the requests of the installer clients made from now on
-    /// (`olmv1_kube_api_requests_total`).
-    pub fn count_requests(&mut self, metrics: Arc<crate::metrics::Metrics>) {
-        self.count = Some(crate::metrics::CountApiRequests(metrics));
+    /// Counts the requests of the installer clients made from now on into `counter`
+    /// (the controller's metrics: `olmv1_kube_api_requests_total`).
+    pub fn count_requests(&mut self, counter: Arc<dyn RequestCounter>) {
+        self.count = Some(CountRequests(counter));
     }
 
     /// Whether the installer clients share the controller's connections.
@@ -238,7 +300,7 @@ impl InstallerClients {
 fn client_over(
     transport: Option<&Transport>,
     config: &kube::Config,
-    count: Option<crate::metrics::CountApiRequests>,
+    count: Option<CountRequests>,
 ) -> Result<kube::Client, kube::Error> {
     let Some(transport) = transport else {
         let builder = kube::client::ClientBuilder::try_from(config.clone())?;
@@ -263,8 +325,9 @@ fn client_over(
 /// opening and keeping a TLS connection), counting requests into `count`.
 pub fn controller_client(
     config: &kube::Config,
-    count: Option<crate::metrics::CountApiRequests>,
+    count: Option<Arc<dyn RequestCounter>>,
 ) -> Result<kube::Client, kube::Error> {
+    let count = count.map(CountRequests);
     if config.proxy_url.is_some() {
         return client_over(None, config, count);
     }
@@ -332,6 +395,22 @@ mod tests {
                 "system:authenticated"
             ]
         );
+    }
+
+    #[test]
+    fn watches_are_counted_as_watch() {
+        let get = http::Request::get("/api/v1/namespaces?limit=500")
+            .body(())
+            .unwrap();
+        let watch = http::Request::get("/apis/x/v1/things?watch=true&resourceVersion=1")
+            .body(())
+            .unwrap();
+        let patch = http::Request::patch("/apis/x/v1/things/a")
+            .body(())
+            .unwrap();
+        assert_eq!(request_verb(&get), "GET");
+        assert_eq!(request_verb(&watch), "WATCH");
+        assert_eq!(request_verb(&patch), "PATCH");
     }
 
     #[tokio::test]

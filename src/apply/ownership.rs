@@ -2,7 +2,7 @@
 //! added before applying, and the decision whether an existing object may be managed.
 //! Pure.
 
-use super::record::ObjectRef;
+use super::types::ObjectRef;
 use serde_json::{Map, Value, json};
 
 pub const OWNER_KIND_LABEL: &str = "olm.operatorframework.io/owner-kind";

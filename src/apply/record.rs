@@ -5,17 +5,17 @@
 //! own identity; survives restarts; no Helm). Encoding, history bookkeeping and the
 //! ConfigMap shape are pure; [`RevisionStore`] does the reads and writes.
 
+use super::gzip::gunzip;
 use super::ownership::{OWNER_KIND, OWNER_KIND_LABEL, OWNER_NAME_LABEL, Owner};
+use super::types::{FIELD_MANAGER, ObjectRef};
 use crate::api::BundleIdentity;
 use flate2::Compression;
-use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use std::fmt;
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 
 /// Key of the gzip'd JSON history in the ConfigMap's `binaryData`.
 pub const DATA_KEY: &str = "history.json.gz";
@@ -26,71 +26,6 @@ pub const MAX_DECODED_BYTES: u64 = 64 * 1024 * 1024;
 /// Revisions kept in the history (the current one included).
 pub const KEEP_REVISIONS: usize = 5;
 const NAME_PREFIX: &str = "olmv1-revision-";
-use super::applier::FIELD_MANAGER;
-
-/// A reference to one applied object.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ObjectRef {
-    #[serde(default)]
-    pub group: String,
-    pub version: String,
-    pub kind: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ObjectRef {
-    /// The reference of a rendered object (`None` without kind, apiVersion or name).
-    pub fn from_object(obj: &Value) -> Option<ObjectRef> {
-        let api_version = obj.get("apiVersion")?.as_str()?;
-        let (group, version) = crate::kinds::split_api_version(api_version)?;
-        Some(ObjectRef {
-            group: group.to_owned(),
-            version: version.to_owned(),
-            kind: obj.get("kind")?.as_str()?.to_owned(),
-            namespace: obj["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            name: obj["metadata"]["name"].as_str()?.to_owned(),
-        })
-    }
-
-    /// A stand-in object with this reference's apiVersion, kind and metadata (the inverse
-    /// of [`ObjectRef::from_object`]), for checks that only need those.
-    pub fn to_stub(&self) -> Value {
-        let mut meta = json!({"name": self.name});
-        if !self.namespace.is_empty() {
-            meta["namespace"] = json!(self.namespace);
-        }
-        json!({"apiVersion": self.api_version(), "kind": self.kind, "metadata": meta})
-    }
-
-    /// Identity independent of the API version (a served-version change is the same object).
-    pub fn identity(&self) -> (&str, &str, &str, &str) {
-        (&self.group, &self.kind, &self.namespace, &self.name)
-    }
-
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
-}
-
-/// `Kind/namespace/name`, or `Kind/name` for cluster-scoped objects.
-impl fmt::Display for ObjectRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.namespace.is_empty() {
-            write!(f, "{}/{}", self.kind, self.name)
-        } else {
-            write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RevisionState {
@@ -328,16 +263,7 @@ pub fn encode(history: &RevisionHistory) -> Result<Vec<u8>, RecordError> {
 
 /// Inverse of [`encode`]; `Err(reason)` for data that is not a record.
 pub fn decode(gz: &[u8]) -> Result<RevisionHistory, String> {
-    let mut json = Vec::new();
-    GzDecoder::new(gz)
-        .take(MAX_DECODED_BYTES + 1)
-        .read_to_end(&mut json)
-        .map_err(|e| format!("gzip: {e}"))?;
-    if json.len() as u64 > MAX_DECODED_BYTES {
-        return Err(format!(
-            "larger than {MAX_DECODED_BYTES} bytes uncompressed"
-        ));
-    }
+    let json = gunzip(gz, MAX_DECODED_BYTES)?;
     serde_json::from_slice(&json).map_err(|e| format!("JSON: {e}"))
 }
 

@@ -17,18 +17,6 @@ fn bundle(v: &str) -> BundleIdentity {
 }
 
 #[test]
-fn object_ref_from_objects_and_display() {
-    let r = ObjectRef::from_object(&cm("a")).unwrap();
-    assert_eq!(r.to_string(), "ConfigMap/ns/a");
-    assert_eq!(r.api_version(), "v1");
-    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "x.y"}});
-    let r = ObjectRef::from_object(&crd).unwrap();
-    assert_eq!(r.to_string(), "CustomResourceDefinition/x.y");
-    assert_eq!(r.group, "apiextensions.k8s.io");
-    assert!(ObjectRef::from_object(&json!({"kind": "X"})).is_none());
-}
-
-#[test]
 fn history_begin_complete_prune() {
     let owner = Owner::new("ext", "uid");
     let mut h = RevisionHistory::new(&owner);

@@ -6,7 +6,7 @@
 use super::applier::{ApplyError, ApplyOptions, Resolver, get_absent_ok, is_not_found, kube_err};
 use super::order::{PhaseKind, phase_of, uninstall_order};
 use super::ownership::{Owner, Ownership, classify};
-use super::record::ObjectRef;
+use super::types::ObjectRef;
 use futures::FutureExt;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
@@ -240,3 +240,7 @@ pub fn garbage_collection_fallback(
         objects.len()
     )
 }
+
+#[cfg(test)]
+#[path = "removal_tests.rs"]
+mod tests;

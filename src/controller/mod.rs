@@ -17,8 +17,8 @@ pub mod workers;
 pub use common::backoff;
 pub use options::ControllerArgs;
 
+use crate::metrics::Metrics;
 use crate::metrics::serving::Protection;
-use crate::metrics::{CountApiRequests, Metrics};
 use crate::server::health::{self, Readiness};
 use anyhow::{Context, Result};
 use kube::Client;
@@ -140,9 +140,8 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let (config, plain_client) = connect_with_config(args.kubeconfig.as_deref()).await?;
     common::set_long_watches(config.proxy_url.is_none());
     // The controller's own client counts its requests (olmv1_kube_api_requests_total).
-    let client =
-        crate::apply::client::controller_client(&config, Some(CountApiRequests(metrics.clone())))
-            .context("building Kubernetes client")?;
+    let client = crate::apply::client::controller_client(&config, Some(metrics.clone()))
+        .context("building Kubernetes client")?;
     let readiness = Readiness::default();
     // The reviews of scrapes use the uncounted client: olmv1_kube_api_requests_total
     // stays the reconcilers' traffic.

@@ -146,19 +146,3 @@ fn catalog_series_errors_and_durations() {
     let text = m.encode().unwrap();
     assert!(!text.contains(r#"catalog="operatorhub""#), "{text}");
 }
-
-#[test]
-fn watches_are_counted_as_watch() {
-    let get = http::Request::get("/api/v1/namespaces?limit=500")
-        .body(())
-        .unwrap();
-    let watch = http::Request::get("/apis/x/v1/things?watch=true&resourceVersion=1")
-        .body(())
-        .unwrap();
-    let patch = http::Request::patch("/apis/x/v1/things/a")
-        .body(())
-        .unwrap();
-    assert_eq!(request_verb(&get), "GET");
-    assert_eq!(request_verb(&watch), "WATCH");
-    assert_eq!(request_verb(&patch), "PATCH");
-}

@@ -10,7 +10,7 @@ use super::plan::{self, Facts, InstallFailure, Installed, Next, Note, Plan, Repo
 use super::status::Observation;
 use crate::api::{self, BundleIdentity, ClusterExtension};
 use crate::apply::RevisionHistory;
-use crate::apply::helm_release::UpstreamRelease;
+use crate::migrate::upstream_helm::UpstreamRelease;
 use crate::resolve::{Resolution, ResolveError, ResolveRequest};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;

@@ -10,8 +10,8 @@ use super::super::status::Outcome;
 use super::*;
 use crate::api::conditions::{REASON_BLOCKED, REASON_INVALID_CONFIGURATION};
 use crate::apply::Owner;
-use crate::apply::helm_release::UpstreamRelease;
 use crate::fbc::model::{Deprecation, DeprecationEntry, PackageScopedReference};
+use crate::migrate::upstream_helm::UpstreamRelease;
 use crate::resolve::deprecation::ConditionStatus;
 use crate::resolve::{CatalogStats, NoUniqueBundle, ResolvedBundle};
 use crate::version::BundleVersion;
@@ -803,7 +803,7 @@ fn a_ready_revision_that_becomes_unavailable_says_so_and_a_completed_rollout_too
 fn upstream(version: &str) -> Option<Result<Option<UpstreamRelease>, String>> {
     Some(Ok(Some(UpstreamRelease {
         secret: "sh.helm.release.v1.e.v2".into(),
-        storage: crate::apply::helm_release::Storage::Chunked,
+        storage: crate::migrate::upstream_helm::Storage::Chunked,
         name: "e".into(),
         version: 2,
         namespace: "ns".into(),

@@ -11,10 +11,10 @@ use super::plan::{InstallFailure, Installed};
 use super::rollout::{self, Readiness};
 use super::{ExtensionContext, certs, prune};
 use crate::api::{BundleIdentity, ClusterExtension, CrdUpgradeSafetyEnforcement};
-use crate::apply::helm_release::{self, UpstreamRelease};
 use crate::apply::{self, ApplyError, InstallError, ObjectRef, Owner, RevisionHistory};
 use crate::bundle::{self, Bundle, CertProvider, RenderOptions};
 use crate::metrics::Phase;
+use crate::migrate::upstream_helm::{self as helm_release, UpstreamRelease};
 use crate::preflight::{self, Preflight, crd_safety::Enforcement};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{

@@ -20,7 +20,7 @@ use crate::api::conditions::{
 };
 use crate::api::{BundleIdentity, ClusterExtensionSpec, InstallerStatus, UpgradeConstraintPolicy};
 use crate::apply::RevisionHistory;
-use crate::apply::helm_release::{self, UpstreamRelease};
+use crate::migrate::upstream_helm::{self as helm_release, UpstreamRelease};
 use crate::resolve::deprecation::{CatalogData, DeprecationCondition, deprecation_conditions};
 use crate::resolve::{Resolution, ResolveError, ResolveRequest, UpgradePolicy};
 use std::time::Duration;

@@ -1,5 +1,6 @@
 use super::*;
 use k8s_openapi::ByteString;
+use std::collections::BTreeMap;
 
 fn labels(ext: &str, version: u64) -> BTreeMap<String, String> {
     [

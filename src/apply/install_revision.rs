@@ -1,10 +1,13 @@
-//! One install or upgrade step as the reconciler calls it once the preflights passed
-//! (`preflight::run`): record (pending) → apply → prune → record (installed).
+//! Installing one revision, the install or upgrade step the reconciler calls once the
+//! preflights passed (`preflight::run`): record (pending) → apply → prune → record
+//! (installed).
 //! Every write of bundle content goes through the installer client.
 
-use super::applier::{ApplyError, ApplyOptions, ApplyReport, apply, prune};
+use super::applier::{ApplyError, ApplyOptions, ApplyReport, apply};
 use super::ownership::Owner;
-use super::record::{ObjectRef, RecordError, RevisionHistory, RevisionStore};
+use super::record::{RecordError, RevisionHistory, RevisionStore};
+use super::removal::prune;
+use super::types::ObjectRef;
 use serde_json::Value;
 
 /// Errors of [`install_revision`].
