@@ -31,7 +31,9 @@ use serde_json::Value;
 
 /// The two halves of the bundle loader's YAML reading, for the differential fuzz target
 /// `fuzz/fuzz_targets/bundle_yaml.rs` (the fast path must return what the full,
-/// bounded deserializer returns whenever it returns anything). Not an API.
+/// bounded deserializer returns whenever it returns anything). Not an API; only with the
+/// `fuzzing` feature.
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz_api {
     use super::LoadOptions;
