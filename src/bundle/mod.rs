@@ -22,10 +22,8 @@ pub use config::{BundleConfig, ConfigError, DeploymentConfig, InstallMode, Insta
 pub use csv::{Csv, CsvError, WebhookDescription, WebhookType};
 pub use image::{BundleImageError, MEDIATYPE_LABEL, check_labels, is_digest_reference, load_image};
 pub use load::{LoadError, LoadOptions, load_dir};
-pub use render::{
-    CertProvider, RenderError, RenderOptions, render, render_owned, to_yaml_documents,
-};
-pub use validate::{ValidationErrors, validate};
+pub use render::{RenderError, RenderOptions, render, render_owned, to_yaml_documents};
+pub use validate::{CertProvider, ValidationErrors, validate};
 
 use serde_json::Value;
 
