@@ -9,10 +9,13 @@
 //! The reconcilers only call methods here; the registry and the label bookkeeping
 //! (removing series of deleted objects or of a replaced installed version) live here.
 
+mod api_requests;
 pub mod auth;
 pub mod profiling;
 pub mod serving;
 pub mod tls;
+
+pub use api_requests::{CountApiRequests, CountApiRequestsService};
 
 use crate::api::{ClusterCatalogStatus, ClusterExtensionStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -24,7 +27,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// The three condition statuses; each condition is exported as one series per status,
@@ -494,58 +496,6 @@ where
     for (labels, value) in series {
         family.get_or_create(&labels).set(value);
         known.push(labels);
-    }
-}
-
-/// Tower layer counting the requests of a kube client into [`Metrics::api_request`]:
-/// `kube::client::ClientBuilder::try_from(config)?.with_layer(&CountApiRequests(metrics)).build()`.
-#[derive(Clone)]
-pub struct CountApiRequests(pub Arc<Metrics>);
-
-impl<S> tower::Layer<S> for CountApiRequests {
-    type Service = CountApiRequestsService<S>;
-    fn layer(&self, inner: S) -> Self::Service {
-        CountApiRequestsService {
-            inner,
-            metrics: self.0.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct CountApiRequestsService<S> {
-    inner: S,
-    metrics: Arc<Metrics>,
-}
-
-impl<S, B> tower::Service<http::Request<B>> for CountApiRequestsService<S>
-where
-    S: tower::Service<http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        self.metrics.api_request(&request_verb(&request));
-        self.inner.call(request)
-    }
-}
-
-/// The HTTP method, or `WATCH` for a watch request.
-fn request_verb<B>(request: &http::Request<B>) -> String {
-    let watch = request
-        .uri()
-        .query()
-        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
-    if watch {
-        "WATCH".to_string()
-    } else {
-        request.method().as_str().to_string()
     }
 }
 

@@ -1,3 +1,4 @@
+use super::api_requests::request_verb;
 use super::*;
 use crate::api::{BundleMetadata, ClusterExtensionInstallStatus};
 
