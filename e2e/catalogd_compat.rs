@@ -1,8 +1,9 @@
-//! Catalogs catalogd would serve although they break FBC invariants (issue 12): a
-//! package without `defaultChannel` whose channel also names a missing bundle is
-//! stored and served (`Serving` True), one `InvalidCatalogContent` Warning Event on the
-//! ClusterCatalog names both problems with file and line, and a ClusterExtension that
-//! names a channel resolves and installs from it.
+//! Catalogs catalogd would serve although they break FBC invariants (docs/catalogs.md
+//! §9.1 "What is accepted"): a package without `defaultChannel` whose channel also
+//! names a missing bundle is stored and served (`Serving` True), one
+//! `InvalidCatalogContent` Warning Event on the ClusterCatalog names both problems with
+//! file and line, and a ClusterExtension that names a channel resolves and installs
+//! from it.
 
 #[path = "../tests/support/mod.rs"]
 mod support;

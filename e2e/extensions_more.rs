@@ -1,4 +1,4 @@
-//! More ClusterExtension scenarios end to end (issue 7, docs/api-and-status.md §2.1, §3, A3–A8):
+//! More ClusterExtension scenarios end to end (docs/api-and-status.md §2.1, §3, A3–A8):
 //! version/channel selection, CRD upgrade safety, drift, collisions between two
 //! extensions, uninstall options, a deleted catalog, Own/SingleNamespace config,
 //! unsupported bundles, progressDeadlineMinutes and real bundles from the fixtures.

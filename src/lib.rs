@@ -9,7 +9,8 @@
 //! that an installation it made is taken over in place. [`cli`] holds the offline subcommands of the
 //! binary (nothing else imports it); [`metrics`] is what the controller process reports.
 //! The test environment (`testenv`) exists only in tests and with the `testenv`
-//! feature, so the shipped binary does not contain it.
+//! feature, so the shipped binary does not contain it; the same holds for the fuzz
+//! target bodies (`fuzzing`, feature `fuzzing`).
 
 pub mod api;
 pub mod apply;
@@ -18,6 +19,7 @@ pub mod cli;
 pub mod content;
 pub mod controller;
 pub mod fbc;
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod image;

@@ -1,6 +1,6 @@
-//! YAML alias bombs through every reader of outside input (issue 17): the bundle loader,
-//! the catalog (FBC) walker, the `crd-diff` CRD reader, and the `olmv1 render` /
-//! `olmv1 catalog` binaries. Each must refuse every bomb shape with a message naming the
+//! YAML alias bombs through every reader of outside input (docs/api-and-status.md A8,
+//! docs/limits.md "YAML aliases"): the bundle loader, the catalog (FBC) walker, the
+//! `crd-diff` CRD reader, and the `olmv1 render` / `olmv1 catalog` binaries. Each must refuse every bomb shape with a message naming the
 //! file and the alias expansion, and parsing must stay within 16 MiB above the input's
 //! size.
 //!
@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::Instant;
 
 const CHILD_ENV: &str = "OLMV1_YAML_BOMB_CHILD";
-/// The bound of the issue: parsing may cost the input's size plus this.
+/// The bound every reader is held to: parsing may cost the input's size plus this.
 const HEADROOM_KIB: u64 = 16 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

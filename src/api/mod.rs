@@ -3,13 +3,16 @@
 //! condition vocabulary (docs/api-and-status.md §1.4, §2), and generation of the CRD YAML committed in `crds/`.
 //!
 //! Validation the API server can do lives here as CEL rules and OpenAPI constraints on
-//! the types; everything else is checked by the reconcilers.
+//! the types; everything else is checked by the reconcilers. [`selector`] evaluates
+//! `spec.source.catalog.selector` (apimachinery's label selector semantics) for the
+//! catalog content reader and the resolver.
 
 mod bundle_identity;
 mod cluster_catalog;
 mod cluster_extension;
 pub mod conditions;
 pub mod crd;
+pub mod selector;
 mod validation;
 
 pub use bundle_identity::BundleIdentity;

@@ -22,16 +22,16 @@ pub use config::{BundleConfig, ConfigError, DeploymentConfig, InstallMode, Insta
 pub use csv::{Csv, CsvError, WebhookDescription, WebhookType};
 pub use image::{BundleImageError, MEDIATYPE_LABEL, check_labels, is_digest_reference, load_image};
 pub use load::{LoadError, LoadOptions, load_dir};
-pub use render::{
-    CertProvider, RenderError, RenderOptions, render, render_owned, to_yaml_documents,
-};
-pub use validate::{ValidationErrors, validate};
+pub use render::{RenderError, RenderOptions, render, render_owned, to_yaml_documents};
+pub use validate::{CertProvider, ValidationErrors, validate};
 
 use serde_json::Value;
 
 /// The two halves of the bundle loader's YAML reading, for the differential fuzz target
 /// `fuzz/fuzz_targets/bundle_yaml.rs` (the fast path must return what the full,
-/// bounded deserializer returns whenever it returns anything). Not an API.
+/// bounded deserializer returns whenever it returns anything). Not an API; only with the
+/// `fuzzing` feature.
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzz_api {
     use super::LoadOptions;

@@ -4,11 +4,20 @@
 use super::Bundle;
 use super::config::InstallModeSet;
 use super::csv::{Csv, WebhookType};
-use super::render::CertProvider;
 use crate::kinds::{self, BundleOther};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
+
+/// Who issues webhook serving certificates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CertProvider {
+    /// cert-manager: Issuer + Certificate, `cert-manager.io/inject-ca-from`.
+    #[default]
+    CertManager,
+    /// No provider: bundles with webhooks are rejected.
+    None,
+}
 
 /// Every problem found in a bundle, in check order.
 #[derive(Debug, Clone, PartialEq, Eq)]

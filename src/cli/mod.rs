@@ -6,11 +6,10 @@
 //! kubeconfig) and printing; every decision (which bundle, which objects, is a CRD change
 //! safe, which rules an installer needs) is a call into the domain modules. Nothing
 //! outside `cli` imports from here, so the domain modules stay free of argument parsing
-//! and terminal output. `catalog validate` lives in [`catalog_validate`]. [`source`] is the `--catalog` source the commands share; [`input_file`] reads
+//! and terminal output. `catalog validate` lives in [`catalog::validate`]. [`source`] is the `--catalog` source the commands share; [`input_file`] reads
 //! files named on the command line (regular files only, bounded).
 
 pub mod catalog;
-pub mod catalog_validate;
 pub mod cluster_content;
 pub mod crd_diff;
 pub mod docs;

@@ -195,30 +195,18 @@ pub fn endpoint(catalog: &ClusterCatalog) -> Result<Endpoint, ContentError> {
     })
 }
 
-/// One ClusterCatalog prepared for resolution: what [`crate::resolve::CatalogInput`]
-/// borrows, owned.
+/// One ClusterCatalog prepared for resolution: what `resolve::CatalogInput` borrows,
+/// owned (`CatalogContent::input`, in `resolve`, lends it).
 #[derive(Clone, Debug)]
 pub struct CatalogContent {
     pub name: String,
     pub priority: i32,
-    pub availability: crate::resolve::Availability,
+    pub availability: crate::api::AvailabilityMode,
     pub labels: std::collections::BTreeMap<String, String>,
     /// The package's content; empty when the catalog was not read because the
     /// selector excludes it or it is `Unavailable`; `Err` with the message when it
     /// could not be read (resolution then fails with that catalog named).
     pub content: Result<Arc<PackageContent>, String>,
-}
-
-impl CatalogContent {
-    pub fn input(&self) -> crate::resolve::CatalogInput<'_> {
-        crate::resolve::CatalogInput {
-            name: &self.name,
-            priority: self.priority,
-            availability: self.availability,
-            labels: &self.labels,
-            content: self.content.as_deref().map_err(Clone::clone),
-        }
-    }
 }
 
 /// Counters, for tests and metrics.
@@ -314,7 +302,7 @@ impl ContentClient {
     }
 
     /// Every catalog's content for `package`, in list order, ready for
-    /// [`crate::resolve::resolve`] (`inputs: Vec<_> = contents.iter().map(|c| c.input())`).
+    /// `resolve::resolve` (`inputs: Vec<_> = contents.iter().map(|c| c.input())`).
     /// Catalogs the selector excludes or that are `Unavailable` are not read; the
     /// others are read concurrently (through the cache).
     pub async fn catalog_contents(
@@ -323,15 +311,12 @@ impl ContentClient {
         package: &str,
         selector: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
     ) -> Vec<CatalogContent> {
-        use crate::resolve::Availability;
+        use crate::api::AvailabilityMode as Availability;
         // An invalid selector reads nothing; resolution reports the selector error.
-        let selector = crate::resolve::selector::Selector::parse(selector).ok();
+        let selector = crate::api::selector::Selector::parse(selector).ok();
         let reads = catalogs.iter().map(|c| {
             let labels = c.metadata.labels.clone().unwrap_or_default();
-            let availability = match c.spec.availability_mode {
-                crate::api::AvailabilityMode::Unavailable => Availability::Unavailable,
-                crate::api::AvailabilityMode::Available => Availability::Available,
-            };
+            let availability = c.spec.availability_mode;
             let wanted = availability == Availability::Available
                 && selector.as_ref().is_some_and(|s| s.matches(&labels));
             async move {

@@ -218,7 +218,7 @@ async fn resolution_over_served_content_matches_the_files() {
         [crate::resolve::CatalogInput {
             name: "cat",
             priority: 0,
-            availability: crate::resolve::Availability::Available,
+            availability: crate::api::AvailabilityMode::Available,
             labels: &labels,
             content: Ok(content),
         }]

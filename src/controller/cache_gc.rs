@@ -67,9 +67,10 @@ impl CacheGc {
         };
         let puller = self.puller.clone();
         let dir = self.catalogs_dir.clone();
-        let removed =
-            tokio::task::spawn_blocking(move || puller.collect_garbage(&dir, &references, since))
-                .await;
+        let removed = tokio::task::spawn_blocking(move || {
+            puller.collect_garbage(&crate::fbc::store::CatalogsDir(&dir), &references, since)
+        })
+        .await;
         match removed {
             Ok(Ok(plan)) if plan.is_empty() => tracing::debug!("cache GC: nothing to remove"),
             Ok(Ok(plan)) => {

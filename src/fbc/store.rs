@@ -358,6 +358,50 @@ pub fn stored_names(root: &Path) -> Result<Vec<String>, FbcError> {
     Ok(names)
 }
 
+/// The stored catalogs under a root, as the cache GC sees them
+/// ([`crate::image::gc::CatalogStore`]): the GC decides, this store lists and deletes.
+#[derive(Clone, Copy, Debug)]
+pub struct CatalogsDir<'a>(pub &'a Path);
+
+impl crate::image::gc::CatalogStore for CatalogsDir<'_> {
+    /// `<name>` (the link) and every `.<name>_<version>`, as `name` with its last
+    /// change; entries whose name is not a valid catalog name are not listed. A
+    /// missing root lists nothing.
+    fn entries(&self) -> std::io::Result<Vec<crate::image::gc::Entry>> {
+        let root = self.0;
+        let entries = match std::fs::read_dir(root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry?;
+            let Some(file_name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            let name = match file_name.strip_prefix('.') {
+                Some(rest) => match rest.rsplit_once('_') {
+                    Some((name, _)) => name.to_string(),
+                    None => continue,
+                },
+                None => file_name,
+            };
+            if validate_catalog_name(&name).is_ok() {
+                let modified = crate::image::gc::modified(&entry.path());
+                out.push(crate::image::gc::Entry { name, modified });
+            }
+        }
+        Ok(out)
+    }
+
+    fn remove(&self, name: &str) -> std::io::Result<()> {
+        delete(self.0, name)
+            .map(|_| ())
+            .map_err(std::io::Error::other)
+    }
+}
+
 /// Removes version directories and link leftovers of `name` that are not current.
 fn clean_orphans(root: &Path, name: &str) -> Result<(), FbcError> {
     let current = std::fs::read_link(root.join(name)).ok();

@@ -14,11 +14,26 @@
 //! name. [`CacheLeases::sweep`] decides and moves the doomed entries out of the way
 //! while holding the table's lock, so no lease can start on an entry being removed: a
 //! pull that comes after finds no cache entry and pulls again.
+//!
+//! The stored catalogs are reached through [`CatalogStore`], which the catalog store
+//! (`fbc::store::CatalogsDir`) implements and the caller passes in: this module knows
+//! their names and ages, not their layout on disk.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+
+/// The stored catalogs the GC sweeps beside `images/`, as their owner lists and removes
+/// them.
+pub trait CatalogStore {
+    /// Every stored catalog directory: its catalog's name and when it last changed (a
+    /// catalog may have several directories). Only names the store writes are listed:
+    /// anything else under it is left alone.
+    fn entries(&self) -> std::io::Result<Vec<Entry>>;
+    /// Removes every directory of catalog `name`.
+    fn remove(&self, name: &str) -> std::io::Result<()>;
+}
 
 /// What is in the cache: names of `images/` entries (`sha256-<hex>`) and of stored
 /// catalogs (link names and the names of version directories).
@@ -128,7 +143,6 @@ pub fn plan(
     }
     let mut catalogs: Vec<String> = newest
         .into_iter()
-        .filter(|(name, _)| crate::fbc::store::validate_catalog_name(name).is_ok())
         .filter(|(name, _)| !references.catalogs.contains(*name))
         .filter(|(name, modified)| {
             idle(
@@ -257,42 +271,35 @@ pub enum Doomed<'a> {
     Catalog(&'a str),
 }
 
-/// Lists `images_dir` and `catalogs_dir` (missing directories are empty).
-pub fn inventory(images_dir: &Path, catalogs_dir: &Path) -> std::io::Result<Inventory> {
-    let mut inv = Inventory::default();
-    for (dir, out, catalogs) in [
-        (images_dir, &mut inv.images, false),
-        (catalogs_dir, &mut inv.catalogs, true),
-    ] {
-        let entries = match std::fs::read_dir(dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
+/// Lists `images_dir` (missing: empty) and the entries of `catalogs`.
+pub fn inventory(images_dir: &Path, catalogs: &dyn CatalogStore) -> std::io::Result<Inventory> {
+    let mut images = Vec::new();
+    let entries = match std::fs::read_dir(images_dir) {
+        Ok(e) => Some(e),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    for entry in entries.into_iter().flatten() {
+        let entry = entry?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
         };
-        for entry in entries {
-            let entry = entry?;
-            let Some(file_name) = entry.file_name().to_str().map(str::to_string) else {
-                continue;
-            };
-            let name = if catalogs {
-                // `<name>` (the link) or `.<name>_<version>`.
-                match file_name.strip_prefix('.') {
-                    Some(rest) => match rest.rsplit_once('_') {
-                        Some((name, _)) => name.to_string(),
-                        None => continue,
-                    },
-                    None => file_name,
-                }
-            } else {
-                file_name
-            };
-            let modified = std::fs::symlink_metadata(entry.path())
-                .and_then(|m| m.modified())
-                .unwrap_or_else(|_| SystemTime::now());
-            out.push(Entry { name, modified });
-        }
+        images.push(Entry {
+            name,
+            modified: modified(&entry.path()),
+        });
     }
-    Ok(inv)
+    Ok(Inventory {
+        images,
+        catalogs: catalogs.entries()?,
+    })
+}
+
+/// When `path` (not followed if a link) last changed; now when that cannot be read.
+pub fn modified(path: &Path) -> SystemTime {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| SystemTime::now())
 }
 
 /// Removes an `images/` entry: renamed into `trash_dir` first (atomic; a later pull
@@ -341,7 +348,6 @@ mod tests {
                 entry("kept", 11),
                 entry("gone", 10),
                 entry("gone", 12),
-                entry("Not_A_Name", 10),
             ],
         };
         let mut refs = References::default();
@@ -411,7 +417,12 @@ mod tests {
         std::fs::create_dir_all(images.join(A).join("whole/content")).unwrap();
         std::fs::create_dir_all(catalogs.join(".cat_123")).unwrap();
         std::os::unix::fs::symlink(".cat_123", catalogs.join("cat")).unwrap();
-        let inv = inventory(&images, &catalogs).unwrap();
+        // Not names the catalog store writes: not listed, so never removed.
+        std::fs::create_dir_all(catalogs.join("Not_A_Name")).unwrap();
+        std::fs::create_dir_all(catalogs.join(".Not_A_Name_1")).unwrap();
+        std::fs::create_dir_all(catalogs.join(".noversion")).unwrap();
+        let store = crate::fbc::store::CatalogsDir(&catalogs);
+        let inv = inventory(&images, &store).unwrap();
         assert_eq!(inv.images.len(), 1);
         let mut names: Vec<_> = inv.catalogs.iter().map(|e| e.name.as_str()).collect();
         names.sort();
@@ -423,9 +434,7 @@ mod tests {
             0
         );
         assert_eq!(
-            inventory(&root.path().join("none"), &catalogs)
-                .unwrap()
-                .images,
+            inventory(&root.path().join("none"), &store).unwrap().images,
             []
         );
     }

@@ -16,6 +16,8 @@
 //! entries nothing references any more, never one a lease marks in use.
 
 pub mod auth;
+mod cache;
+mod config;
 pub mod error;
 mod fetch;
 pub mod gc;
@@ -29,167 +31,24 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use oci_client::Reference;
-use oci_client::manifest::{ImageIndexEntry, OciImageManifest, OciManifest};
+use oci_client::manifest::{OciImageManifest, OciManifest};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 
 pub use auth::{Credentials, DockerConfig};
+pub use config::{
+    CATALOG_CONFIGS_LABEL, Extract, MAX_MANIFEST_BYTES, PULL_TIMEOUT, PullerConfig,
+    REQUEST_TIMEOUT, RetryPolicy, extract_dir, select_platform,
+};
 pub use error::{ImageError, TimeoutScope};
 pub use unpack::UnpackLimits;
 
+use cache::{Meta, read_cached, store_entry};
+use config::MANIFEST_MEDIA_TYPES;
 use fetch::{Deadline, Remote};
 use manifest::RegistryClient;
-use registries::{PullSource, RegistriesConf};
-
-/// Label naming the FBC directory inside a catalog image.
-pub const CATALOG_CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
-
-const MANIFEST_MEDIA_TYPES: &[&str] = &[
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.v2+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-];
-
-/// Retry policy for registry calls (5xx, 429, connection errors only).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Total attempts including the first (default 4).
-    pub max_attempts: u32,
-    /// Delay before the second attempt, doubled each time (default 500 ms).
-    pub initial_backoff: Duration,
-    /// Upper bound of one delay (default 10 s).
-    pub max_backoff: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            max_attempts: 4,
-            initial_backoff: Duration::from_millis(500),
-            max_backoff: Duration::from_secs(10),
-        }
-    }
-}
-
-/// Default of [`PullerConfig::max_manifest_bytes`]: 4 MiB, the largest manifest the
-/// `distribution` registry (the reference implementation of the OCI distribution
-/// spec) accepts on push, so no image it serves is bigger; real manifests and indexes
-/// are a few KiB.
-pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
-/// Default of [`PullerConfig::pull_timeout`]: 10 minutes (controller flag
-/// `--pull-timeout`).
-pub const PULL_TIMEOUT: Duration = Duration::from_secs(600);
-/// Default of [`PullerConfig::request_timeout`]: 5 minutes (controller flag
-/// `--registry-request-timeout`).
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// Configuration of an [`ImagePuller`].
-#[derive(Clone, Debug)]
-pub struct PullerConfig {
-    /// Root of the digest-keyed cache; everything the puller writes stays below it.
-    pub cache_dir: PathBuf,
-    /// `host[:port]` of registries reached over plain HTTP.
-    pub insecure_registries: Vec<String>,
-    /// Extra trusted CA certificates (PEM, may hold several).
-    pub ca_bundle_pem: Option<Vec<u8>>,
-    pub limits: UnpackLimits,
-    pub retry: RetryPolicy,
-    /// Largest image config blob accepted (default 4 MiB).
-    pub max_config_bytes: u64,
-    /// Largest manifest or index accepted ([`MAX_MANIFEST_BYTES`]); at most this much
-    /// of one is ever held in memory.
-    pub max_manifest_bytes: u64,
-    /// Largest total (compressed) size of all layer blobs of one image (default 2 GiB).
-    pub max_download_bytes: u64,
-    /// Most layers one image may have (default 128).
-    pub max_layers: usize,
-    pub connect_timeout: Duration,
-    /// Longest wait for the next bytes of a response (restarts with every byte).
-    pub read_timeout: Duration,
-    /// Wall-clock limit of one pull or tag resolution, mirrors and retries included
-    /// ([`PULL_TIMEOUT`]); unpacking is bounded by [`UnpackLimits`] instead.
-    pub pull_timeout: Duration,
-    /// Wall-clock limit of one registry request within it, body included
-    /// ([`REQUEST_TIMEOUT`]).
-    pub request_timeout: Duration,
-    /// Mirrors and blocked registries (registries.conf); empty = none.
-    pub registries: RegistriesConf,
-    /// Receives layer/byte progress of downloads (the CLI on a terminal); none by default.
-    pub progress: Option<progress::ProgressSink>,
-}
-
-impl PullerConfig {
-    /// Defaults for everything but the cache directory.
-    pub fn new(cache_dir: impl Into<PathBuf>) -> Self {
-        PullerConfig {
-            cache_dir: cache_dir.into(),
-            insecure_registries: Vec::new(),
-            ca_bundle_pem: None,
-            limits: UnpackLimits::default(),
-            retry: RetryPolicy::default(),
-            max_config_bytes: 4 << 20,
-            max_manifest_bytes: MAX_MANIFEST_BYTES,
-            max_download_bytes: 2 << 30,
-            max_layers: 128,
-            connect_timeout: Duration::from_secs(10),
-            read_timeout: Duration::from_secs(60),
-            pull_timeout: PULL_TIMEOUT,
-            request_timeout: REQUEST_TIMEOUT,
-            registries: RegistriesConf::default(),
-            progress: None,
-        }
-    }
-
-    /// Read and validate a containers-registries.conf v2 file into `registries`.
-    pub fn with_registries_conf(mut self, path: &Path) -> Result<Self, ImageError> {
-        self.registries = RegistriesConf::load(path)?;
-        Ok(self)
-    }
-
-    /// Read a PEM CA bundle file into `ca_bundle_pem`.
-    pub fn with_ca_bundle_file(mut self, path: &Path) -> Result<Self, ImageError> {
-        let pem = std::fs::read(path).map_err(|e| ImageError::CaBundle {
-            path: path.display().to_string(),
-            detail: e.to_string(),
-        })?;
-        if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
-            return Err(ImageError::CaBundle {
-                path: path.display().to_string(),
-                detail: "no PEM certificate found".to_string(),
-            });
-        }
-        self.ca_bundle_pem = Some(pem);
-        Ok(self)
-    }
-}
-
-/// What to unpack from the image.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Extract {
-    /// The whole file system (bundles: `manifests/` + `metadata/`).
-    Whole,
-    /// The directory named by the label [`CATALOG_CONFIGS_LABEL`] (catalogs).
-    CatalogConfigs,
-    /// One directory, given as an image path (`/configs`).
-    Dir(String),
-}
-
-impl Extract {
-    fn cache_key(&self) -> String {
-        match self {
-            Extract::Whole => "whole".to_string(),
-            Extract::CatalogConfigs => "catalog".to_string(),
-            Extract::Dir(d) => {
-                let h = Sha256::digest(d.as_bytes());
-                format!("dir-{}", &data_encoding::HEXLOWER.encode(&h)[..16])
-            }
-        }
-    }
-}
+use registries::PullSource;
 
 /// A pulled and unpacked image.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -246,13 +105,6 @@ impl std::fmt::Debug for ImagePuller {
     }
 }
 
-#[derive(Serialize, Deserialize)]
-struct Meta {
-    reference: String,
-    digest: String,
-    labels: BTreeMap<String, String>,
-}
-
 impl ImagePuller {
     /// Create the cache directories (and clear stale work directories).
     pub fn new(config: PullerConfig) -> Result<Self, ImageError> {
@@ -281,26 +133,24 @@ impl ImagePuller {
         &self.leases
     }
 
-    /// Removes the unpacked images under `images/` and the stored catalogs under
-    /// `catalogs_dir` that `references` does not name, that no lease holds and that
+    /// Removes the unpacked images under `images/` and the stored catalogs of
+    /// `catalogs` that `references` does not name, that no lease holds and that
     /// were not used since `since` (see [`gc`]). Returns what was removed.
     pub fn collect_garbage(
         &self,
-        catalogs_dir: &Path,
+        catalogs: &dyn gc::CatalogStore,
         references: &gc::References,
         since: std::time::SystemTime,
     ) -> Result<gc::Plan, ImageError> {
         let images = self.config.cache_dir.join("images");
-        let inventory = gc::inventory(&images, catalogs_dir)
+        let inventory = gc::inventory(&images, catalogs)
             .map_err(|e| ImageError::io("-", &self.config.cache_dir, e))?;
         let trash = self.config.cache_dir.join("tmp");
         Ok(self
             .leases
             .sweep(&inventory, references, since, |doomed| match doomed {
                 gc::Doomed::Image(name) => gc::remove_image(&images, &trash, name),
-                gc::Doomed::Catalog(name) => crate::fbc::store::delete(catalogs_dir, name)
-                    .map(|_| ())
-                    .map_err(std::io::Error::other),
+                gc::Doomed::Catalog(name) => catalogs.remove(name),
             }))
     }
 
@@ -667,24 +517,6 @@ impl<'a> Attempts<'a> {
     }
 }
 
-/// Writes `meta.json` into the finished work entry and moves it to `final_dir`.
-fn store_entry(image: &str, entry: &Path, meta: &Meta, final_dir: &Path) -> Result<(), ImageError> {
-    let meta_path = entry.join("meta.json");
-    let meta_json = serde_json::to_vec_pretty(meta)
-        .map_err(|e| ImageError::io(image, &meta_path, std::io::Error::other(e)))?;
-    std::fs::write(&meta_path, meta_json).map_err(|e| ImageError::io(image, &meta_path, e))?;
-    if let Some(parent) = final_dir.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| ImageError::io(image, parent, e))?;
-    }
-    if let Err(e) = std::fs::rename(entry, final_dir) {
-        // Another pull of the same digest finished first: use its result.
-        if read_cached(final_dir).is_none() {
-            return Err(ImageError::io(image, final_dir, e));
-        }
-    }
-    Ok(())
-}
-
 fn parse_reference(reference: &str) -> Result<Reference, ImageError> {
     reference::parse(reference).map_err(|e| ImageError::InvalidReference {
         reference: reference.to_string(),
@@ -711,78 +543,6 @@ fn validate_digest(image: &str, d: &str) -> Result<(), ImageError> {
             detail: format!("unsupported or malformed digest {d:?} (sha256 expected)"),
         })
     }
-}
-
-fn read_cached(final_dir: &Path) -> Option<PulledImage> {
-    let meta: Meta =
-        serde_json::from_slice(&std::fs::read(final_dir.join("meta.json")).ok()?).ok()?;
-    let dir = final_dir.join("content");
-    dir.is_dir().then_some(PulledImage {
-        reference: meta.reference,
-        digest: meta.digest,
-        labels: meta.labels,
-        dir,
-        from_cache: true,
-        lease: gc::CacheLease::default(),
-    })
-}
-
-/// Pick the manifest for linux on the running architecture, else linux/amd64.
-pub fn select_platform(entries: &[ImageIndexEntry]) -> Option<String> {
-    use oci_spec::image::{Arch, Os};
-    let find = |arch: &Arch| {
-        entries
-            .iter()
-            .find(|e| {
-                e.platform
-                    .as_ref()
-                    .is_some_and(|p| p.os == Os::Linux && p.architecture == *arch)
-            })
-            .map(|e| e.digest.clone())
-    };
-    find(&Arch::default()).or_else(|| find(&Arch::Amd64))
-}
-
-/// The image-path components to extract for `extract`, given the config labels.
-pub fn extract_dir(
-    image: &str,
-    extract: &Extract,
-    labels: &BTreeMap<String, String>,
-) -> Result<Vec<String>, ImageError> {
-    let (label, value) = match extract {
-        Extract::Whole => return Ok(Vec::new()),
-        Extract::Dir(d) => ("(requested directory)", d.as_str()),
-        Extract::CatalogConfigs => match labels.get(CATALOG_CONFIGS_LABEL) {
-            Some(v) => (CATALOG_CONFIGS_LABEL, v.as_str()),
-            None => {
-                return Err(ImageError::MissingLabel {
-                    image: image.to_string(),
-                    label: CATALOG_CONFIGS_LABEL.to_string(),
-                });
-            }
-        },
-    };
-    let outside = || ImageError::LabelOutsideImage {
-        image: image.to_string(),
-        label: label.to_string(),
-        value: value.to_string(),
-    };
-    if value.trim().is_empty() || value.contains('\0') {
-        return Err(outside());
-    }
-    let mut comps: Vec<String> = Vec::new();
-    for c in value.trim().split('/') {
-        match c {
-            "" | "." => {}
-            ".." => {
-                if comps.pop().is_none() {
-                    return Err(outside());
-                }
-            }
-            c => comps.push(c.to_string()),
-        }
-    }
-    Ok(comps)
 }
 
 #[cfg(test)]

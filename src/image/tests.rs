@@ -14,6 +14,7 @@ use crate::testenv::registry::{
     ImageSpec, LayerCompression, TarEntry, TestRegistry, build_tar, compress_layer,
     push_bundle_image, push_catalog_image, push_image, push_index, push_layers,
 };
+use sha2::Digest as _;
 
 fn crypto() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
@@ -992,7 +993,11 @@ async fn pulled_images_are_leased_and_collected_once_unused() {
     let catalogs = area.root.path().join("catalogs");
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
     let removed = p
-        .collect_garbage(&catalogs, &gc::References::default(), later)
+        .collect_garbage(
+            &crate::fbc::store::CatalogsDir(&catalogs),
+            &gc::References::default(),
+            later,
+        )
         .unwrap();
     assert!(removed.is_empty(), "in use: {removed:?}");
     assert!(img.dir.is_dir());
@@ -1001,12 +1006,20 @@ async fn pulled_images_are_leased_and_collected_once_unused() {
     let mut referenced = gc::References::default();
     referenced.add_image(&pushed.reference);
     assert!(
-        p.collect_garbage(&catalogs, &referenced, later)
-            .unwrap()
-            .is_empty()
+        p.collect_garbage(
+            &crate::fbc::store::CatalogsDir(&catalogs),
+            &referenced,
+            later
+        )
+        .unwrap()
+        .is_empty()
     );
     let removed = p
-        .collect_garbage(&catalogs, &gc::References::default(), later)
+        .collect_garbage(
+            &crate::fbc::store::CatalogsDir(&catalogs),
+            &gc::References::default(),
+            later,
+        )
         .unwrap();
     assert_eq!(removed.images.len(), 1);
     let again = p

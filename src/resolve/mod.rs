@@ -11,7 +11,6 @@
 
 pub mod deprecation;
 mod identity;
-pub mod selector;
 mod walk;
 
 #[cfg(test)]
@@ -35,13 +34,8 @@ pub enum UpgradePolicy {
     SelfCertified,
 }
 
-/// `ClusterCatalog.spec.availabilityMode`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub enum Availability {
-    #[default]
-    Available,
-    Unavailable,
-}
+/// `ClusterCatalog.spec.availabilityMode`: an `Unavailable` catalog is skipped.
+pub use crate::api::AvailabilityMode as Availability;
 
 /// The installed bundle as recorded (`status.install.bundle`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -76,6 +70,20 @@ pub struct CatalogInput<'a> {
     /// The package's FBC in this catalog; an empty `PackageContent` if the catalog
     /// does not have the package; `Err` if it could not be read.
     pub content: Result<&'a PackageContent, String>,
+}
+
+/// The catalog content reader's result ([`crate::content`], below resolution) as the
+/// resolver's input: the impl lives here so that `content` does not import `resolve`.
+impl crate::content::CatalogContent {
+    pub fn input(&self) -> CatalogInput<'_> {
+        CatalogInput {
+            name: &self.name,
+            priority: self.priority,
+            availability: self.availability,
+            labels: &self.labels,
+            content: self.content.as_deref().map_err(Clone::clone),
+        }
+    }
 }
 
 /// The chosen bundle.

@@ -3,11 +3,11 @@
 //! bundle; across catalogs deprecation (docs/resolution.md §4.5), priority and uniqueness; then the
 //! dependency check of the winner. When explaining, every verdict is recorded.
 
-use super::selector::Selector;
 use super::{
     Availability, BundleExplanation, CatalogInput, CatalogStats, InstalledBundle, NoUniqueBundle,
     Reason, Resolution, ResolveError, ResolveRequest, ResolvedBundle, UpgradePolicy,
 };
+use crate::api::selector::Selector;
 use crate::fbc::model::{
     Bundle, Channel, Deprecation, PROPERTY_CONSTRAINT, PROPERTY_GVK_REQUIRED,
     PROPERTY_PACKAGE_REQUIRED, PackageContent, SCHEMA_BUNDLE,

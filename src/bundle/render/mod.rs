@@ -13,20 +13,10 @@ use super::config::{
 use super::csv::{Csv, CsvError, StrategySpec, WebhookDescription, WebhookType};
 use super::deployment_config;
 use super::names::name_for_base_and_suffix;
-use super::validate::{ValidationErrors, validate};
+use super::validate::{CertProvider, ValidationErrors, validate};
 use crate::kinds::{self, BundleOther};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeSet, HashMap};
-
-/// Who issues webhook serving certificates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CertProvider {
-    /// cert-manager: Issuer + Certificate, `cert-manager.io/inject-ca-from`.
-    #[default]
-    CertManager,
-    /// No provider: bundles with webhooks are rejected.
-    None,
-}
 
 /// Options of [`render`] that do not come from the ClusterExtension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

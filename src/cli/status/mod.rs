@@ -197,11 +197,8 @@ async fn package_contents(
 ) -> Vec<CatalogContent> {
     let mut out = Vec::with_capacity(catalogs.len());
     for c in catalogs {
-        let availability = match c.spec.availability_mode {
-            crate::api::AvailabilityMode::Unavailable => crate::resolve::Availability::Unavailable,
-            crate::api::AvailabilityMode::Available => crate::resolve::Availability::Available,
-        };
-        let data = if availability == crate::resolve::Availability::Available {
+        let availability = c.spec.availability_mode;
+        let data = if availability == crate::api::AvailabilityMode::Available {
             super::cluster_content::package(content, kube, c, package)
                 .await
                 .map_err(|e| e.to_string())

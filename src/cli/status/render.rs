@@ -68,6 +68,35 @@ fn upgrades_cell(r: &ExtensionReport) -> String {
     cell
 }
 
+/// The upgrades of the detailed view, one indented row per candidate with its verdict
+/// (and, with `explain`, the reasons).
+fn upgrades_table(r: &ExtensionReport, explain: bool) -> String {
+    let header = ["VERSION", "BUNDLE", "CATALOG", "VERDICT"]
+        .map(String::from)
+        .to_vec();
+    let rows = r.upgrades.iter().map(|u| {
+        let mut verdict = u.verdict.as_str().to_string();
+        if u.deprecated {
+            verdict.push_str(" (deprecated)");
+        }
+        if explain && !u.reasons.is_empty() {
+            verdict.push_str(": ");
+            verdict.push_str(&u.reasons.join("; "));
+        }
+        vec![
+            u.version.clone(),
+            u.bundle.clone(),
+            u.catalog.clone(),
+            verdict,
+        ]
+    });
+    let all: Vec<Vec<String>> = std::iter::once(header).chain(rows).collect();
+    format_table(&all, "  ")
+        .lines()
+        .map(|l| format!("  {l}\n"))
+        .collect()
+}
+
 /// The detailed view of one extension.
 pub fn detail(r: &ExtensionReport, explain: bool) -> String {
     let mut out = String::new();
@@ -125,29 +154,7 @@ pub fn detail(r: &ExtensionReport, explain: bool) -> String {
         r.available_upgrades, taken
     ));
     if !r.upgrades.is_empty() {
-        let header = ["VERSION", "BUNDLE", "CATALOG", "VERDICT"]
-            .map(String::from)
-            .to_vec();
-        let rows = r.upgrades.iter().map(|u| {
-            let mut verdict = u.verdict.as_str().to_string();
-            if u.deprecated {
-                verdict.push_str(" (deprecated)");
-            }
-            if explain && !u.reasons.is_empty() {
-                verdict.push_str(": ");
-                verdict.push_str(&u.reasons.join("; "));
-            }
-            vec![
-                u.version.clone(),
-                u.bundle.clone(),
-                u.catalog.clone(),
-                verdict,
-            ]
-        });
-        let all: Vec<Vec<String>> = std::iter::once(header).chain(rows).collect();
-        for l in format_table(&all, "  ").lines() {
-            out.push_str(&format!("  {l}\n"));
-        }
+        out.push_str(&upgrades_table(r, explain));
     }
     if r.events.is_empty() {
         out.push_str("Events:      none\n");

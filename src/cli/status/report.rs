@@ -490,7 +490,7 @@ mod tests {
         Ok(vec![CatalogContent {
             name: "cat".into(),
             priority: 0,
-            availability: crate::resolve::Availability::Available,
+            availability: crate::api::AvailabilityMode::Available,
             labels: Default::default(),
             content: Ok(Arc::new(content)),
         }])

@@ -53,6 +53,36 @@ impl Walker<'_> {
         Ok(())
     }
 
+    /// One byte outside any blob: blank, a newline, or the `{` that starts the next one.
+    #[inline]
+    fn between_blobs(&mut self, path: &Path, byte: u8, cur: &mut Cursor) -> Result<(), FbcError> {
+        match byte {
+            b'\n' => cur.line += 1,
+            b' ' | b'\t' | b'\r' => {}
+            b'{' => {
+                cur.sc = Scan {
+                    in_blob: true,
+                    depth: 1,
+                    start_line: cur.line,
+                    ..Scan::default()
+                };
+                self.buf.clear();
+                self.buf.push(b'{');
+            }
+            other => {
+                return Err(FbcError::Parse {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "line {}: expected a JSON object (\"{{\"), found {:?}",
+                        cur.line,
+                        char::from(other)
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Scans one buffer of the file, emitting every blob that ends in it.
     fn scan_chunk(
         &mut self,
@@ -66,30 +96,7 @@ impl Walker<'_> {
         let mut i = 0;
         while i < n {
             if !cur.sc.in_blob {
-                match data[i] {
-                    b'\n' => cur.line += 1,
-                    b' ' | b'\t' | b'\r' => {}
-                    b'{' => {
-                        cur.sc = Scan {
-                            in_blob: true,
-                            depth: 1,
-                            start_line: cur.line,
-                            ..Scan::default()
-                        };
-                        self.buf.clear();
-                        self.buf.push(b'{');
-                    }
-                    other => {
-                        return Err(FbcError::Parse {
-                            path: path.to_path_buf(),
-                            message: format!(
-                                "line {}: expected a JSON object (\"{{\"), found {:?}",
-                                cur.line,
-                                char::from(other)
-                            ),
-                        });
-                    }
-                }
+                self.between_blobs(path, data[i], cur)?;
                 i += 1;
                 continue;
             }

@@ -40,7 +40,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 use tower_http::compression::CompressionLayer;
 use tower_http::compression::predicate::{Predicate, SizeAbove};
 
@@ -55,8 +55,6 @@ pub const GZIP_MIN_SIZE: u64 = 1400;
 pub const GZIP_CACHE_ENTRY: u64 = 2 << 20;
 /// Total size of the body cache.
 pub const GZIP_CACHE_BUDGET: u64 = 32 << 20;
-/// Time given to open connections after shutdown is requested.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 /// One stored catalog version, open for serving.
 struct Loaded {
@@ -166,7 +164,7 @@ pub fn router(root: impl Into<PathBuf>) -> Router {
 }
 
 /// Serves `router` on `listener` with the default [`Limits`] until `shutdown`
-/// completes, then gives open requests [`SHUTDOWN_GRACE`] to finish.
+/// completes, then gives open requests [`super::conn::SHUTDOWN_GRACE`] to finish.
 pub async fn serve<F>(
     listener: tokio::net::TcpListener,
     router: Router,

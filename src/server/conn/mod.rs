@@ -13,7 +13,7 @@
 //! connection without requests is closed after [`Limits::idle_timeout`]; a response
 //! must be written within [`Limits::write_timeout`]. Shutdown stops accepting, asks
 //! every connection to finish gracefully and waits up to
-//! [`super::catalog::SHUTDOWN_GRACE`].
+//! [`SHUTDOWN_GRACE`].
 
 use axum::Router;
 use axum::body::Body;
@@ -28,6 +28,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+
+/// Time given to open connections after shutdown is requested.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
@@ -69,7 +72,7 @@ impl Default for Limits {
 }
 
 /// Serves `router` on `listener` (TLS when `tls` is set) within `limits` until
-/// `shutdown` completes, then gives open connections [`super::catalog::SHUTDOWN_GRACE`].
+/// `shutdown` completes, then gives open connections [`SHUTDOWN_GRACE`].
 pub async fn serve<F>(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
@@ -123,7 +126,7 @@ where
     drop(listener);
     let _ = stop_tx.send(true);
     let all = u32::try_from(slots).unwrap_or(u32::MAX);
-    if tokio::time::timeout(super::catalog::SHUTDOWN_GRACE, permits.acquire_many(all))
+    if tokio::time::timeout(SHUTDOWN_GRACE, permits.acquire_many(all))
         .await
         .is_err()
     {

@@ -11,17 +11,24 @@
 //! component), so a parent is checked once, not once per entry below it; removals and
 //! replacements forget what they removed. Before that, every entry re-checked every
 //! parent by its full path: a 50 KB layer of 2,000 files 1,900 directories deep took
-//! minutes (`unpack_tests::deep_trees_within_the_limit_unpack_in_linear_time`).
+//! minutes (`unpack::tests::deep_trees_within_the_limit_unpack_in_linear_time`).
 //! Synchronous: run it on a blocking thread.
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::fs;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+mod path_tree;
+mod write;
+
 use super::error::ImageError;
+use path_tree::PathTree;
+use write::{
+    prepare_parents, remove_lower, verify_links, write_dir, write_file, write_hard_link,
+    write_symlink,
+};
 
 /// Default of [`UnpackLimits::max_expanded_bytes`]: 1 GiB.
 pub const MAX_EXPANDED_BYTES: u64 = 1 << 30;
@@ -148,74 +155,6 @@ impl<R: Read> Read for Budget<R> {
             return Err(io::Error::other("expanded size limit exceeded"));
         }
         Ok(n)
-    }
-}
-
-/// A set of paths (component lists) kept as a tree: looking up, adding or removing a
-/// path costs one step per component, whatever else the set holds; removing a path
-/// removes everything below it.
-#[derive(Debug, Default)]
-struct PathTree {
-    children: HashMap<String, PathTree>,
-    /// The path ending here is in the set (not only a prefix of one that is).
-    member: bool,
-}
-
-impl PathTree {
-    fn node(&self, path: &[String]) -> Option<&PathTree> {
-        path.iter().try_fold(self, |n, c| n.children.get(c))
-    }
-
-    /// `path` itself is in the set.
-    fn contains(&self, path: &[String]) -> bool {
-        self.node(path).is_some_and(|n| n.member)
-    }
-
-    /// `path` or a path below it was added (removals aside).
-    fn covers(&self, path: &[String]) -> bool {
-        self.node(path).is_some()
-    }
-
-    fn insert(&mut self, path: &[String]) {
-        let mut n = self;
-        for c in path {
-            if !n.children.contains_key(c) {
-                n.children.insert(c.clone(), PathTree::default());
-            }
-            let Some(next) = n.children.get_mut(c) else {
-                return;
-            };
-            n = next;
-        }
-        n.member = true;
-    }
-
-    /// Removes `path` and every path below it.
-    fn remove(&mut self, path: &[String]) {
-        let Some((last, parent)) = path.split_last() else {
-            self.children.clear();
-            return;
-        };
-        let mut n = self;
-        for c in parent {
-            match n.children.get_mut(c) {
-                Some(child) => n = child,
-                None => return,
-            }
-        }
-        n.children.remove(last);
-    }
-
-    /// How many leading components of `path` name members, each after the other.
-    fn member_prefix(&self, path: &[String]) -> usize {
-        let mut n = self;
-        for (i, c) in path.iter().enumerate() {
-            match n.children.get(c) {
-                Some(child) if child.member => n = child,
-                _ => return i,
-            }
-        }
-        path.len()
     }
 }
 
@@ -416,7 +355,7 @@ struct Target<'a> {
 
 /// The name a whiteout `.wh.<name>` removes: one plain file name. `.`, `..` and an
 /// empty name would remove the whiteout's own directory or the one above it
-/// (`unpack_tests::whiteouts_of_dot_dot_dot_and_empty_names_are_refused`).
+/// (`unpack::tests::whiteouts_of_dot_dot_dot_and_empty_names_are_refused`).
 fn whiteout_target(name: &str) -> Result<&str, String> {
     match name {
         "" => Err("whiteout without a name to remove".to_string()),
@@ -442,126 +381,6 @@ fn shorten(s: &str) -> String {
         end -= 1;
     }
     format!("{}… ({} bytes)", &s[..end], s.len())
-}
-
-/// A directory entry: kept if it exists as a directory, else created (replacing
-/// what is there).
-fn write_dir(ctx: &mut Ctx<'_>, to: Target<'_>) -> Result<(), ImageError> {
-    let image = ctx.image;
-    let io = |e| ImageError::io(image, to.path, e);
-    match fs::symlink_metadata(to.path) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => {
-            forget_and_remove(ctx, to).map_err(io)?;
-            fs::create_dir(to.path).map_err(io)?;
-        }
-        Err(_) => fs::create_dir(to.path).map_err(io)?,
-    }
-    ctx.dirs.insert(to.rel);
-    Ok(())
-}
-
-/// A regular file, within the per-file and expanded-size limits; mode 0755 or 0644.
-fn write_file<R: Read>(
-    ctx: &mut Ctx<'_>,
-    layer: &LayerFile,
-    entry: &mut tar::Entry<'_, R>,
-    to: Target<'_>,
-    raw: &str,
-) -> Result<(), ImageError> {
-    let image = ctx.image;
-    let target = to.path;
-    let size = entry.header().size().map_err(|e| read_err(ctx, layer, e))?;
-    if size > ctx.limits.max_file_bytes {
-        return Err(limit(
-            ctx,
-            layer,
-            &format!("file {:?} ({size} bytes)", shorten(raw)),
-            ctx.limits.max_file_bytes,
-        ));
-    }
-    remove_existing(ctx, to).map_err(|e| ImageError::io(image, target, e))?;
-    let mut out = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(target)
-        .map_err(|e| ImageError::io(image, target, e))?;
-    let mut limited = (&mut *entry).take(ctx.limits.max_file_bytes + 1);
-    io::copy(&mut limited, &mut out).map_err(|e| {
-        if ctx.exceeded.get() {
-            limit(ctx, layer, "expanded size", ctx.limits.max_expanded_bytes)
-        } else {
-            ImageError::io(image, target, e)
-        }
-    })?;
-    let exec = entry
-        .header()
-        .mode()
-        .map(|m| m & 0o111 != 0)
-        .unwrap_or(false);
-    set_mode(target, if exec { 0o755 } else { 0o644 }).map_err(|e| ImageError::io(image, target, e))
-}
-
-/// The link target of a symlink or hard link entry (empty if unreadable).
-fn link_name<R: Read>(entry: &tar::Entry<'_, R>) -> String {
-    entry
-        .link_name_bytes()
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default()
-}
-
-/// A symlink whose target stays inside the extracted directory.
-fn write_symlink<R: Read>(
-    ctx: &mut Ctx<'_>,
-    entry: &tar::Entry<'_, R>,
-    comps: &[String],
-    to: Target<'_>,
-    unsafe_entry: &dyn Fn(String) -> ImageError,
-) -> Result<(), ImageError> {
-    let image = ctx.image;
-    let target = to.path;
-    let link = link_name(entry);
-    let resolved = resolve_symlink(comps, &link).map_err(unsafe_entry)?;
-    if !resolved.starts_with(ctx.subdir) {
-        return Err(unsafe_entry(format!(
-            "symlink target {:?} points outside the extracted directory",
-            shorten(&link)
-        )));
-    }
-    remove_existing(ctx, to).map_err(|e| ImageError::io(image, target, e))?;
-    std::os::unix::fs::symlink(&link, target).map_err(|e| ImageError::io(image, target, e))
-}
-
-/// A hard link to a regular file extracted earlier inside the extracted directory.
-fn write_hard_link<R: Read>(
-    ctx: &mut Ctx<'_>,
-    entry: &tar::Entry<'_, R>,
-    to: Target<'_>,
-    unsafe_entry: &dyn Fn(String) -> ImageError,
-) -> Result<(), ImageError> {
-    let image = ctx.image;
-    let target = to.path;
-    let link = link_name(entry);
-    let shown = shorten(&link);
-    let lcomps = normalize_entry_path(&link)
-        .map_err(|r| unsafe_entry(format!("hard link target {shown:?}: {r}")))?;
-    if lcomps.is_empty() || !lcomps.starts_with(ctx.subdir) {
-        return Err(unsafe_entry(format!(
-            "hard link target {shown:?} is outside the extracted directory"
-        )));
-    }
-    let lrel = &lcomps[ctx.subdir.len()..];
-    let src = ctx.dest.join(lrel.join("/"));
-    let regular = !lrel.is_empty()
-        && parents_are_dirs(ctx, lrel)
-        && fs::symlink_metadata(&src).is_ok_and(|m| m.is_file());
-    if !regular {
-        return Err(unsafe_entry(format!(
-            "hard link target {shown:?} is not a regular file extracted earlier"
-        )));
-    }
-    remove_existing(ctx, to).map_err(|e| ImageError::io(image, target, e))?;
-    fs::hard_link(&src, target).map_err(|e| ImageError::io(image, target, e))
 }
 
 fn sniff<R: io::BufRead>(r: &mut R) -> io::Result<Compression> {
@@ -595,171 +414,5 @@ fn limit(ctx: &Ctx<'_>, layer: &LayerFile, what: &str, limit: u64) -> ImageError
     }
 }
 
-/// Make sure every ancestor of `rel` inside `dest` is a real directory (creating
-/// missing ones, replacing files); refuse to pass through a symlink. Ancestors
-/// already known as directories are not looked at again.
-fn prepare_parents(ctx: &mut Ctx<'_>, rel: &[String]) -> Result<(), String> {
-    let parents = &rel[..rel.len().saturating_sub(1)];
-    let known = ctx.dirs.member_prefix(parents);
-    let mut p = ctx.dest.to_path_buf();
-    p.extend(&parents[..known]);
-    for (i, c) in parents.iter().enumerate().skip(known) {
-        p.push(c);
-        match fs::symlink_metadata(&p) {
-            Ok(m) if m.is_dir() => {}
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(format!("path goes through the symlink {:?}", shorten(c)));
-            }
-            Ok(_) => {
-                fs::remove_file(&p).map_err(|e| e.to_string())?;
-                fs::create_dir(&p).map_err(|e| e.to_string())?;
-            }
-            Err(_) => fs::create_dir(&p).map_err(|e| e.to_string())?,
-        }
-        ctx.dirs.insert(&parents[..=i]);
-    }
-    Ok(())
-}
-
-/// Apply a whiteout at image path `target`: remove it (or, for an opaque marker,
-/// its children) from lower layers, keeping what the current layer created.
-fn remove_lower(
-    ctx: &mut Ctx<'_>,
-    target: &[String],
-    current: &PathTree,
-    children_only: bool,
-) -> Result<(), ImageError> {
-    let image = ctx.image;
-    // Does the whiteout reach into the extracted area?
-    let rel: Vec<String> = if target.starts_with(ctx.subdir) {
-        target[ctx.subdir.len()..].to_vec()
-    } else if ctx.subdir.starts_with(target) {
-        // An ancestor of (or the) extracted directory is whited out / made opaque:
-        // everything extracted so far from lower layers goes.
-        Vec::new()
-    } else {
-        return Ok(());
-    };
-    let whole_root = rel.is_empty();
-    if !whole_root && !children_only {
-        if current.contains(&rel) {
-            return Ok(());
-        }
-        let p = ctx.dest.join(rel.join("/"));
-        if parents_are_dirs(ctx, &rel) && fs::symlink_metadata(&p).is_ok() {
-            let to = Target {
-                rel: &rel,
-                path: &p,
-            };
-            forget_and_remove(ctx, to).map_err(|e| ImageError::io(image, &p, e))?;
-        }
-        return Ok(());
-    }
-    let dir = ctx.dest.join(rel.join("/"));
-    if !parents_are_dirs(ctx, &rel) {
-        return Ok(());
-    }
-    match fs::symlink_metadata(&dir) {
-        Ok(m) if m.is_dir() => {}
-        _ => return Ok(()),
-    }
-    let rd = fs::read_dir(&dir).map_err(|e| ImageError::io(image, &dir, e))?;
-    for child in rd {
-        let child = child.map_err(|e| ImageError::io(image, &dir, e))?;
-        let mut crel = rel.clone();
-        crel.push(child.file_name().to_string_lossy().into_owned());
-        if current.covers(&crel) {
-            continue; // created (or contains something created) by this layer
-        }
-        let p = child.path();
-        let to = Target {
-            rel: &crel,
-            path: &p,
-        };
-        forget_and_remove(ctx, to).map_err(|e| ImageError::io(image, &p, e))?;
-    }
-    Ok(())
-}
-
-/// True if the ancestors of `rel` inside `dest` are real directories (remembering
-/// those it checks).
-fn parents_are_dirs(ctx: &mut Ctx<'_>, rel: &[String]) -> bool {
-    let parents = &rel[..rel.len().saturating_sub(1)];
-    let known = ctx.dirs.member_prefix(parents);
-    let mut p = ctx.dest.to_path_buf();
-    p.extend(&parents[..known]);
-    for (i, c) in parents.iter().enumerate().skip(known) {
-        p.push(c);
-        match fs::symlink_metadata(&p) {
-            Ok(m) if m.is_dir() => ctx.dirs.insert(&parents[..=i]),
-            _ => return false,
-        }
-    }
-    true
-}
-
-/// Removes what is at `to` (a whole directory tree, a file or a link) and forgets
-/// the directories it held.
-fn forget_and_remove(ctx: &mut Ctx<'_>, to: Target<'_>) -> io::Result<()> {
-    ctx.dirs.remove(to.rel);
-    let m = fs::symlink_metadata(to.path)?;
-    if m.is_dir() {
-        fs::remove_dir_all(to.path)
-    } else {
-        fs::remove_file(to.path)
-    }
-}
-
-/// [`forget_and_remove`] if anything is at `to`.
-fn remove_existing(ctx: &mut Ctx<'_>, to: Target<'_>) -> io::Result<()> {
-    match fs::symlink_metadata(to.path) {
-        Ok(_) => forget_and_remove(ctx, to),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            ctx.dirs.remove(to.rel);
-            Ok(())
-        }
-        Err(e) => Err(e),
-    }
-}
-
-fn set_mode(p: &Path, mode: u32) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    fs::set_permissions(p, fs::Permissions::from_mode(mode))
-}
-
-/// Final check: every symlink in the tree resolves (physically) inside `dest`.
-fn verify_links(image: &str, dest: &Path) -> Result<(), ImageError> {
-    let root = fs::canonicalize(dest).map_err(|e| ImageError::io(image, dest, e))?;
-    let mut stack = vec![dest.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let rd = fs::read_dir(&dir).map_err(|e| ImageError::io(image, &dir, e))?;
-        for child in rd {
-            let child = child.map_err(|e| ImageError::io(image, &dir, e))?;
-            let p = child.path();
-            let ft = child
-                .file_type()
-                .map_err(|e| ImageError::io(image, &p, e))?;
-            if ft.is_dir() {
-                stack.push(p);
-            } else if ft.is_symlink() {
-                // Dangling links are harmless; links that resolve must stay inside.
-                if let Ok(real) = fs::canonicalize(&p)
-                    && !real.starts_with(&root)
-                {
-                    let entry = p.strip_prefix(dest).unwrap_or(&p).display().to_string();
-                    return Err(ImageError::UnsafeEntry {
-                        image: image.to_string(),
-                        layer: "(all layers)".to_string(),
-                        entry,
-                        reason: "symlink resolves outside the extracted directory".to_string(),
-                    });
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
-#[path = "unpack_tests.rs"]
 mod tests;

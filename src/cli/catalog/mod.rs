@@ -3,8 +3,14 @@
 //! tables 10.1–10.3 is one command; see `QUERIES.md`). The source is given with
 //! `--catalog`: a local file or directory, a catalog image (pulled into a local cache),
 //! or an on-cluster ClusterCatalog name (read over its HTTP API), see [`super::source`].
+//! `validate` lives in [`validate`]; the commands' error type in `error.rs`.
 
-use super::source::{CatalogSource, FetchArgs, SourceError};
+mod error;
+pub mod validate;
+
+pub use error::CliError;
+
+use super::source::{CatalogSource, FetchArgs};
 use crate::fbc::model::{SCHEMA_BUNDLE, SCHEMA_CHANNEL};
 use crate::fbc::query::{self, BundleRecord, ChannelRecord, Filter, PackageRecord};
 use crate::fbc::{FbcError, Limits, walk_catalog};
@@ -30,7 +36,7 @@ pub enum CatalogCommand {
     /// Print raw catalog blobs, selected like the catalog server's `metas` endpoint.
     Show(ShowArgs),
     /// Check a catalog as the controller ingests it: FBC invariant violations are warnings (exit 0), errors with --strict.
-    Validate(super::catalog_validate::ValidateArgs),
+    Validate(validate::ValidateArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -97,18 +103,6 @@ pub enum Output {
     Yaml,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    #[error(transparent)]
-    Fbc(#[from] FbcError),
-    #[error("{0}")]
-    Unsupported(String),
-    #[error(transparent)]
-    Source(#[from] SourceError),
-    #[error("writing output: {0}")]
-    Output(String),
-}
-
 pub fn run(args: CatalogArgs) -> ExitCode {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -143,7 +137,7 @@ pub fn execute(args: CatalogArgs, out: &mut dyn Write) -> Result<(), CliError> {
             emit(out, a.source.output, &rows, bundle_table)
         }
         CatalogCommand::Show(a) => show(a, out),
-        CatalogCommand::Validate(a) => super::catalog_validate::validate(a, out),
+        CatalogCommand::Validate(a) => validate::validate(a, out),
     }
 }
 

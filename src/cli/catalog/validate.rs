@@ -7,8 +7,8 @@
 //! `--strict`, which is what the controller's `--strict-catalogs` refuses. One line per
 //! problem (`warning: <file>:<line>: …` or `error: …`), then a summary line.
 
-use super::catalog::CliError;
-use super::source::{CatalogSource, FetchArgs};
+use super::CliError;
+use crate::cli::source::{CatalogSource, FetchArgs};
 use crate::fbc::{FbcError, Limits, StoreOptions};
 use std::io::Write;
 
