@@ -15,7 +15,6 @@ pub mod profiling;
 pub mod serving;
 pub mod tls;
 
-
 use crate::api::{ClusterCatalogStatus, ClusterExtensionStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
