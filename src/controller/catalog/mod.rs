@@ -580,10 +580,10 @@ async fn write_status(
     Ok(())
 }
 
-/// The pull secrets of the catalog controller (see [`crate::controller::pull_secrets`]).
+/// The pull secrets of the catalog controller ([`crate::controller::pull_secrets`]).
 pub async fn pull_secrets(ctx: &CatalogContext) -> DockerConfig {
     let settings = &ctx.settings;
-    crate::controller::pull_secrets(
+    crate::controller::pull_secrets::read(
         &ctx.client,
         &settings.namespace,
         settings.service_account.as_deref(),
