@@ -15,7 +15,6 @@ pub mod options;
 pub mod pull_secrets;
 pub mod workers;
 
-pub use common::backoff;
 pub use options::ControllerArgs;
 
 use crate::metrics::serving::Protection;

@@ -216,7 +216,7 @@ async fn sync(
                             .get(&name)
                             .filter(|r| r.resolved_ref == resolved_ref)
                             .map_or(1, |r| r.failures.saturating_add(1));
-                        let delay = crate::controller::backoff(failures);
+                        let delay = crate::controller::common::backoff(failures);
                         tracing::warn!(catalog = %name, image = %resolved_ref, error = %message, retry_in = ?delay, "could not store the catalog the leader serves");
                         retries.insert(
                             name,
