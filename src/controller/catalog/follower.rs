@@ -11,7 +11,8 @@
 //!
 //! The decision is the pure [`plan`]; [`run`] is the watch loop around it.
 
-use super::{CatalogContext, Record, pull_content, remove_content, store_content};
+use super::executor::{pull_content, remove_content, store_content};
+use super::{CatalogContext, Record};
 use crate::api::ClusterCatalog;
 use crate::api::conditions::{self, TYPE_SERVING};
 use crate::fbc;
