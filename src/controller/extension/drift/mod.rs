@@ -216,6 +216,8 @@ mod tests {
             "no controller client"
         );
         assert_eq!(client.watch_connections(), vec![2], "one connection");
+        assert_eq!(drift.counters().own_watches(), 2, "counted per instance");
+        assert_eq!(drift.counters().followed(), 2);
         drift
             .ensure("e", ("ns", "sa"), &client, &objects, None)
             .await;
@@ -234,6 +236,8 @@ mod tests {
         assert!(drift.watches_of("e").is_empty());
         assert_eq!(drift.watches_of("f").len(), 1);
         assert_eq!(client.watch_connections(), vec![1], "slots given back");
+        assert_eq!(drift.counters().watches(), 1);
+        assert_eq!(drift.counters().shared_watches(), 0);
         let _first = drift.trigger_stream();
         let mut again = drift.trigger_stream();
         assert!(again.next().await.is_none(), "second stream is empty");
@@ -265,6 +269,7 @@ mod tests {
             drift.unchanged("e", "one").map(|i| i.image),
             Some("img@sha256:1".to_string())
         );
+        assert_eq!(drift.counters().skipped_installs(), 1);
         assert_eq!(drift.unchanged("e", "two"), None, "another install");
         assert_eq!(drift.unchanged("f", "one"), None, "another extension");
         set_synced(false);
