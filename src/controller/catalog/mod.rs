@@ -7,13 +7,13 @@
 //! any error the content already being served stays served. On replicas that are not
 //! the leader, [`follower`] keeps the same store in sync with what the leader published.
 //!
-//! Written like the ClusterExtension reconciler: [`plan::decide`] takes the next step
-//! from the [`plan::Facts`] of the catalog (pure, with the content and failure decisions
+//! Written like the ClusterExtension reconciler: `plan::decide` takes the next step
+//! from the `plan::Facts` of the catalog (pure, with the content and failure decisions
 //! beside it), and the executor does its I/O; [`status`] says what the status becomes.
 
 mod executor;
 pub mod follower;
-pub mod plan;
+mod plan;
 pub mod status;
 
 pub use plan::{poll_delay, poll_minutes};
@@ -218,7 +218,7 @@ fn facts<'a>(catalog: &'a ClusterCatalog, ctx: &CatalogContext) -> Facts<'a> {
     }
 }
 
-/// One reconcile: [`plan::decide`] says the next step, the [`CatalogExecutor`] does it.
+/// One reconcile: `plan::decide` says the next step, the [`CatalogExecutor`] does it.
 async fn reconcile_catalog(
     catalog: Arc<ClusterCatalog>,
     ctx: Arc<CatalogContext>,

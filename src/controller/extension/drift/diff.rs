@@ -1,6 +1,6 @@
 //! The pure part of the drift watches: which watches an extension's installed objects
 //! need ([`plan`], [`wanted`]) and what to start and stop so that the watches running
-//! match them ([`diff`]). No I/O; the runner ([`super::runner`]) applies the
+//! match them ([`diff`]). No I/O; the runner (`runner.rs`) applies the
 //! [`Changes`].
 
 use super::access::Access;

@@ -3,7 +3,7 @@
 //! them is deleted or changed in its spec (or, with the rollout status on, changes
 //! readiness).
 //!
-//! Two kinds of watch ([`watch`]), chosen per kind once ([`access`] asks the API server
+//! Two kinds of watch (`watch`), chosen per kind once (`access` asks the API server
 //! whether the controller may `list` and `watch` the kind cluster-wide):
 //! - **shared**: one watch per kind for every extension, as the controller, selected by
 //!   `olm.operatorframework.io/owner-kind=ClusterExtension` — a few watches whatever the
@@ -16,8 +16,8 @@
 //!   lets `list, watch` what it installed), on shared HTTP/2 connections.
 //!
 //! One file per job: [`diff`] decides (pure) which watches an install needs and what to
-//! start and stop; [`runner`] runs the tasks; [`access`] probes access; [`clean`] keeps
-//! the clean installs; [`counters`] counts; [`tracker`] decides (pure) what counts as
+//! start and stop; `runner` runs the tasks; `access` probes access; `clean` keeps
+//! the clean installs; `counters` counts ([`Counters`]); [`tracker`] decides (pure) what counts as
 //! drift. [`DriftWatches`] puts them together. The triggers reach the Controller through
 //! [`DriftWatches::trigger_stream`] (`Controller::reconcile_on`). An extension whose
 //! watches have all listed since its last install and saw no drift is *clean*
