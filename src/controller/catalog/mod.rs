@@ -225,21 +225,22 @@ async fn reconcile_catalog(
 ) -> Result<Action, CatalogError> {
     let exec = CatalogExecutor::new(&catalog, &ctx);
     let mut facts = facts(&catalog, &ctx);
-    let mut plan = plan::decide(&facts, ctx.settings.poll_unit);
-    if plan == Plan::Label {
-        exec.label().await?;
-        facts.labelled = true;
-        plan = plan::decide(&facts, ctx.settings.poll_unit);
-    }
-    match (plan, &facts.content) {
-        (Plan::Delete, _) => exec.delete().await,
-        (Plan::MakeUnavailable, _) => exec.make_unavailable().await,
-        (Plan::AddFinalizer, _) => exec.add_finalizer().await,
-        (Plan::Content(next), Some(current)) => {
-            exec.content(next, current, facts.record.clone()).await
-        }
-        // No image (`decide` plans content only with one; labelled now).
-        (Plan::NoImage | Plan::Content(_) | Plan::Label, _) => exec.no_image().await,
+    loop {
+        let done = match plan::decide(&facts, ctx.settings.poll_unit) {
+            Plan::Label => {
+                exec.label().await?;
+                facts.labelled = true;
+                continue;
+            }
+            Plan::Delete => exec.delete().await,
+            Plan::MakeUnavailable => exec.make_unavailable().await,
+            Plan::AddFinalizer => exec.add_finalizer().await,
+            Plan::NoImage => exec.no_image().await,
+            Plan::Content(next, current) => {
+                exec.content(next, &current, facts.record.clone()).await
+            }
+        };
+        return done;
     }
 }
 

@@ -28,7 +28,7 @@ pub(super) struct Facts<'a> {
 
 /// The next step of a reconcile.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Plan {
+pub(super) enum Plan<'a> {
     /// Remove the stored content, report the deletion, drop the finalizer; wait.
     Delete,
     /// Set the metadata.name label users select catalogs by, then decide again.
@@ -39,12 +39,12 @@ pub(super) enum Plan {
     AddFinalizer,
     /// No image in the spec: a terminal failure.
     NoImage,
-    /// The catalog's content ([`next_step`]).
-    Content(Next),
+    /// The catalog's content ([`next_step`]) from its image source.
+    Content(Next, Current<'a>),
 }
 
 /// The next step for `facts`, one `pollIntervalMinutes` lasting `unit`.
-pub(super) fn decide(facts: &Facts<'_>, unit: Duration) -> Plan {
+pub(super) fn decide<'a>(facts: &Facts<'a>, unit: Duration) -> Plan<'a> {
     if facts.deleting {
         return Plan::Delete;
     }
@@ -59,7 +59,10 @@ pub(super) fn decide(facts: &Facts<'_>, unit: Duration) -> Plan {
     }
     match &facts.content {
         None => Plan::NoImage,
-        Some(current) => Plan::Content(next_step(facts.record.as_ref(), current, unit)),
+        Some(current) => Plan::Content(
+            next_step(facts.record.as_ref(), current, unit),
+            current.clone(),
+        ),
     }
 }
 
@@ -87,7 +90,7 @@ pub(super) fn requeue(poll: Option<i32>, unit: Duration, jitter: f64) -> Option<
 }
 
 /// What is known of a catalog's image source at a reconcile, for [`next_step`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Current<'a> {
     pub generation: Option<i64>,
     pub spec_ref: &'a str,

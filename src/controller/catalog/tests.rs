@@ -149,17 +149,20 @@ fn a_settled_catalog_plans_its_content() {
     let unit = Duration::from_secs(60);
     assert_eq!(
         decide(&facts(Some(current(None))), unit),
-        Plan::Content(Next::Wait(None))
+        Plan::Content(Next::Wait(None), current(None))
     );
     assert_eq!(
         decide(&facts(Some(current(Some(5)))), unit),
-        Plan::Content(Next::Poll)
+        Plan::Content(Next::Poll, current(Some(5)))
     );
     let unknown = Facts {
         record: None,
         ..facts(Some(current(None)))
     };
-    assert_eq!(decide(&unknown, unit), Plan::Content(Next::Pull));
+    assert_eq!(
+        decide(&unknown, unit),
+        Plan::Content(Next::Pull, current(None))
+    );
 }
 
 #[test]
