@@ -17,7 +17,6 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension};
-use olmv1::controller::extension::drift;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use support::bundles::{self, BundleSpec};
@@ -98,7 +97,7 @@ where
 
 #[tokio::test]
 async fn drift_is_corrected_promptly_and_foreign_fields_survive() {
-    support::controller();
+    let drift = &support::controller().observers.drift;
     let admin = support::cluster().admin().await;
     let package = support::unique("drift");
     let ns = support::namespace(&admin, "drift").await;
@@ -117,14 +116,14 @@ async fn drift_is_corrected_promptly_and_foreign_fields_survive() {
         .expect("create");
     wait_installed(&api, &name, "1.0.0").await;
     assert!(
-        drift::shared_watch_count() >= 2,
+        drift.shared_watches() >= 2,
         "shared watches (as the controller) on Deployments and CRDs: {}",
-        drift::shared_watch_count()
+        drift.shared_watches()
     );
     assert!(
-        drift::own_watch_count() >= 1,
+        drift.own_watches() >= 1,
         "the extension's own watch (as its installer) on ConfigMaps: {}",
-        drift::own_watch_count()
+        drift.own_watches()
     );
 
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &ns);
@@ -138,13 +137,13 @@ async fn drift_is_corrected_promptly_and_foreign_fields_survive() {
     // Idle first: nothing changes, so nothing triggers (status updates of the
     // Deployment by kube-controller-manager are no drift).
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = drift::trigger_count();
+    let before = drift.triggers();
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(drift::trigger_count(), before, "reconcile storm at idle");
+    assert_eq!(drift.triggers(), before, "reconcile storm at idle");
 
     // 0. A catalog change that resolves to the installed bundle again (here: a label)
     // pulls, renders and applies nothing while nothing drifted.
-    let skipped = drift::skipped_install_count();
+    let skipped = drift.skipped_installs();
     let catalogs: Api<ClusterCatalog> = Api::all(admin.clone());
     catalogs
         .patch(
@@ -155,7 +154,7 @@ async fn drift_is_corrected_promptly_and_foreign_fields_survive() {
         .await
         .expect("label the catalog");
     support::eventually(30, "the re-resolution to skip the install", || async {
-        (drift::skipped_install_count() > skipped).then_some(())
+        (drift.skipped_installs() > skipped).then_some(())
     })
     .await;
     let after = deployments.get(&deployment).await.expect("deployment");
@@ -181,7 +180,7 @@ async fn drift_is_corrected_promptly_and_foreign_fields_survive() {
     .await;
     eprintln!("deleted Deployment restored in {took:?}");
     assert!(
-        drift::trigger_count() > before,
+        drift.triggers() > before,
         "restored through a drift trigger"
     );
 
@@ -291,16 +290,16 @@ async fn drift_is_corrected_promptly_and_foreign_fields_survive() {
 
     // Settled again: no storm after corrections either.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let settled = drift::trigger_count();
+    let settled = drift.triggers();
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(
-        drift::trigger_count(),
+        drift.triggers(),
         settled,
         "reconcile storm after corrections"
     );
 
     // Uninstall stops the extension's watches and nothing is restored.
-    let followed = drift::followed_count();
+    let followed = drift.followed();
     api.delete(&name, &DeleteParams::default())
         .await
         .expect("delete extension");
@@ -309,10 +308,10 @@ async fn drift_is_corrected_promptly_and_foreign_fields_survive() {
     })
     .await;
     assert!(
-        drift::followed_count() < followed,
+        drift.followed() < followed,
         "the extension no longer followed after uninstall ({} -> {})",
         followed,
-        drift::followed_count()
+        drift.followed()
     );
     assert!(
         deployments

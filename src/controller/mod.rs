@@ -12,9 +12,9 @@ pub mod common;
 pub mod extension;
 pub mod lease;
 pub mod options;
+pub mod pull_secrets;
 pub mod workers;
 
-pub use common::backoff;
 pub use options::ControllerArgs;
 
 use crate::metrics::Metrics;
@@ -57,46 +57,6 @@ pub async fn connect_with_config(
     Ok((config, client))
 }
 
-/// The global pull secret, then the controller ServiceAccount's `imagePullSecrets`, as
-/// registry credentials. Missing or unreadable secrets are logged and skipped (public
-/// images still pull).
-pub async fn pull_secrets(
-    client: &Client,
-    namespace: &str,
-    service_account: Option<&str>,
-    global: Option<&str>,
-) -> crate::image::DockerConfig {
-    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-    let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), namespace);
-    let mut names: Vec<String> = global.iter().map(|s| s.to_string()).collect();
-    if let Some(sa) = service_account {
-        let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), namespace);
-        if let Ok(Some(account)) = accounts.get_opt(sa).await {
-            names.extend(
-                account
-                    .image_pull_secrets
-                    .into_iter()
-                    .flatten()
-                    .map(|r| r.name),
-            );
-        }
-    }
-    let mut config = crate::image::DockerConfig::default();
-    for name in names {
-        match secrets.get_opt(&name).await {
-            Ok(Some(secret)) => match crate::image::DockerConfig::from_secret(&secret) {
-                Ok(parsed) => config.merge(&parsed),
-                Err(e) => {
-                    tracing::warn!(secret = %name, error = %e, "ignoring unusable pull secret")
-                }
-            },
-            Ok(None) => tracing::warn!(secret = %name, "pull secret not found"),
-            Err(e) => tracing::warn!(secret = %name, error = %e, "reading pull secret"),
-        }
-    }
-    config
-}
-
 /// A listener on `address` (`host:port`) with `SO_REUSEADDR`, as Go's net.Listen: a
 /// restarted controller binds its ports again at once even while connections of the
 /// previous process linger in TIME_WAIT.
@@ -125,17 +85,23 @@ pub async fn listen(address: &str) -> std::io::Result<tokio::net::TcpListener> {
 /// Name of the leader-election Lease (in `--namespace`).
 pub const LEASE_NAME: &str = "olmv1-controller";
 
+/// What a program embedding the controller (the integration tests) can read of it
+/// while it runs; clones share the values.
+#[derive(Debug, Clone, Default)]
+pub struct Observers {
+    /// What the drift watches did and hold (`tests/drift.rs`).
+    pub drift: extension::drift::Counters,
+}
+
 /// Runs the controller until a termination signal arrives (or, with
 /// `--leader-elect`, until this replica loses the lease: then an error).
 pub async fn run(args: ControllerArgs) -> Result<()> {
-    if args.leader_elect {
-        args.lease_timing()
-            .map_err(|e| anyhow::anyhow!("invalid leader-election timings: {e}"))?;
-    }
-    if let Some(path) = &args.registries_conf {
-        // A broken file stops the start before anything else happens.
-        crate::image::registries::RegistriesConf::load(path)?;
-    }
+    run_observed(args, Observers::default()).await
+}
+
+/// [`run`], counting into `observers`.
+pub async fn run_observed(args: ControllerArgs, observers: Observers) -> Result<()> {
+    check(&args)?;
     let metrics = Arc::new(Metrics::new());
     let (config, plain_client) = connect_with_config(args.kubeconfig.as_deref()).await?;
     common::set_long_watches(config.proxy_url.is_none());
@@ -154,7 +120,6 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
     let storage_dir = args.cache_dir.join("catalogs");
     std::fs::create_dir_all(&storage_dir)
         .with_context(|| format!("creating {}", storage_dir.display()))?;
-    let puller = Arc::new(image_puller(&args)?);
     let tls = match (&args.catalog_server_tls_cert, &args.catalog_server_tls_key) {
         (Some(cert), Some(key)) => Some(crate::server::tls::server_config_with(
             cert,
@@ -164,36 +129,10 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         _ => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let cache_gc = cache_gc::CacheGc {
-        client: client.clone(),
-        namespace: args.namespace.clone(),
-        puller: puller.clone(),
-        catalogs_dir: storage_dir.clone(),
-        interval: args.workers.cache_gc_interval,
-        metrics: metrics.clone(),
-    };
-    let catalog_ctx = Arc::new(
-        catalog::CatalogContext::new(
-            client.clone(),
-            puller.clone(),
-            catalog_settings(&args, &storage_dir, scheme),
-        )
-        .with_metrics(metrics.clone())
-        .with_readiness(readiness.clone()),
-    );
+    let parts = Reconcilers::new(&args, &client, config, &metrics, &storage_dir, scheme)?;
+    let catalog_ctx = Arc::new(parts.catalog.with_readiness(readiness.clone()));
+    let extension_ctx = Arc::new(parts.extension.with_drift_counters(observers.drift));
     tracing::info!(address = %args.catalog_server_bind_address, scheme, "serving catalog content");
-    let content = content_client(&args)?;
-    let extension_ctx = Arc::new(
-        extension::ExtensionContext::new(
-            client.clone(),
-            config,
-            puller,
-            content,
-            extension_settings(&args),
-        )
-        .with_metrics(metrics.clone())
-        .with_max_concurrent_reconciles(args.workers.max_concurrent_reconciles),
-    );
     tracing::info!(
         max_concurrent_reconciles = extension_ctx.workers.limit(),
         "ClusterExtension reconcile workers"
@@ -230,21 +169,86 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         result = profiling => result.context("profiling server failed"),
         result = catalogs => result.context("catalog server failed"),
         result = reconcilers => result,
-        () = cache_gc.run() => Ok(()),
+        () = parts.cache_gc.run() => Ok(()),
         () = &mut shutdown => {
             tracing::info!("termination signal received, shutting down");
             Ok(())
         }
     };
-    // The receiver is gone now: the lease task releases the lease (so that a standby
-    // takes over at once) and ends; give it a moment.
     if let Some(task) = lease_task {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
-        while !task.is_finished() && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        released(task).await;
     }
     result
+}
+
+/// The arguments checks that stop the start before anything else happens.
+fn check(args: &ControllerArgs) -> Result<()> {
+    if args.leader_elect {
+        args.lease_timing()
+            .map_err(|e| anyhow::anyhow!("invalid leader-election timings: {e}"))?;
+    }
+    if let Some(path) = &args.registries_conf {
+        // A broken file stops the start before anything else happens.
+        crate::image::registries::RegistriesConf::load(path)?;
+    }
+    Ok(())
+}
+
+/// Waits (a moment at most) for the lease task to end: its receiver is gone, so it
+/// releases the lease (a standby takes over at once) and ends.
+async fn released(task: tokio::task::AbortHandle) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    while !task.is_finished() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The reconcilers' contexts and the cache GC, sharing one image puller and `metrics`.
+struct Reconcilers {
+    catalog: catalog::CatalogContext,
+    extension: extension::ExtensionContext,
+    cache_gc: cache_gc::CacheGc,
+}
+
+impl Reconcilers {
+    fn new(
+        args: &ControllerArgs,
+        client: &Client,
+        config: kube::Config,
+        metrics: &Arc<Metrics>,
+        storage_dir: &std::path::Path,
+        scheme: &str,
+    ) -> Result<Reconcilers> {
+        let puller = Arc::new(image_puller(args)?);
+        let cache_gc = cache_gc::CacheGc {
+            client: client.clone(),
+            namespace: args.namespace.clone(),
+            puller: puller.clone(),
+            catalogs_dir: storage_dir.to_path_buf(),
+            interval: args.workers.cache_gc_interval,
+            metrics: metrics.clone(),
+        };
+        let catalog = catalog::CatalogContext::new(
+            client.clone(),
+            puller.clone(),
+            catalog_settings(args, storage_dir, scheme),
+        )
+        .with_metrics(metrics.clone());
+        let extension = extension::ExtensionContext::new(
+            client.clone(),
+            config,
+            puller,
+            content_client(args)?,
+            extension_settings(args),
+        )
+        .with_metrics(metrics.clone())
+        .with_max_concurrent_reconciles(args.workers.max_concurrent_reconciles);
+        Ok(Reconcilers {
+            catalog,
+            extension,
+            cache_gc,
+        })
+    }
 }
 
 /// The process's listeners, bound before anything else starts (a port in use is an

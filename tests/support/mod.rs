@@ -334,6 +334,8 @@ pub struct RunningController {
     /// `http://127.0.0.1:<port>`: the catalog server.
     pub catalog_server: String,
     pub cache_dir: PathBuf,
+    /// What the test can read of the running controller (its drift counters).
+    pub observers: olmv1::controller::Observers,
 }
 
 pub fn controller() -> &'static RunningController {
@@ -398,13 +400,15 @@ pub fn controller_with(
             skip_rollout_wait: true,
         };
         configure(&mut args);
+        let observers = olmv1::controller::Observers::default();
+        let observed = observers.clone();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
                 .build()
                 .unwrap_or_else(|e| panic!("runtime: {e}"));
-            if let Err(e) = runtime.block_on(olmv1::controller::run(args)) {
+            if let Err(e) = runtime.block_on(olmv1::controller::run_observed(args, observed)) {
                 panic!("the controller stopped: {e:#}");
             }
         });
@@ -421,6 +425,7 @@ pub fn controller_with(
         RunningController {
             catalog_server: format!("http://127.0.0.1:{catalogs}"),
             cache_dir,
+            observers,
         }
     })
 }

@@ -11,7 +11,8 @@
 //!
 //! The decision is the pure [`plan`]; [`run`] is the watch loop around it.
 
-use super::{CatalogContext, Record, pull_content, remove_content, store_content};
+use super::executor::{pull_content, remove_content, store_content};
+use super::{CatalogContext, Record};
 use crate::api::ClusterCatalog;
 use crate::api::conditions::{self, TYPE_SERVING};
 use crate::fbc;
@@ -216,7 +217,7 @@ async fn sync(
                             .get(&name)
                             .filter(|r| r.resolved_ref == resolved_ref)
                             .map_or(1, |r| r.failures.saturating_add(1));
-                        let delay = crate::controller::backoff(failures);
+                        let delay = crate::controller::common::backoff(failures);
                         tracing::warn!(catalog = %name, image = %resolved_ref, error = %message, retry_in = ?delay, "could not store the catalog the leader serves");
                         retries.insert(
                             name,

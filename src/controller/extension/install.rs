@@ -260,7 +260,7 @@ async fn pull(
 ) -> Result<(Bundle, String), InstallFailure> {
     let started = Instant::now();
     let settings = &ctx.settings;
-    let secrets = crate::controller::pull_secrets(
+    let secrets = crate::controller::pull_secrets::read(
         &ctx.client,
         &settings.namespace,
         settings.service_account.as_deref(),

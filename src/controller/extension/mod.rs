@@ -147,6 +147,12 @@ impl ExtensionContext {
         self.metrics = metrics;
         self
     }
+
+    /// Counts what the drift watches do into `counters` ([`drift::Counters`]).
+    pub fn with_drift_counters(mut self, counters: drift::Counters) -> Self {
+        self.drift = self.drift.with_counters(counters);
+        self
+    }
 }
 
 /// Runs the reconciler until the stream ends.

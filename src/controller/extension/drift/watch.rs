@@ -8,8 +8,10 @@
 //! kept), and decide what is drift with the pure [`Tracker`]. Watch errors back off (the
 //! watcher's default backoff); a task runs until aborted.
 
+use super::clean::CleanInstalls;
+use super::counters::Counters;
+use super::diff::WatchKey;
 use super::tracker::{Object, Seen, Tracker};
-use super::{CleanMap, TRIGGERS, WatchKey};
 use crate::api::ClusterExtension;
 use crate::apply::{self, ownership::OWNER_NAME_LABEL};
 use crate::controller::extension::rollout;
@@ -37,7 +39,8 @@ pub(super) struct Reporting {
     /// True once a complete list arrived, false again after a watch error (drift may
     /// then be missed until the next list).
     pub synced: Arc<AtomicBool>,
-    pub clean: CleanMap,
+    pub clean: CleanInstalls,
+    pub counters: Counters,
     pub tx: mpsc::Sender<ControllerRef<ClusterExtension>>,
 }
 
@@ -190,12 +193,8 @@ async fn run(
                 .map(|d| d.key.as_str())
                 .collect();
             tracing::info!(extension = %owner, %kind, ?objects, "drift detected; reconciling");
-            report
-                .clean
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(owner);
-            TRIGGERS.fetch_add(1, Ordering::Relaxed);
+            report.clean.forget(owner);
+            report.counters.count_trigger();
             if let Err(e) = report.tx.try_send(ControllerRef::new(owner)) {
                 tracing::debug!(extension = %owner, error = %e, "drift trigger dropped");
             }
