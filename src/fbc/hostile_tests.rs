@@ -398,8 +398,8 @@ fn json_nested_as_deep_as_go_allows_is_accepted() {
     assert_eq!(v.blobs, 4);
 }
 
-/// One package, one channel naming `n` bundles, and the `n` tiny bundles.
-fn write_tiny_bundles(path: &Path, n: usize) {
+/// One package, one channel naming `listed` bundles, and `n` tiny bundles.
+fn write_tiny_bundles(path: &Path, n: usize, listed: usize) {
     use std::io::Write;
     let mut w = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     writeln!(w, "{}", GOOD.lines().next().unwrap()).unwrap();
@@ -408,7 +408,7 @@ fn write_tiny_bundles(path: &Path, n: usize) {
         "{{\"schema\":\"olm.channel\",\"name\":\"s\",\"package\":\"p\",\"entries\":["
     )
     .unwrap();
-    for i in 0..n {
+    for i in 0..listed {
         write!(w, "{}{{\"name\":\"p.v{i}\"}}", if i > 0 { "," } else { "" }).unwrap();
     }
     writeln!(w, "]}}").unwrap();
@@ -424,7 +424,7 @@ fn write_tiny_bundles(path: &Path, n: usize) {
 #[test]
 fn more_blobs_than_the_limit_are_refused() {
     let src = tempfile::tempdir().unwrap();
-    write_tiny_bundles(&src.path().join("catalog.json"), 250_001);
+    write_tiny_bundles(&src.path().join("catalog.json"), 250_001, 1);
     let err = super::validate_catalog(src.path(), &StoreOptions::default()).unwrap_err();
     assert!(matches!(err, FbcError::Limit { .. }), "{err}");
     let err = err.to_string();
@@ -432,4 +432,26 @@ fn more_blobs_than_the_limit_are_refused() {
         err.contains("catalog.json:250001: catalog has more than 250000 blobs (limit max_blobs)"),
         "{err}"
     );
+}
+
+/// One channel blob listing a million entries (25 MB, within the blob size limit) was
+/// read whole into entry views before the blob count could apply; a channel cannot list
+/// more bundles than a catalog may hold, so the list is refused while it is read.
+#[test]
+fn channel_listing_more_entries_than_the_blob_limit_is_refused() {
+    let src = tempfile::tempdir().unwrap();
+    write_tiny_bundles(&src.path().join("catalog.json"), 1, 250_001);
+    let err = super::validate_catalog(src.path(), &StoreOptions::default()).unwrap_err();
+    let err = err.to_string();
+    assert!(
+        err.contains("catalog.json: blob 2 starting at line 2")
+            && err.contains("more than 250000 entries (limit max_blobs"),
+        "{err}"
+    );
+    // At the limit the channel is read (and then found to name missing bundles).
+    write_tiny_bundles(&src.path().join("catalog.json"), 1, 250_000);
+    let err = super::validate_catalog(src.path(), &StoreOptions::default())
+        .map(|_| String::new())
+        .unwrap_or_else(|e| e.to_string());
+    assert!(!err.contains("limit max_blobs"), "{err}");
 }

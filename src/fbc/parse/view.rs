@@ -63,7 +63,7 @@ impl<'de> Deserialize<'de> for BlobView {
                             8
                         }
                         "entries" => {
-                            v.entries = map.next_value()?;
+                            v.entries = map.next_value::<Entries>()?.0;
                             16
                         }
                         "properties" => {
@@ -87,6 +87,61 @@ impl<'de> Deserialize<'de> for BlobView {
             }
         }
         d.deserialize_map(V)
+    }
+}
+
+/// `entries`, refused beyond [`MAX_BLOBS`](super::MAX_BLOBS) while it is read: a
+/// channel cannot list more bundles than a catalog may hold, and a blob of a million
+/// entries (25 MB, within the blob size limit) would otherwise cost ~60 MB of views
+/// before the blob count could stop the catalog.
+struct Entries(Option<Vec<EntryView>>);
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Entries;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of entries")
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Entries, E> {
+                Ok(Entries(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Entries, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = seq.next_element::<EntryView>()? {
+                    if entries.len() as u64 >= super::MAX_BLOBS {
+                        return Err(serde::de::Error::custom(format_args!(
+                            "entries: more than {} entries (limit max_blobs: a channel cannot list more bundles than a catalog may hold); split the catalog",
+                            super::MAX_BLOBS
+                        )));
+                    }
+                    entries.push(entry);
+                }
+                entries.shrink_to_fit();
+                Ok(Entries(Some(entries)))
+            }
+        }
+        d.deserialize_option(OptionEntries(V))
+    }
+}
+
+/// `null` or a list, as `Option<Vec<_>>` reads it.
+struct OptionEntries<V>(V);
+
+impl<'de, V: Visitor<'de, Value = Entries>> Visitor<'de> for OptionEntries<V> {
+    type Value = Entries;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        self.0.expecting(f)
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<Entries, E> {
+        Ok(Entries(None))
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Entries, D::Error> {
+        d.deserialize_seq(self.0)
     }
 }
 
