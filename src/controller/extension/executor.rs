@@ -211,7 +211,7 @@ impl Executor for KubeExecutor<'_> {
         history: Option<&RevisionHistory>,
     ) -> Result<Installed, InstallFailure> {
         let apply = pipeline::apply(self.ctx, &self.owner, step, rendered, history);
-        let (installed, managed) = self.within_install_timeout(&step.bundle, apply).await?;
+        let (installed, managed) = self.within_install_timeout(&step.target, apply).await?;
         let clean = step.fingerprint.clone().map(|fingerprint| drift::Clean {
             fingerprint,
             installed: Installed {
@@ -326,7 +326,7 @@ impl KubeExecutor<'_> {
 
 /// Publishes `note` as an Event on `ext` (message cleaned and cut to 1 KiB); a failure
 /// to publish is logged, never fails the reconcile.
-pub(crate) async fn emit(ctx: &ExtensionContext, ext: &ClusterExtension, note: &Note) {
+async fn emit(ctx: &ExtensionContext, ext: &ClusterExtension, note: &Note) {
     let event = Event {
         type_: if note.warning {
             EventType::Warning

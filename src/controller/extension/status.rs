@@ -80,7 +80,42 @@ pub fn next_status(
         conditions::set_condition(&mut status.conditions, c, now.clone());
     };
 
-    let installed = match (&observation.outcome, &observation.installed) {
+    set(installed_condition(observation));
+    set(progressing_condition(&observation.outcome, generation));
+
+    if let Some(deprecation) = &observation.deprecation {
+        for d in deprecation {
+            let c = match d.status {
+                ConditionStatus::True => {
+                    condition(d.type_, true, d.reason, d.message.clone(), generation)
+                }
+                ConditionStatus::False => {
+                    condition(d.type_, false, d.reason, d.message.clone(), generation)
+                }
+                ConditionStatus::Unknown => {
+                    unknown(d.type_, d.reason, d.message.clone(), generation)
+                }
+            };
+            set(c);
+        }
+    }
+
+    status.install = observation
+        .installed
+        .as_ref()
+        .map(|b| ClusterExtensionInstallStatus {
+            bundle: b.metadata(),
+            installer: observation.installer.clone(),
+        });
+    status.observed_generation = generation;
+    status
+}
+
+/// The Installed condition: True with the installed bundle's image, False without one,
+/// Unknown when validation failed.
+fn installed_condition(observation: &Observation) -> Condition {
+    let generation = observation.generation;
+    match (&observation.outcome, &observation.installed) {
         (Outcome::ValidationFailed(message), _) => {
             unknown(TYPE_INSTALLED, REASON_FAILED, message.clone(), generation)
         }
@@ -98,10 +133,12 @@ pub fn next_status(
             MSG_NO_BUNDLE,
             generation,
         ),
-    };
-    set(installed);
+    }
+}
 
-    let progressing = match &observation.outcome {
+/// The Progressing condition of `outcome`.
+fn progressing_condition(outcome: &Outcome, generation: Option<i64>) -> Condition {
+    match outcome {
         Outcome::Succeeded => condition(
             TYPE_PROGRESSING,
             true,
@@ -140,35 +177,7 @@ pub fn next_status(
             deadline_exceeded(*minutes, last),
             generation,
         ),
-    };
-    set(progressing);
-
-    if let Some(deprecation) = &observation.deprecation {
-        for d in deprecation {
-            let c = match d.status {
-                ConditionStatus::True => {
-                    condition(d.type_, true, d.reason, d.message.clone(), generation)
-                }
-                ConditionStatus::False => {
-                    condition(d.type_, false, d.reason, d.message.clone(), generation)
-                }
-                ConditionStatus::Unknown => {
-                    unknown(d.type_, d.reason, d.message.clone(), generation)
-                }
-            };
-            set(c);
-        }
     }
-
-    status.install = observation
-        .installed
-        .as_ref()
-        .map(|b| ClusterExtensionInstallStatus {
-            bundle: b.metadata(),
-            installer: observation.installer.clone(),
-        });
-    status.observed_generation = generation;
-    status
 }
 
 /// `error for resolved bundle "<name>" with version "<version>": <err>` (docs/api-and-status.md §2.1).

@@ -158,7 +158,7 @@ fn shared_key(namespace: &str, name: &str) -> String {
 /// The last install of an extension, kept while nothing drifted.
 #[derive(Debug, Clone)]
 pub struct Clean {
-    /// What the install was made of ([`super::install::fingerprint`]).
+    /// What the install was made of ([`super::plan::fingerprint`]).
     pub fingerprint: String,
     /// Its result, as a reconcile that skips the install reports it.
     pub installed: Installed,

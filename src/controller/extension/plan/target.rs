@@ -31,6 +31,8 @@ pub struct Rendered {
 /// How the rendered bundle is applied.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Apply {
+    /// The bundle as resolved (what a failure names).
+    pub target: BundleIdentity,
     /// The bundle, its image digest-pinned.
     pub bundle: BundleIdentity,
     pub account: InstallerAccount,
@@ -185,6 +187,7 @@ fn steps(spec: &ClusterExtensionSpec, facts: &Facts, install: Install) -> Plan {
         fingerprint: fingerprint(facts, account, &install.target, Some(&install.target)),
         bundle,
         account: account.clone(),
+        target: install.target,
         adopt: install.adopt,
     }))
 }
