@@ -159,3 +159,110 @@ pub fn deadline_event(before: Option<&str>, outcome: &Outcome) -> Option<Note> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::conditions::REASON_BLOCKED;
+
+    fn report(outcome: Outcome, next: Next) -> Report {
+        Report {
+            observation: Observation {
+                generation: Some(1),
+                installed: None,
+                installer: None,
+                outcome,
+                deprecation: None,
+            },
+            events: Vec::new(),
+            error: None,
+            next,
+        }
+    }
+
+    const STANDING: Standing = Standing {
+        pending_for: Duration::from_secs(100),
+        backoff: Duration::from_secs(8),
+        minute: Duration::from_secs(60),
+    };
+
+    #[test]
+    fn each_next_has_its_requeue_and_bookkeeping() {
+        let ending = |outcome, next| {
+            let e = end(report(outcome, next), &STANDING, None, None);
+            (e.requeue, e.tally.pending, e.tally.count)
+        };
+        let retrying = || Outcome::Retrying("x".into());
+        assert_eq!(
+            ending(Outcome::Succeeded, Next::Done),
+            (None, false, Count::Succeeded)
+        );
+        assert_eq!(
+            ending(retrying(), Next::AwaitChange),
+            (None, false, Count::Keep)
+        );
+        assert_eq!(
+            ending(retrying(), Next::Retry),
+            (Some(Duration::from_secs(8)), false, Count::Failed),
+            "a failure before progress began does not start the deadline's clock"
+        );
+        assert_eq!(
+            ending(retrying(), Next::Failed),
+            (Some(Duration::from_secs(8)), true, Count::Failed)
+        );
+        let blocked = Outcome::Blocked {
+            reason: REASON_BLOCKED,
+            message: "x".into(),
+        };
+        assert_eq!(
+            ending(blocked, Next::Failed),
+            (None, true, Count::Keep),
+            "terminal: waits for a change"
+        );
+        let rolling = Outcome::RollingOut {
+            version: "1".into(),
+            waiting: "w".into(),
+        };
+        assert_eq!(
+            ending(rolling, Next::RollingOut),
+            (Some(Duration::from_secs(25)), true, Count::RollingOut)
+        );
+    }
+
+    #[test]
+    fn the_deadline_caps_the_retry_and_is_reported_once() {
+        let failed = || report(Outcome::Retrying("pull failed".into()), Next::Failed);
+        let early = end(failed(), &STANDING, Some(2), None);
+        assert_eq!(
+            early.requeue,
+            Some(Duration::from_secs(8)),
+            "20 s left: the backoff comes first"
+        );
+        let standing = Standing {
+            pending_for: Duration::from_secs(115),
+            ..STANDING
+        };
+        let close = end(failed(), &standing, Some(2), None);
+        assert_eq!(
+            close.requeue,
+            Some(Duration::from_secs(5) + Duration::from_millis(100))
+        );
+        let late = Standing {
+            pending_for: Duration::from_secs(120),
+            ..STANDING
+        };
+        let exceeded = end(failed(), &late, Some(2), None);
+        assert!(matches!(
+            exceeded.observation.map(|o| o.outcome),
+            Some(Outcome::DeadlineExceeded { minutes: 2, .. })
+        ));
+        assert_eq!(exceeded.events.len(), 1);
+        let again = end(
+            failed(),
+            &late,
+            Some(2),
+            Some(REASON_PROGRESS_DEADLINE_EXCEEDED),
+        );
+        assert!(again.events.is_empty());
+    }
+}
