@@ -1,4 +1,4 @@
-//! Catalogs catalogd would serve although they break FBC invariants (docs/catalogs.md
+//! Catalogs catalogd would serve although they break FBC invariants (docs/concepts/catalogs.md
 //! §9.1 "What is accepted"): a package without `defaultChannel` whose channel also
 //! names a missing bundle is stored and served (`Serving` True), one
 //! `InvalidCatalogContent` Warning Event on the ClusterCatalog names both problems with

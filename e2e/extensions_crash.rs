@@ -97,7 +97,7 @@ fn crash_bundles(package: &str) -> (BundleSpec, BundleSpec) {
 }
 
 /// The identities of the rendered objects. Webhook configurations are rendered with
-/// the install namespace (a documented upstream quirk, docs/rendering.md §5.5 item 7) but are
+/// the install namespace (a documented upstream quirk, docs/concepts/rendering.md §5.5 item 7) but are
 /// cluster-scoped, so the live objects have none.
 fn expected(rendered: &[Value]) -> BTreeSet<Key> {
     rendered

@@ -1,4 +1,4 @@
-//! More ClusterExtension scenarios end to end (docs/api-and-status.md §2.1, §3, A3–A8):
+//! More ClusterExtension scenarios end to end (docs/reference/api-and-status.md §2.1, §3, A3–A8):
 //! version/channel selection, CRD upgrade safety, drift, collisions between two
 //! extensions, uninstall options, a deleted catalog, Own/SingleNamespace config,
 //! unsupported bundles, progressDeadlineMinutes and real bundles from the fixtures.
@@ -331,7 +331,7 @@ async fn selects_default_channel_pinned_version_range_and_channel_plus_range() {
         ),
     )
     .await;
-    // No channels: the latest of all channels (docs/resolution.md §4.2: "No channel filter ⇒ any
+    // No channels: the latest of all channels (docs/concepts/resolution.md §4.2: "No channel filter ⇒ any
     // channel's entries are valid"; the package's defaultChannel plays no part).
     let e = wait_installed(&api, &name, "2.0.0").await;
     assert_eq!(
@@ -488,7 +488,7 @@ async fn unsafe_crd_change_blocks_the_upgrade_until_enforcement_is_none() {
     delete_and_wait(&api, &name).await;
 }
 
-// 3a. Drift correction from watch events (docs/rendering.md A5).
+// 3a. Drift correction from watch events (docs/concepts/rendering.md A5).
 #[tokio::test]
 async fn deleted_managed_deployment_is_restored_without_a_trigger() {
     let s = install_v1("drift", &[], json!({})).await;

@@ -1,4 +1,4 @@
-//! A hostile catalog entry end to end (docs/api-and-status.md A8): a catalog serves a bundle whose CSV is
+//! A hostile catalog entry end to end (docs/reference/api-and-status.md A8): a catalog serves a bundle whose CSV is
 //! a YAML alias bomb to extension A, and a second catalog is itself an alias bomb, while
 //! extension B installs and has its drift corrected as usual. The controller runs as its
 //! own process (`olmv1 controller`, the crate's binary), so an out-of-memory kill or a

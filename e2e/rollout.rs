@@ -1,4 +1,4 @@
-//! Rollout status end to end (docs/api-and-status.md §2.1, §2.5): a controller
+//! Rollout status end to end (docs/reference/api-and-status.md §2.1, §2.5): a controller
 //! that waits for rollouts (the other test binaries start theirs with
 //! `--skip-rollout-wait`). The control plane has no nodes and no kubelet, so the test
 //! plays the kubelet: it writes the pods' status through the `pods/status` subresource,

@@ -8,7 +8,7 @@
 //! bundle — as p50/p99/max over every package (several rounds).
 //!
 //! `cargo run --release --example bench_content [-- <file.jsonl.zst>]`
-//! Targets (issue 4): cache ≤ 32 MiB, p99 ≤ 1 ms.
+//! Targets (docs/design/benchmarks.md): cache ≤ 32 MiB, p99 ≤ 1 ms.
 
 mod common;
 

@@ -17,7 +17,7 @@
 //! `BENCH` are the figures `hack/bench.sh` collects.
 //!
 //! `cargo run --release --example bench_serve [-- [--all N] [--metas N] <file.jsonl.zst>...]`
-//! Targets (issue 16.2): the 59 MB catalog's `/all` over TLS p50 ≤ 40 ms; a ~56 KB
+//! Targets (docs/design/benchmarks.md): the 59 MB catalog's `/all` over TLS p50 ≤ 40 ms; a ~56 KB
 //! `metas` answer p99 ≤ 2 ms.
 //!
 //! TLS figures depend on how aws-lc was built: under the release profile's

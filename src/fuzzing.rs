@@ -398,7 +398,7 @@ pub fn catalog_query(data: &[u8]) {
     });
 }
 
-/// The permission preflight's pure part (docs/installer-permissions.md): the input is a
+/// The permission preflight's pure part (docs/concepts/installer-permissions.md): the input is a
 /// JSON array of manifests (or one YAML stream); their requirements — bundled roles sized
 /// before they are expanded — and the missing-permissions message for an account that
 /// holds nothing. Invariants: the message lists at most
@@ -436,7 +436,7 @@ pub fn permissions(data: &[u8]) {
     );
 }
 
-/// `.indexignore` matching (docs/catalogs.md): the input is an `.indexignore` file, a
+/// `.indexignore` matching (docs/concepts/catalogs.md): the input is an `.indexignore` file, a
 /// line `====`, then one catalog-relative path a line (a trailing `/` marks a
 /// directory). Invariant: matching is a function of the path (the same answer twice).
 pub fn index_ignore(data: &[u8]) {

@@ -229,7 +229,7 @@ async fn upgrade_constraint_policy_enum() {
     );
 }
 
-/// Version range strings the CRD accepts (docs/resolution.md §4.3 and its tables).
+/// Version range strings the CRD accepts (docs/concepts/resolution.md §4.3 and its tables).
 const ACCEPTED_VERSIONS: &[&str] = &[
     "1.14.0",
     "1.14.x",

@@ -1,4 +1,4 @@
-//! Drift correction end to end (docs/api-and-status.md A5, §3): watches on the managed kinds — shared
+//! Drift correction end to end (docs/reference/api-and-status.md A5, §3): watches on the managed kinds — shared
 //! ones run as the controller for the kinds config/rbac lets it watch (Deployments, CRDs,
 //! ...), the extension's own run as its installer ServiceAccount for the others
 //! (ConfigMaps) — restore deleted or edited objects promptly, while fields set by others

@@ -1,5 +1,5 @@
 //! Registry mirrors and the catalog client's CA through the controller
-//! (docs/api-and-status.md §3 pull step, docs/catalogs.md A6 trust): the
+//! (docs/reference/api-and-status.md §3 pull step, docs/concepts/catalogs.md A6 trust): the
 //! controller runs with `--registries-conf` and a catalog server on HTTPS whose CA it
 //! trusts only through `--catalogd-cas-dir`. Catalog and bundle images name a registry
 //! host that does not resolve; registries.conf sends every pull to a second real

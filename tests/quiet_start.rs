@@ -1,6 +1,6 @@
 //! A normal start prints no alarming lines: `olmv1-testenv up` (what
 //! `hack/control-plane.sh up` runs) and then `olmv1 controller` on that control plane,
-//! as the README's Quickstart does, print no ERROR or WARN line and nothing in red.
+//! as the Quickstart of docs/getting-started.md does, print no ERROR or WARN line and nothing in red.
 //! Errors that are expected while the API server comes up (readiness probes) are not
 //! news; component logs go to files.
 

@@ -1,4 +1,4 @@
-//! Switching in place from upstream OLM v1 (README "Switching from upstream OLM v1"):
+//! Switching in place from upstream OLM v1 (docs/how-to/switch-from-upstream.md):
 //! installations laid down exactly as upstream's Helm applier leaves them — the objects
 //! (owner labels, Helm's annotations and label, the ownerReference to the
 //! ClusterExtension), the release in operator-controller's storage (helm-operator-plugins

@@ -1,5 +1,5 @@
-//! YAML alias bombs through every reader of outside input (docs/api-and-status.md A8,
-//! docs/limits.md "YAML aliases"): the bundle loader, the catalog (FBC) walker, the
+//! YAML alias bombs through every reader of outside input (docs/reference/api-and-status.md A8,
+//! docs/reference/limits.md "YAML aliases"): the bundle loader, the catalog (FBC) walker, the
 //! `crd-diff` CRD reader, and the `olmv1 render` / `olmv1 catalog` binaries. Each must refuse every bomb shape with a message naming the
 //! file and the alias expansion, and parsing must stay within 16 MiB above the input's
 //! size.

@@ -1,4 +1,4 @@
-//! `ClusterCatalog`: a catalog image whose content the cluster serves (docs/api-and-status.md §1.2).
+//! `ClusterCatalog`: a catalog image whose content the cluster serves (docs/reference/api-and-status.md §1.2).
 
 use super::validation::{self, rules};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};

@@ -1,4 +1,4 @@
-//! `ClusterExtension`: what an administrator asks to install (docs/api-and-status.md §1.1).
+//! `ClusterExtension`: what an administrator asks to install (docs/reference/api-and-status.md §1.1).
 
 use super::validation::{self, rules};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};

@@ -1,4 +1,4 @@
-//! Condition vocabulary (types and reasons of docs/api-and-status.md §2) and helpers to set
+//! Condition vocabulary (types and reasons of docs/reference/api-and-status.md §2) and helpers to set
 //! conditions the way `meta.SetStatusCondition` does: lastTransitionTime changes only
 //! when the status flips, and messages are capped and stripped of volatile parts.
 

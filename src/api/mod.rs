@@ -1,6 +1,6 @@
 //! The `olm.operatorframework.io/v1` API: [`ClusterExtension`] and [`ClusterCatalog`]
-//! types, wire-compatible with upstream OLM v1 (docs/api-and-status.md §1), the well-known keys and
-//! condition vocabulary (docs/api-and-status.md §1.4, §2), and generation of the CRD YAML committed in `crds/`.
+//! types, wire-compatible with upstream OLM v1 (docs/reference/api-and-status.md §1), the well-known keys and
+//! condition vocabulary (docs/reference/api-and-status.md §1.4, §2), and generation of the CRD YAML committed in `crds/`.
 //!
 //! Validation the API server can do lives here as CEL rules and OpenAPI constraints on
 //! the types; everything else is checked by the reconcilers. [`selector`] evaluates

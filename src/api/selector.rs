@@ -2,7 +2,7 @@
 //! `metav1.LabelSelectorAsSelector` semantics — `matchLabels` plus `matchExpressions`
 //! with `In`, `NotIn`, `Exists`, `DoesNotExist`, validated like apimachinery's
 //! `labels.NewRequirement` and with its error texts. Absent or empty selectors match
-//! every catalog (the resolver treats "nothing" as "everything", docs/resolution.md §4.1).
+//! every catalog (the resolver treats "nothing" as "everything", docs/concepts/resolution.md §4.1).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::BTreeMap;

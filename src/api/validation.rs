@@ -10,7 +10,7 @@ pub const DNS1123_LABEL_CEL: &str = r#"self.matches("^[a-z0-9]([-a-z0-9]*[a-z0-9
 
 pub const DNS1123_SUBDOMAIN_MESSAGE: &str = "packageName must be a valid DNS1123 subdomain. It must contain only lowercase alphanumeric characters, hyphens (-) or periods (.), start and end with an alphanumeric character, and be no longer than 253 characters";
 
-/// `spec.source.catalog.version`: upstream's regex, including its quirks (docs/resolution.md §4.3).
+/// `spec.source.catalog.version`: upstream's regex, including its quirks (docs/concepts/resolution.md §4.3).
 pub const VERSION_RANGE_CEL: &str = r#"self.matches("^(\\s*(=||!=|>|<|>=|=>|<=|=<|~|~>|\\^)\\s*(v?(0|[1-9]\\d*|[x|X|\\*])(\\.(0|[1-9]\\d*|x|X|\\*]))?(\\.(0|[1-9]\\d*|x|X|\\*))?(-([0-9A-Za-z\\-]+(\\.[0-9A-Za-z\\-]+)*))?(\\+([0-9A-Za-z\\-]+(\\.[0-9A-Za-z\\-]+)*))?)\\s*)((?:\\s+|,\\s*|\\s*\\|\\|\\s*)(=||!=|>|<|>=|=>|<=|=<|~|~>|\\^)\\s*(v?(0|[1-9]\\d*|x|X|\\*])(\\.(0|[1-9]\\d*|x|X|\\*))?(\\.(0|[1-9]\\d*|x|X|\\*]))?(-([0-9A-Za-z\\-]+(\\.[0-9A-Za-z\\-]+)*))?(\\+([0-9A-Za-z\\-]+(\\.[0-9A-Za-z\\-]+)*))?)\\s*)*$")"#;
 
 /// `status.install.bundle.version`.

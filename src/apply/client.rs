@@ -1,4 +1,4 @@
-//! Clients that act as an installer ServiceAccount (docs/installer-permissions.md A3), cached per account
+//! Clients that act as an installer ServiceAccount (docs/concepts/installer-permissions.md A3), cached per account
 //! and sharing a few HTTP/2 connections to the API server, and the controller's own
 //! client. Each can count its requests into a [`RequestCounter`] the caller passes in
 //! (the controller passes its metrics), so this module knows nothing of metrics.

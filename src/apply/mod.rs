@@ -1,4 +1,4 @@
-//! Applying rendered objects as the installer ServiceAccount (docs/installer-permissions.md A3, docs/rendering.md A5, docs/api-and-status.md A7, docs/rendering.md §5.6):
+//! Applying rendered objects as the installer ServiceAccount (docs/concepts/installer-permissions.md A3, docs/concepts/rendering.md A5, docs/reference/api-and-status.md A7, docs/concepts/rendering.md §5.6):
 //! impersonating clients ([`client`]), the dependency order ([`order`]), ownership labels,
 //! ownerReferences and the takeover refusal ([`ownership`]), the durable revision record
 //! ([`record`]), the I/O of server-side apply ([`applier`]) and of pruning and uninstall

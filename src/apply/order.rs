@@ -1,4 +1,4 @@
-//! The dependency order in which rendered objects are applied (docs/rendering.md A5): pure.
+//! The dependency order in which rendered objects are applied (docs/concepts/rendering.md A5): pure.
 
 use serde_json::Value;
 

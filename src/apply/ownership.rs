@@ -1,4 +1,4 @@
-//! Ownership of applied objects (docs/rendering.md §5.6): the owner labels and the ownerReference
+//! Ownership of applied objects (docs/concepts/rendering.md §5.6): the owner labels and the ownerReference
 //! added before applying, and the decision whether an existing object may be managed.
 //! Pure.
 
@@ -110,7 +110,7 @@ pub enum Ownership {
 
 /// Upstream OLM v1 labels its objects as olmv1 does; an object that also carries Helm's
 /// release annotation was installed by upstream. Such an object is this extension's only
-/// when its release is being adopted (README "Switching from upstream OLM v1") or once it
+/// when its release is being adopted (docs/how-to/switch-from-upstream.md) or once it
 /// is in olmv1's revision record; otherwise it is reported, not taken over.
 pub fn helm_managed(
     ownership: Ownership,

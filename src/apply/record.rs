@@ -1,4 +1,4 @@
-//! The durable revision record (docs/rendering.md A5): what each installed revision applied —
+//! The durable revision record (docs/concepts/rendering.md A5): what each installed revision applied —
 //! package, bundle, version, release, digest-pinned image, the object references and a
 //! hash of the rendered content — stored as gzip'd JSON in a ConfigMap
 //! `olmv1-revision-<extension>` in the controller's namespace (written by the controller's

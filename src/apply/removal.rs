@@ -227,7 +227,7 @@ async fn wait_gone(
     Ok(())
 }
 
-/// What the caller reports when the installer account is gone (docs/api-and-status.md A7): the
+/// What the caller reports when the installer account is gone (docs/reference/api-and-status.md A7): the
 /// objects that garbage collection removes once the ClusterExtension is deleted.
 pub fn garbage_collection_fallback(
     namespace: &str,

@@ -1,5 +1,5 @@
-//! Bundle configuration (`spec.config.inline`, docs/rendering.md §5.7) and install modes /
-//! target namespaces (docs/rendering.md §5.4): the draft-07 JSON schema derived from the bundle's install
+//! Bundle configuration (`spec.config.inline`, docs/concepts/rendering.md §5.7) and install modes /
+//! target namespaces (docs/concepts/rendering.md §5.4): the draft-07 JSON schema derived from the bundle's install
 //! modes, upstream-compatible error messages, and the typed `deploymentConfig`.
 
 use serde::Deserialize;
@@ -120,10 +120,10 @@ pub struct BundleConfig {
 /// Invalid bundle configuration or target namespaces.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    /// Schema violations (docs/rendering.md §5.7); upstream wraps it as `invalid ClusterExtension configuration: …`.
+    /// Schema violations (docs/concepts/rendering.md §5.7); upstream wraps it as `invalid ClusterExtension configuration: …`.
     #[error("invalid configuration: {0}")]
     Invalid(String),
-    /// Target namespaces not allowed by the install modes (docs/rendering.md §5.4).
+    /// Target namespaces not allowed by the install modes (docs/concepts/rendering.md §5.4).
     #[error("invalid option(s): invalid target namespaces {targets}: {message}")]
     TargetNamespaces { targets: String, message: String },
 }
@@ -336,7 +336,7 @@ impl BundleConfig {
         if errors.is_empty()
             && let Some(ns) = &watch_namespace
         {
-            // The custom formats of docs/rendering.md §5.7 (checked here to carry their exact messages).
+            // The custom formats of docs/concepts/rendering.md §5.7 (checked here to carry their exact messages).
             if modes.own && !modes.single && ns != install_namespace {
                 errors.push(format!(
                     "invalid format for field \"watchNamespace\": invalid value \"{ns}\": must be \"{install_namespace}\" (the namespace where the operator is installed) because this operator only supports OwnNamespace install mode"
@@ -371,7 +371,7 @@ fn go_list(items: &[String]) -> String {
     format!("[{}]", items.join(" "))
 }
 
-/// Target namespaces for the install (docs/rendering.md §5.4): `[""]` means all namespaces.
+/// Target namespaces for the install (docs/concepts/rendering.md §5.4): `[""]` means all namespaces.
 pub fn target_namespaces(
     modes: InstallModeSet,
     watch_namespace: Option<&str>,

@@ -1,4 +1,4 @@
-//! Applying `deploymentConfig` (docs/rendering.md §5.7) to a rendered Deployment, with the
+//! Applying `deploymentConfig` (docs/concepts/rendering.md §5.7) to a rendered Deployment, with the
 //! documented merge rules. Pure functions over the Deployment JSON.
 
 use super::config::DeploymentConfig;

@@ -1,7 +1,7 @@
 //! Loading a registry+v1 bundle from a directory (an unpacked bundle image has the same
 //! layout): `metadata/annotations.yaml`, optional `metadata/properties.yaml` and
 //! `metadata/dependencies.yaml`, and every YAML/JSON document in `manifests/` (see
-//! docs/rendering.md §5.1). All reading is bounded (file sizes, file count, YAML nesting and node budgets,
+//! docs/concepts/rendering.md §5.1). All reading is bounded (file sizes, file count, YAML nesting and node budgets,
 //! alias expansion); this module checks structure only, [`super::validate`] checks content.
 
 use super::{Bundle, CSV_KIND};

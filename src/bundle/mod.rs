@@ -1,9 +1,9 @@
 //! registry+v1 bundles: loading from a directory or an unpacked image, validation,
-//! and rendering into the Kubernetes objects to apply (docs/rendering.md §5).
+//! and rendering into the Kubernetes objects to apply (docs/concepts/rendering.md §5).
 //!
 //! Flow: [`load_dir`] (bounded I/O) → [`validate`] (pure, every problem at once) →
 //! [`render`] (pure, deterministic: same input, byte-identical output). Ownership labels
-//! and ownerReferences (docs/rendering.md §5.6) are added later by the applier, not here.
+//! and ownerReferences (docs/concepts/rendering.md §5.6) are added later by the applier, not here.
 
 mod config;
 mod csv;

@@ -1,4 +1,4 @@
-//! Object names compatible with upstream OLM v1 (docs/rendering.md §5.5): Go `encoding/json`
+//! Object names compatible with upstream OLM v1 (docs/concepts/rendering.md §5.5): Go `encoding/json`
 //! encoding of the hashed object, SHA-224, base36, and the 63-character truncation rule.
 //! Pure functions only.
 

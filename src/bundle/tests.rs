@@ -122,7 +122,7 @@ fn golden_cases() -> Vec<Case> {
             config: None,
         },
         // Volumes mounted on the certificate paths are replaced in the pod, not only in
-        // the containers (docs/rendering.md §5.5, item 6).
+        // the containers (docs/concepts/rendering.md §5.5, item 6).
         Case {
             name: "webhook-cert-paths",
             bundle: "webhook-cert-paths",

@@ -1,4 +1,4 @@
-//! Bundle validation (docs/rendering.md §5.2 gatekeeping, §5.3 validators, unsupported
+//! Bundle validation (docs/concepts/rendering.md §5.2 gatekeeping, §5.3 validators, unsupported
 //! dependencies and CRD versions): pure, runs every check and reports every problem.
 
 use super::Bundle;
@@ -68,7 +68,7 @@ fn name_of(v: &Value) -> &str {
 /// Dependency property types the resolver cannot honour.
 const DEPENDENCY_TYPES: &[&str] = &["olm.package.required", "olm.gvk.required", "olm.constraint"];
 
-/// Runs every check of docs/rendering.md §5.2–5.3 and reports all problems together.
+/// Runs every check of docs/concepts/rendering.md §5.2–5.3 and reports all problems together.
 pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), ValidationErrors> {
     let mut errs = Vec::new();
     let csv = match Csv::parse(&bundle.csv) {
@@ -94,7 +94,7 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
     }
 }
 
-/// docs/rendering.md §5.2 gatekeeping: API services, webhooks without a certificate provider, install modes.
+/// docs/concepts/rendering.md §5.2 gatekeeping: API services, webhooks without a certificate provider, install modes.
 fn check_gatekeeping(
     csv: &Csv,
     modes: InstallModeSet,

@@ -1,4 +1,4 @@
-//! Catalog content client (docs/catalogs.md A6, docs/resolution.md §4.1 step 4): reads one package of a
+//! Catalog content client (docs/concepts/catalogs.md A6, docs/concepts/resolution.md §4.1 step 4): reads one package of a
 //! ClusterCatalog over the catalogd HTTP API at `status.urls.base` —
 //! `GET <base>/api/v1/metas?package=<p>` (JSON Lines), falling back to `GET
 //! <base>/api/v1/all` filtered client-side when the server has no `metas` endpoint

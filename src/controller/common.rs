@@ -266,6 +266,21 @@ impl Failures {
             .remove(name);
     }
 
+    /// Without changing anything: the delay [`Failures::next_backoff`] would return for
+    /// `name`, and how long it has been failing at `generation` (zero when it is not, or
+    /// was at another generation: what [`Failures::failing_for`] would return).
+    pub fn peek(&self, name: &str, generation: Option<i64>) -> (Duration, Duration) {
+        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let failures = counts.get(name).copied().unwrap_or_default();
+        drop(counts);
+        let since = self.since.lock().unwrap_or_else(|e| e.into_inner());
+        let pending_for = since
+            .get(name)
+            .filter(|(at, _)| *at == generation)
+            .map_or(Duration::ZERO, |(_, since)| since.elapsed());
+        (backoff(failures.saturating_add(1)), pending_for)
+    }
+
     /// How long `name` has been failing at `generation` (a new generation starts over).
     pub fn failing_for(&self, name: &str, generation: Option<i64>) -> Duration {
         let mut since = self.since.lock().unwrap_or_else(|e| e.into_inner());

@@ -206,7 +206,7 @@ impl Default for MetricsServingArgs {
     }
 }
 
-/// Flags of the catalog server's connections and TLS (src/server/conn.rs, tls.rs).
+/// Flags of the catalog server's connections and TLS (src/server/conn/, tls.rs).
 #[derive(clap::Args, Debug, Clone)]
 pub struct CatalogServerArgs {
     /// Lowest TLS version the catalog server accepts: VersionTLS12 or VersionTLS13.

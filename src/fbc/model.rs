@@ -125,7 +125,7 @@ pub struct PackageProperty {
     #[serde(rename = "packageName")]
     pub package_name: String,
     pub version: String,
-    /// Newer catalogs carry an explicit release (docs/resolution.md §4.3).
+    /// Newer catalogs carry an explicit release (docs/concepts/resolution.md §4.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
 }

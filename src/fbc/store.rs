@@ -1,4 +1,4 @@
-//! On-disk storage of ingested catalogs (docs/catalogs.md §9.2). Each catalog lives in
+//! On-disk storage of ingested catalogs (docs/concepts/catalogs.md §9.2). Each catalog lives in
 //! `<root>/<name>/` with `catalog.jsonl` (every blob as one compact JSON line, in walk
 //! order), its gzip copy `catalog.jsonl.gz` (for the catalog server) and `index.json` (`by_schema`/`by_package`/`by_name` → `[offset, length]`
 //! sections, catalogd's layout). `<root>/<name>` is a symbolic link to a version

@@ -1,4 +1,4 @@
-//! The ClusterExtension deprecation condition family (docs/api-and-status.md §2.1):
+//! The ClusterExtension deprecation condition family (docs/reference/api-and-status.md §2.1):
 //! `Deprecated`, `PackageDeprecated`, `ChannelDeprecated`, `BundleDeprecated`, computed
 //! as plain data from the winning catalog's `olm.deprecations`, the requested channels
 //! and the installed bundle. The controller maps these onto Kubernetes Conditions.

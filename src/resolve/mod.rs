@@ -1,6 +1,6 @@
 //! Resolution: (catalogs' content for one package, the ClusterExtension's catalog
 //! filter, the installed bundle) → the bundle to install, or the exact upstream error
-//! message (docs/resolution.md §4.1–4.5). Pure: catalog content is passed in, already fetched.
+//! message (docs/concepts/resolution.md §4.1–4.5). Pure: catalog content is passed in, already fetched.
 //!
 //! Per catalog: selector and availability, then the channel, version-range and
 //! upgrade-edge predicates; survivors sorted non-deprecated first, then by
@@ -164,7 +164,7 @@ impl fmt::Display for NoUniqueBundle {
     }
 }
 
-/// Resolution errors, displayed exactly as upstream reports them (docs/resolution.md §4.1–4.5).
+/// Resolution errors, displayed exactly as upstream reports them (docs/concepts/resolution.md §4.1–4.5).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ResolveError {
     #[error("desired catalog selector is invalid: {0}")]
@@ -196,7 +196,7 @@ pub enum ResolveError {
 
 impl ResolveError {
     /// Whether a matching catalog no longer exists at all (the controller keeps the
-    /// installed bundle as target in that case, docs/api-and-status.md §3 step 4).
+    /// installed bundle as target in that case, docs/reference/api-and-status.md §3 step 4).
     pub fn no_catalog_had_package(&self) -> bool {
         matches!(self, ResolveError::NoUniqueBundle(e) if e.stats.iter().all(|s| !s.package_found))
     }

@@ -345,7 +345,7 @@ fn single_catalog_table() {
 
 #[test]
 fn highest_successor_wins_without_transitive_walk() {
-    // docs/resolution.md §4.4 example: v3 skips v2, v2 skipRange >=1.0.0 <2.0.0; from 1.0.0 both
+    // docs/concepts/resolution.md §4.4 example: v3 skips v2, v2 skipRange >=1.0.0 <2.0.0; from 1.0.0 both
     // qualify (no replaces chain concept), highest wins; v2 is found although skipped.
     let c = content(&[(
         "c",
@@ -858,7 +858,7 @@ fn real_catalogs_in_two_catalogs() {
     assert_eq!(resolve(&r, &cats).unwrap().bundle.catalog, "v4.16");
 }
 
-/// Catalogs catalogd serves although they break FBC invariants (docs/catalogs.md §9.1):
+/// Catalogs catalogd serves although they break FBC invariants (docs/concepts/catalogs.md §9.1):
 /// a package without `defaultChannel` and a channel entry naming a bundle that does not
 /// exist. Upstream resolution never reads the default channel (no channels ⇒ every
 /// channel's entries), and a missing bundle is simply not a candidate.

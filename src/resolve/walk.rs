@@ -1,6 +1,6 @@
 //! The walk behind [`super::resolve`] and [`super::explain`]: per catalog the selector,
 //! availability, channel, version-range and upgrade-edge filters and the catalog's best
-//! bundle; across catalogs deprecation (docs/resolution.md §4.5), priority and uniqueness; then the
+//! bundle; across catalogs deprecation (docs/concepts/resolution.md §4.5), priority and uniqueness; then the
 //! dependency check of the winner. When explaining, every verdict is recorded.
 
 use super::{
@@ -340,7 +340,7 @@ fn catalog_candidate<'a>(
     Ok(Some((stat, best)))
 }
 
-/// Adds catalog `cat`'s best bundle to the cross-catalog candidates (docs/resolution.md §4.5): a deprecated
+/// Adds catalog `cat`'s best bundle to the cross-catalog candidates (docs/concepts/resolution.md §4.5): a deprecated
 /// one does not join non-deprecated ones, a non-deprecated one displaces deprecated ones.
 fn add_candidate<'a>(
     candidates: &mut Vec<Candidate<'a>>,

@@ -7,7 +7,7 @@
 //!
 //! Also: builders of single-layer images from `path → bytes` (plus raw, possibly
 //! hostile tar entries) with config labels, and push helpers for catalog and bundle
-//! images (labels of docs/rendering.md §5.8).
+//! images (labels of docs/concepts/rendering.md §5.8).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;

@@ -1,5 +1,5 @@
 //! Bundle versions: the `olm.package` property's `version` (strict semver) plus the
-//! bundle's release, and their ordering (docs/resolution.md §4.3.2).
+//! bundle's release, and their ordering (docs/concepts/resolution.md §4.3.2).
 //!
 //! * Explicit `release` key in the property (newer catalogs): release = that value,
 //!   build metadata stays part of the version.

@@ -1,5 +1,5 @@
 //! Masterminds semver v3 constraints, the grammar of `spec.source.catalog.version`
-//! (docs/resolution.md §4.3). This is a port of the library's own regular expressions and
+//! (docs/concepts/resolution.md §4.3). This is a port of the library's own regular expressions and
 //! check functions, so that odd inputs behave the way they do upstream: `||` splits
 //! OR-groups, constraints inside a group are separated by whitespace or commas,
 //! operators `= != > < >= => <= =< ~ ~> ^`, wildcards `x X *` in any position,

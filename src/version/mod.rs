@@ -2,7 +2,7 @@
 //! (`spec.source.catalog.version`, [`constraint`]), blang `olm.skipRange` ranges
 //! ([`skiprange`]), and bundle version+release parsing and ordering ([`bundle`]).
 //! Pure functions only; the `semver` crate is used for `Version` parsing and
-//! precedence, the range grammars are implemented here (docs/resolution.md §4.3).
+//! precedence, the range grammars are implemented here (docs/concepts/resolution.md §4.3).
 
 pub mod bundle;
 pub mod constraint;

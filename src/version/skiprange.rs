@@ -1,5 +1,5 @@
 //! `olm.skipRange` ranges in blang/semver v4 syntax (the library OLM used before v1
-//! and still uses for skip ranges, docs/resolution.md §4.4): comparators `= == != ! > >= < <=`
+//! and still uses for skip ranges, docs/concepts/resolution.md §4.4): comparators `= == != ! > >= < <=`
 //! followed by a strict semver version, AND by spaces (a space right after an operator
 //! does not split), `||` between OR-groups, and `x` wildcards expanded the way blang
 //! does (`1.2.x` ⇒ `>=1.2.0 <1.3.0`). Unlike Masterminds ranges there is no

@@ -1,4 +1,4 @@
-//! Rendering a validated registry+v1 bundle into Kubernetes objects (docs/rendering.md §5.4–5.7):
+//! Rendering a validated registry+v1 bundle into Kubernetes objects (docs/concepts/rendering.md §5.4–5.7):
 //! ServiceAccounts, RBAC, CRDs, other manifests, Deployments, webhook configurations,
 //! webhook Services and cert-manager objects. Pure and deterministic: the output is
 //! sorted by (kind, namespace, name) and the same input gives byte-identical output.
@@ -136,7 +136,7 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// Renders an already validated bundle, section by section (reference docs/rendering.md §5.4 order).
+/// Renders an already validated bundle, section by section (reference docs/concepts/rendering.md §5.4 order).
 fn render_validated(
     bundle: &Bundle,
     crds: Vec<Value>,

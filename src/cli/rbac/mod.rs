@@ -1,5 +1,5 @@
 //! `olmv1 rbac`: prints the least-privilege installer ServiceAccount, ClusterRole and
-//! ClusterRoleBinding for a set of rendered objects (docs/installer-permissions.md A3, §7.2), or with
+//! ClusterRoleBinding for a set of rendered objects (docs/concepts/installer-permissions.md A3, §7.2), or with
 //! `--diff` the rules an upgrade adds. SOURCE (and the `--diff` value) is one of: a
 //! registry+v1 bundle directory (rendered for the namespace, as the controller will) or
 //! already rendered manifests (a YAML/JSON file or a directory of them); a bundle image

@@ -3,7 +3,7 @@
 //! bundle, what resolution picks now, every newer bundle with its verdict
 //! (available, excluded by the spec, blocked) and the resolver's reasons, and one
 //! "next" sentence saying what to do. No I/O here; the structure is what `-o json|yaml`
-//! prints, so its field names are part of the CLI's interface (README).
+//! prints, so its field names are part of the CLI's interface (docs/reference/commands.md).
 
 use crate::api::{ClusterExtension, conditions};
 use crate::content::CatalogContent;

@@ -1,4 +1,4 @@
-//! The ClusterCatalog reconciler (docs/catalogs.md §9.1): keeps the
+//! The ClusterCatalog reconciler (docs/concepts/catalogs.md §9.1): keeps the
 //! `olm.operatorframework.io/metadata.name` label right, holds the
 //! `delete-server-cache` finalizer, pulls the catalog image (tag → digest; only the
 //! directory named by the configs label), ingests it into the catalog store served by

@@ -1,4 +1,4 @@
-//! The pure decisions of a ClusterCatalog reconcile (docs/catalogs.md §9.1): the next
+//! The pure decisions of a ClusterCatalog reconcile (docs/concepts/catalogs.md §9.1): the next
 //! step from what is known of the catalog ([`decide`] over [`Facts`]), whether stored
 //! content is still that of the spec ([`next_step`]), polling ([`poll_minutes`],
 //! [`poll_delay`]), and what a failure reports ([`verdict`]). No I/O; the executor

@@ -1,4 +1,4 @@
-//! What a ClusterCatalog's status says after a reconcile (docs/catalogs.md §2.2, §9.1): a pure
+//! What a ClusterCatalog's status says after a reconcile (docs/concepts/catalogs.md §2.2, §9.1): a pure
 //! function of the current status and the outcome of this reconcile. On errors the
 //! `Serving` condition is left as it was, because previously stored content keeps
 //! being served; unknown condition types are dropped.

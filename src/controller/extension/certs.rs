@@ -1,4 +1,4 @@
-//! Which certificate provider a bundle is rendered with (docs/rendering.md §5.2, §5.5 item 9):
+//! Which certificate provider a bundle is rendered with (docs/concepts/rendering.md §5.2, §5.5 item 9):
 //! cert-manager only when the cluster serves its `Certificate` and `Issuer` kinds.
 //! Without it a bundle with webhooks is rejected before anything is written, with the
 //! documented `unsupported bundle: webhookDefinitions are not supported`, instead of

@@ -1,36 +1,44 @@
 //! [`KubeExecutor`]: the reconcile's I/O against the cluster — the finalizer, the
-//! namespace and installer-account lookups, the revision record, resolution over the
-//! served catalogs, the install steps ([`super::install`]), the uninstall
-//! ([`super::finalize`]), status, Events and the failure bookkeeping. Decides nothing.
+//! namespace and installer-account lookups, the revision record, upstream OLM v1's
+//! release, resolution over the served catalogs, the install pipeline
+//! ([`super::pipeline`]: render, apply, readiness) within `--install-timeout`, the drift
+//! watches and their cache of unchanged installs, the uninstall steps (delete, remove the
+//! record and finalizers), status and Events. Decides nothing: every step is named by
+//! [`super::plan`].
 
 use super::flow::Executor;
 use super::installer::{self, InstallerAccount};
-use super::plan::{InstallFailure, Installed, Note};
+use super::plan::{Apply, DeleteFailure, Deletion, InstallFailure, Installed, Note, Rendered};
 use super::rollout::Readiness;
 use super::status::{self, Observation};
-use super::{ExtensionContext, ExtensionError, drift, finalize, install};
+use super::{ExtensionContext, drift, pipeline};
 use crate::api::{self, BundleIdentity, ClusterCatalog, ClusterExtension, ClusterExtensionStatus};
-use crate::apply::{Owner, RevisionHistory};
+use crate::apply::{
+    self, ApplyError, ObjectRef, Owner, RevisionHistory, UninstallOptions, UninstallReport,
+};
 use crate::controller::common;
-use crate::metrics::{Controller as MetricsController, Phase};
+use crate::metrics::Phase;
 use crate::migrate::upstream_helm::{self as helm_release, UpstreamRelease};
 use crate::resolve::{self, Resolution, ResolveError, ResolveRequest};
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams};
-use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::Instant;
 
 /// The executor of one reconcile of `ext`.
 pub(crate) struct KubeExecutor<'a> {
-    pub ctx: &'a ExtensionContext,
-    pub ext: &'a ClusterExtension,
-    pub api: Api<ClusterExtension>,
-    pub owner: Owner,
+    ctx: &'a ExtensionContext,
+    ext: &'a ClusterExtension,
+    api: Api<ClusterExtension>,
+    owner: Owner,
     /// Who installs ([`installer::choose`]).
-    pub installer: Result<InstallerAccount, String>,
+    installer: Result<InstallerAccount, String>,
+    /// When this reconcile's install must be done by (`--install-timeout`), set by its
+    /// first step.
+    install_deadline: OnceLock<tokio::time::Instant>,
 }
 
 impl<'a> KubeExecutor<'a> {
@@ -41,6 +49,7 @@ impl<'a> KubeExecutor<'a> {
             api: Api::all(ctx.client.clone()),
             owner: Owner::new(ext.name_any(), ext.uid().unwrap_or_default()),
             installer: installer::choose(&ext.spec, ctx.settings.default_installer.as_ref()),
+            install_deadline: OnceLock::new(),
         }
     }
 }
@@ -164,76 +173,59 @@ impl Executor for KubeExecutor<'_> {
         Ok(resolved)
     }
 
-    async fn install(
-        &self,
-        target: &BundleIdentity,
-        history: Option<&RevisionHistory>,
-        adopt: Option<&UpstreamRelease>,
-    ) -> Result<Installed, InstallFailure> {
-        let installer = self
-            .installer
-            .as_ref()
-            .map_err(|message| InstallFailure::Blocked(message.clone()))?;
-        let name = self.ext.name_any();
-        let installed_bundle = history.and_then(|h| h.installed()).map(|r| &r.bundle);
-        // The same install again while nothing drifted (a catalog update or a resync
-        // resolving to the installed bundle): nothing to pull, render or apply.
-        if adopt.is_none()
-            && let Some(fingerprint) =
-                install::fingerprint(self.ext, installer, target, installed_bundle)
-            && let Some(mut installed) = self.ctx.drift.unchanged(&name, &fingerprint)
-        {
-            tracing::debug!(extension = %name, "installed revision unchanged and no drift: install skipped");
-            if installed.readiness != Readiness::Ready
-                && let Ok(client) = self
-                    .ctx
-                    .installers
-                    .get(&installer.namespace, &installer.name)
-            {
-                // A rollout in progress: only its readiness is read again.
-                let objects = history
-                    .and_then(|h| h.installed())
-                    .map(|r| r.objects.as_slice())
-                    .unwrap_or_default();
-                installed.readiness = install::readiness(self.ctx, &client, objects).await;
-                self.ctx
-                    .drift
-                    .note_readiness(&name, installed.readiness.clone());
-            }
-            return Ok(installed);
+    fn unchanged(&self, fingerprint: &str) -> Option<Installed> {
+        let unchanged = self.ctx.drift.unchanged(&self.ext.name_any(), fingerprint);
+        if unchanged.is_some() {
+            tracing::debug!(extension = %self.ext.name_any(), "installed revision unchanged and no drift: install skipped");
         }
-        self.ctx.drift.forget_clean(&name);
-        let install = install::install(
-            self.ctx,
-            self.ext,
-            installer,
-            &self.owner,
-            target,
-            history,
-            adopt,
-        );
-        let (installed, managed) = match self.ctx.settings.install_timeout {
-            Some(deadline) => tokio::time::timeout(deadline, install)
-                .await
-                .map_err(|_| install::deadline_passed(target, deadline))??,
-            None => install.await?,
-        };
-        let clean =
-            install::fingerprint(self.ext, installer, target, Some(target)).map(|fingerprint| {
-                drift::Clean {
-                    fingerprint,
-                    installed: Installed {
-                        applied_changes: 0,
-                        warnings: Vec::new(),
-                        ..installed.clone()
-                    },
-                }
-            });
+        unchanged
+    }
+
+    async fn read_readiness(
+        &self,
+        account: &InstallerAccount,
+        objects: &[ObjectRef],
+    ) -> Option<Readiness> {
+        let client = self
+            .ctx
+            .installers
+            .get(&account.namespace, &account.name)
+            .ok()?;
+        let readiness = pipeline::readiness(self.ctx, &client, objects).await;
+        self.ctx
+            .drift
+            .note_readiness(&self.ext.name_any(), readiness.clone());
+        Some(readiness)
+    }
+
+    async fn render(&self, target: &BundleIdentity) -> Result<Rendered, InstallFailure> {
+        self.ctx.drift.forget_clean(&self.ext.name_any());
+        let render = pipeline::render(self.ctx, self.ext, target);
+        self.within_install_timeout(target, render).await
+    }
+
+    async fn apply(
+        &self,
+        step: &Apply,
+        rendered: &Rendered,
+        history: Option<&RevisionHistory>,
+    ) -> Result<Installed, InstallFailure> {
+        let apply = pipeline::apply(self.ctx, &self.owner, step, rendered, history);
+        let (installed, managed) = self.within_install_timeout(&step.target, apply).await?;
+        let clean = step.fingerprint.clone().map(|fingerprint| drift::Clean {
+            fingerprint,
+            installed: Installed {
+                applied_changes: 0,
+                warnings: Vec::new(),
+                ..installed.clone()
+            },
+        });
+        let account = &step.account;
         self.ctx
             .drift
             .ensure(
-                &name,
-                (&installer.namespace, &installer.name),
+                &self.ext.name_any(),
+                (&account.namespace, &account.name),
                 &self.ctx.installers,
                 &managed,
                 clean,
@@ -242,8 +234,55 @@ impl Executor for KubeExecutor<'_> {
         Ok(installed)
     }
 
-    async fn uninstall(&self) -> Result<Action, ExtensionError> {
-        finalize::finalize(self).await
+    fn stop_watches(&self) {
+        self.ctx.drift.stop(&self.ext.name_any());
+    }
+
+    async fn delete(&self, deletion: &Deletion) -> Result<UninstallReport, DeleteFailure> {
+        let ctx = self.ctx;
+        let (namespace, account) = (&deletion.account.namespace, &deletion.account.name);
+        let installer = ctx
+            .installers
+            .get(namespace, account)
+            .map_err(|e| DeleteFailure::Failed(e.to_string()))?;
+        let options = UninstallOptions {
+            keep_crds: deletion.keep_crds,
+            apply: Default::default(),
+        };
+        let uninstalled = apply::uninstall(
+            &ctx.client,
+            &installer,
+            namespace,
+            account,
+            &self.owner,
+            &deletion.objects,
+            &options,
+        )
+        .await;
+        let result = match uninstalled {
+            Ok(report) => Ok(report),
+            Err(ApplyError::InstallerAccountMissing { .. }) => Err(DeleteFailure::AccountMissing),
+            Err(e) => return Err(DeleteFailure::Failed(e.to_string())),
+        };
+        ctx.installers.forget(namespace, account);
+        result
+    }
+
+    async fn remove(&self) -> Result<(), kube::Error> {
+        let name = self.ext.name_any();
+        if let Err(e) = self.ctx.store.delete(&name).await {
+            tracing::warn!(extension = %name, error = %e, "deleting the revision record");
+        }
+        // Upstream's second finalizer, left on extensions taken over from upstream OLM v1
+        // (docs/how-to/switch-from-upstream.md): nothing else would remove it.
+        common::remove_finalizers(
+            &self.api,
+            self.ext,
+            &[api::FINALIZER_EXTENSION, api::FINALIZER_EXTENSION_CONTENT],
+        )
+        .await?;
+        self.ctx.metrics.forget_extension(&name);
+        Ok(())
     }
 
     async fn write_status(&self, observation: &Observation) -> Result<(), kube::Error> {
@@ -263,39 +302,31 @@ impl Executor for KubeExecutor<'_> {
     async fn emit(&self, note: &Note) {
         emit(self.ctx, self.ext, note).await;
     }
+}
 
-    fn count_error(&self, reason: &str) {
-        self.ctx
-            .metrics
-            .error(MetricsController::clusterextension, reason);
-    }
-
-    fn failing_for(&self) -> Duration {
-        self.ctx
-            .failures
-            .failing_for(&self.ext.name_any(), self.ext.metadata.generation)
-    }
-
-    fn next_backoff(&self) -> Duration {
-        self.ctx.failures.next_backoff(&self.ext.name_any())
-    }
-
-    fn succeeded(&self) {
-        self.ctx.failures.succeeded(&self.ext.name_any());
-    }
-
-    fn rolling_out(&self) {
-        self.ctx.failures.reset_backoff(&self.ext.name_any());
-    }
-
-    fn minute(&self) -> Duration {
-        self.ctx.settings.minute
+impl KubeExecutor<'_> {
+    /// Runs one step of the install within `--install-timeout`, counted from the first
+    /// step of this reconcile's install (the pull).
+    async fn within_install_timeout<T>(
+        &self,
+        target: &BundleIdentity,
+        step: impl Future<Output = Result<T, InstallFailure>>,
+    ) -> Result<T, InstallFailure> {
+        let Some(timeout) = self.ctx.settings.install_timeout else {
+            return step.await;
+        };
+        let deadline = *self
+            .install_deadline
+            .get_or_init(|| tokio::time::Instant::now() + timeout);
+        tokio::time::timeout_at(deadline, step)
+            .await
+            .map_err(|_| pipeline::deadline_passed(target, timeout))?
     }
 }
 
 /// Publishes `note` as an Event on `ext` (message cleaned and cut to 1 KiB); a failure
 /// to publish is logged, never fails the reconcile.
-pub(crate) async fn emit(ctx: &ExtensionContext, ext: &ClusterExtension, note: &Note) {
+async fn emit(ctx: &ExtensionContext, ext: &ClusterExtension, note: &Note) {
     let event = Event {
         type_: if note.warning {
             EventType::Warning

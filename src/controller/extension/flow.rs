@@ -1,29 +1,26 @@
 //! One ClusterExtension reconcile: asks [`plan::decide`] for the next step, has the
-//! [`Executor`] do its I/O, and ends with the report's status, Events, metrics and
-//! requeue (a rollout in progress is checked again after [`rollout_recheck`]). The
-//! executor is a trait so that every branch of the flow runs in unit tests against a fake
-//! (below); the real one is [`super::executor::KubeExecutor`].
+//! [`Executor`] do its I/O (or runs the check of upstream OLM v1's release the step
+//! names), and ends as the plan's [`Ending`] says: Events, status, requeue. What the
+//! failure bookkeeping records ([`Tally`]) is returned for the caller to keep; what it
+//! knows ([`Standing`]) is looked up when the plan asks. The executor is a trait so that
+//! every branch of the flow runs in unit tests against a fake (`flow_tests.rs`); the
+//! real one is [`super::executor::KubeExecutor`].
 
 use super::ExtensionError;
 use super::installer::InstallerAccount;
-use super::plan::{self, Facts, InstallFailure, Installed, Next, Note, Plan, Report};
+use super::plan::{
+    self, Apply, DeleteFailure, Deletion, Ending, Facts, InstallFailure, Installed, Note, Plan,
+    Rendered, Standing, Tally,
+};
+use super::rollout::Readiness;
 use super::status::Observation;
 use crate::api::{self, BundleIdentity, ClusterExtension};
-use crate::apply::RevisionHistory;
-use crate::migrate::upstream_helm::UpstreamRelease;
+use crate::apply::{ObjectRef, RevisionHistory, UninstallReport};
+use crate::migrate::upstream_helm::{self as helm_release, UpstreamRelease};
 use crate::resolve::{Resolution, ResolveError, ResolveRequest};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use std::time::Duration;
-
-/// How soon a rollout in progress is checked again when nothing triggered a reconcile
-/// (readiness changes of the installed objects trigger one at once; this is the safety
-/// net, and what refreshes pod waiting reasons, which do not change the Deployment):
-/// every 15 s at first, then a quarter of how long it has been rolling out, at most
-/// every 2 minutes (a rollout stuck for days costs little).
-pub(crate) fn rollout_recheck(rolling_for: Duration) -> Duration {
-    (rolling_for / 4).clamp(Duration::from_secs(15), Duration::from_secs(120))
-}
 
 /// The I/O of one reconcile of one ClusterExtension.
 pub(crate) trait Executor {
@@ -43,40 +40,60 @@ pub(crate) trait Executor {
         &self,
         request: &ResolveRequest,
     ) -> Result<Result<Resolution, ResolveError>, kube::Error>;
-    /// Pull, render, preflights and apply as the installer account (adopting `adopt`'s
-    /// objects in place when they are exactly the rendered ones).
-    async fn install(
+    /// The last install's result, when it was made of `fingerprint` and nothing drifted
+    /// since (the drift watches keep it).
+    fn unchanged(&self, fingerprint: &str) -> Option<Installed>;
+    /// Reads the readiness of `objects` as `account` and keeps it with the last install;
+    /// `None` when it cannot be read.
+    async fn read_readiness(
         &self,
-        target: &BundleIdentity,
+        account: &InstallerAccount,
+        objects: &[ObjectRef],
+    ) -> Option<Readiness>;
+    /// Pulls and renders `target` (forgetting the last unchanged install first).
+    async fn render(&self, target: &BundleIdentity) -> Result<Rendered, InstallFailure>;
+    /// Runs the preflights when `step` says so, applies `rendered` as the installer
+    /// account and reads what it installed for the rollout status; then follows the
+    /// installed objects for drift.
+    async fn apply(
+        &self,
+        step: &Apply,
+        rendered: &Rendered,
         history: Option<&RevisionHistory>,
-        adopt: Option<&UpstreamRelease>,
     ) -> Result<Installed, InstallFailure>;
-    /// Uninstall and drop the finalizer.
-    async fn uninstall(&self) -> Result<Action, ExtensionError>;
+    /// Stops following the extension's objects (uninstalled or deleted).
+    fn stop_watches(&self);
+    /// Deletes what `deletion` names as its installer account.
+    async fn delete(&self, deletion: &Deletion) -> Result<UninstallReport, DeleteFailure>;
+    /// After an uninstall: deletes the revision record and removes the finalizers.
+    async fn remove(&self) -> Result<(), kube::Error>;
     /// Writes the status computed from `observation` (when it changed).
     async fn write_status(&self, observation: &Observation) -> Result<(), kube::Error>;
     /// Publishes an Event.
     async fn emit(&self, note: &Note);
-    /// Counts a failed reconcile under `reason`.
-    fn count_error(&self, reason: &str);
-    /// How long this extension has been failing at its generation.
-    fn failing_for(&self) -> Duration;
-    /// Counts a failure; the delay before the retry.
-    fn next_backoff(&self) -> Duration;
-    /// Forgets earlier failures.
-    fn succeeded(&self);
-    /// Applied but not ready yet: forgets the backoff, keeps the clock of
-    /// `progressDeadlineMinutes` running.
-    fn rolling_out(&self);
-    /// The length of one minute of `progressDeadlineMinutes`.
-    fn minute(&self) -> Duration;
 }
 
-/// Reconciles `ext` through `exec`.
+/// The result of a reconcile, and what the failure bookkeeping records of it.
+pub(crate) struct Reconciled {
+    pub result: Result<Action, ExtensionError>,
+    pub tally: Tally,
+}
+
+impl From<ExtensionError> for Reconciled {
+    fn from(e: ExtensionError) -> Self {
+        Reconciled {
+            result: Err(e),
+            tally: Tally::default(),
+        }
+    }
+}
+
+/// Reconciles `ext` through `exec`; `standing` reads the failure bookkeeping of `ext`.
 pub(crate) async fn reconcile<E: Executor>(
     ext: &ClusterExtension,
     exec: &E,
-) -> Result<Action, ExtensionError> {
+    standing: impl Fn() -> Standing,
+) -> Reconciled {
     let mut facts = Facts::new(
         ext.metadata.generation,
         ext.metadata.deletion_timestamp.is_some(),
@@ -85,28 +102,70 @@ pub(crate) async fn reconcile<E: Executor>(
             .any(|f| f == api::FINALIZER_EXTENSION),
         exec.installer(),
     );
+    facts.uid = ext.metadata.uid.clone();
+    facts.name = ext.name_any();
+    facts.keep_crds = plan::uninstall::keeps_crds(ext);
     facts.progressing = progressing_reason(ext);
     loop {
         match plan::decide(&ext.spec, &facts) {
-            Plan::Uninstall => return exec.uninstall().await,
             Plan::AddFinalizer => {
-                exec.add_finalizer().await?;
-                return Ok(Action::requeue(Duration::ZERO));
+                if let Err(e) = exec.add_finalizer().await {
+                    return ExtensionError::from(e).into();
+                }
+                return Reconciled {
+                    result: Ok(Action::requeue(Duration::ZERO)),
+                    tally: Tally::default(),
+                };
             }
+            Plan::StopWatches => {
+                exec.stop_watches();
+                facts.watches_stopped = true;
+            }
+            Plan::Delete(deletion) => facts.deleted = Some(exec.delete(&deletion).await),
             Plan::Validate => facts.validation = Some(exec.validate().await),
             Plan::LoadRecord => facts.record = Some(exec.load_record().await),
             Plan::LoadUpstream => facts.upstream = Some(exec.load_upstream().await),
-            Plan::Resolve(request) => facts.resolution = Some(exec.resolve(&request).await?),
-            Plan::Install(install) => {
-                let result = exec
-                    .install(&install.target, facts.history(), install.adopt.as_ref())
-                    .await;
-                let report = plan::after_install(&ext.spec, &facts, install, result);
-                return finish(ext, exec, report).await;
+            Plan::Resolve(request) => match exec.resolve(&request).await {
+                Ok(resolution) => facts.resolution = Some(resolution),
+                Err(e) => return ExtensionError::from(e).into(),
+            },
+            Plan::CheckUpstream(target) => {
+                let release = facts.adopting().ok_or_else(|| "no release".to_string());
+                let checked = release.and_then(|r| helm_release::check_bundle(r, &target));
+                facts.upstream_bundle = Some(checked);
             }
-            Plan::Report(report) => return finish(ext, exec, *report).await,
+            Plan::LookUpUnchanged(fingerprint) => {
+                facts.unchanged = Some(exec.unchanged(&fingerprint));
+            }
+            Plan::ReadReadiness(objects) => {
+                let read = match &facts.installer {
+                    Ok(account) => exec.read_readiness(account, &objects).await,
+                    Err(_) => None,
+                };
+                facts.readiness = Some(read);
+            }
+            Plan::Render(target) => facts.rendered = Some(exec.render(&target).await),
+            Plan::CompareUpstream => facts.upstream_objects = Some(compare_upstream(&facts)),
+            Plan::Apply(step) => {
+                let applied = match &facts.rendered {
+                    Some(Ok(rendered)) => exec.apply(&step, rendered, facts.history()).await,
+                    _ => Err(InstallFailure::Retry("nothing was rendered".into())),
+                };
+                facts.applied = Some(applied);
+            }
+            Plan::LookUpStanding => facts.standing = Some(standing()),
+            Plan::End(ending) => return finish(exec, *ending).await,
         }
     }
+}
+
+/// Whether the objects of the upstream release being adopted are exactly the rendered
+/// ones (`Err`: how they differ).
+fn compare_upstream(facts: &Facts) -> Result<(), String> {
+    let release = facts.adopting().ok_or_else(|| "no release".to_string())?;
+    let rendered = facts.rendered.as_ref().and_then(|r| r.as_ref().ok());
+    let objects = rendered.map(|r| r.objects.as_slice()).unwrap_or_default();
+    helm_release::compare_objects(release, objects).map_err(|differ| differ.to_string())
 }
 
 /// The reason of the extension's Progressing condition before this reconcile.
@@ -116,56 +175,36 @@ fn progressing_reason(ext: &ClusterExtension) -> Option<String> {
         .map(|c| c.reason.clone())
 }
 
-/// Metrics, Events, status, then the requeue the report asks for.
-async fn finish<E: Executor>(
-    ext: &ClusterExtension,
-    exec: &E,
-    mut report: Report,
-) -> Result<Action, ExtensionError> {
-    if let Some(reason) = report.error {
-        exec.count_error(reason);
-    }
-    for note in &report.events {
+/// Events, the end of an uninstall, status, then the requeue the ending asks for.
+async fn finish<E: Executor>(exec: &E, ending: Ending) -> Reconciled {
+    for note in &ending.events {
         exec.emit(note).await;
     }
-    let mut until_deadline = None;
-    let mut pending_for = Duration::ZERO;
-    if matches!(report.next, Next::Failed | Next::RollingOut) {
-        pending_for = exec.failing_for();
-        let (outcome, left) = plan::deadline(
-            report.observation.outcome,
-            pending_for,
-            ext.spec.progress_deadline_minutes,
-            exec.minute(),
-        );
-        report.observation.outcome = outcome;
-        until_deadline = left;
-        if let Some(note) = plan::deadline_event(
-            progressing_reason(ext).as_deref(),
-            &report.observation.outcome,
-        ) {
-            exec.emit(&note).await;
-        }
+    let mut written = Ok(());
+    if ending.remove {
+        written = exec.remove().await;
     }
-    exec.write_status(&report.observation).await?;
-    Ok(match report.next {
-        Next::Done => {
-            exec.succeeded();
-            Action::await_change()
-        }
-        Next::AwaitChange => Action::await_change(),
-        Next::Retry => Action::requeue(exec.next_backoff()),
-        Next::RollingOut => {
-            exec.rolling_out();
-            let recheck = rollout_recheck(pending_for);
-            Action::requeue(until_deadline.map_or(recheck, |left| recheck.min(left)))
-        }
-        Next::Failed if report.observation.outcome.is_terminal() => Action::await_change(),
-        Next::Failed => {
-            let backoff = exec.next_backoff();
-            Action::requeue(until_deadline.map_or(backoff, |left| backoff.min(left)))
-        }
-    })
+    if written.is_ok()
+        && let Some(observation) = &ending.observation
+    {
+        written = exec.write_status(observation).await;
+    }
+    match written {
+        Ok(()) => Reconciled {
+            result: Ok(ending
+                .requeue
+                .map_or_else(Action::await_change, Action::requeue)),
+            tally: ending.tally,
+        },
+        // Counted and timed as planned, but not settled: the error policy backs off.
+        Err(e) => Reconciled {
+            result: Err(e.into()),
+            tally: Tally {
+                count: plan::Count::Keep,
+                ..ending.tally
+            },
+        },
+    }
 }
 
 #[cfg(test)]

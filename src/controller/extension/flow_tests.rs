@@ -1,20 +1,25 @@
 //! Every branch of the reconcile flow against a fake executor: first install, upgrade,
 //! re-apply of the installed revision (with and without drift), blocked upgrade,
 //! invalid configuration, unparsable image, uninstall, missing installer account,
-//! unreadable record, resolution failure, catalog gone, missing catalog source and
-//! `progressDeadlineMinutes`.
+//! unreadable record, resolution failure, catalog gone, missing catalog source,
+//! `progressDeadlineMinutes`, the takeover of upstream OLM v1's installation, an
+//! unchanged install skipped (readiness only read again), preflights skipped for the
+//! installed revision; and every branch of the uninstall (`uninstall_tests.rs`).
 
 use super::super::installer::InstallerAccount;
 use super::super::rollout::Readiness;
 use super::super::status::Outcome;
 use super::*;
 use crate::api::conditions::{REASON_BLOCKED, REASON_INVALID_CONFIGURATION};
-use crate::apply::Owner;
+use crate::apply::{ObjectRef, Owner, RevisionHistory, UninstallReport};
 use crate::fbc::model::{Deprecation, DeprecationEntry, PackageScopedReference};
 use crate::migrate::upstream_helm::UpstreamRelease;
 use crate::resolve::deprecation::ConditionStatus;
 use crate::resolve::{CatalogStats, NoUniqueBundle, ResolvedBundle};
+use crate::resolve::{Resolution, ResolveError, ResolveRequest};
 use crate::version::BundleVersion;
+use kube::runtime::controller::Action;
+use plan::{Apply, DeleteFailure, Deletion, Installed, Rendered, Standing, Tally, rollout_recheck};
 use serde_json::json;
 use std::cell::RefCell;
 
@@ -28,8 +33,18 @@ struct Fake {
     upstream: Option<Result<Option<UpstreamRelease>, String>>,
     resolution: Option<Result<Resolution, ResolveError>>,
     install: Option<Result<Installed, InstallFailure>>,
+    /// What the cache of unchanged installs answers.
+    unchanged: Option<Installed>,
+    /// What reading readiness again answers.
+    readiness: Option<Readiness>,
+    /// The rendered objects.
+    rendered: Vec<serde_json::Value>,
+    deleted: Option<Result<UninstallReport, DeleteFailure>>,
     failing_for: Duration,
     calls: RefCell<Vec<String>>,
+    fingerprint: RefCell<Option<String>>,
+    applied: RefCell<Option<Apply>>,
+    tally: RefCell<Option<Tally>>,
     installed_target: RefCell<Option<BundleIdentity>>,
     status: RefCell<Option<Observation>>,
     events: RefCell<Vec<Note>>,
@@ -99,22 +114,63 @@ impl Executor for Fake {
         ));
         Ok(self.resolution.clone().expect("resolution"))
     }
-    async fn install(
+    fn unchanged(&self, fingerprint: &str) -> Option<Installed> {
+        self.call("unchanged?");
+        *self.fingerprint.borrow_mut() = Some(fingerprint.to_string());
+        self.unchanged.clone()
+    }
+    async fn read_readiness(
         &self,
-        target: &BundleIdentity,
-        _history: Option<&RevisionHistory>,
-        adopt: Option<&UpstreamRelease>,
-    ) -> Result<Installed, InstallFailure> {
-        match adopt {
-            Some(r) => self.call(&format!("install {} adopting {}", target.version, r.secret)),
-            None => self.call(&format!("install {}", target.version)),
-        }
+        _account: &InstallerAccount,
+        objects: &[ObjectRef],
+    ) -> Option<Readiness> {
+        self.call(&format!("read_readiness of {}", objects.len()));
+        self.readiness.clone()
+    }
+    async fn render(&self, target: &BundleIdentity) -> Result<Rendered, InstallFailure> {
         *self.installed_target.borrow_mut() = Some(target.clone());
+        let image = match &self.install {
+            Some(Ok(installed)) => installed.image.clone(),
+            _ => "registry/p@sha256:unused".to_string(),
+        };
+        Ok(Rendered {
+            image,
+            objects: self.rendered.clone(),
+        })
+    }
+    async fn apply(
+        &self,
+        step: &Apply,
+        _rendered: &Rendered,
+        _history: Option<&RevisionHistory>,
+    ) -> Result<Installed, InstallFailure> {
+        let version = &step.bundle.version;
+        match &step.adopt {
+            Some(r) => self.call(&format!("install {version} adopting {}", r.secret)),
+            None => self.call(&format!("install {version}")),
+        }
+        *self.applied.borrow_mut() = Some(step.clone());
         self.install.clone().expect("install result")
     }
-    async fn uninstall(&self) -> Result<Action, ExtensionError> {
-        self.call("uninstall");
-        Ok(Action::await_change())
+    fn stop_watches(&self) {
+        self.call("stop_watches");
+    }
+    async fn delete(&self, deletion: &Deletion) -> Result<UninstallReport, DeleteFailure> {
+        self.call(&format!(
+            "delete {} object(s) as {}{}",
+            deletion.objects.len(),
+            deletion.account,
+            if deletion.keep_crds {
+                ", keeping CRDs"
+            } else {
+                ""
+            }
+        ));
+        self.deleted.clone().expect("delete result")
+    }
+    async fn remove(&self) -> Result<(), kube::Error> {
+        self.call("remove");
+        Ok(())
     }
     async fn write_status(&self, observation: &Observation) -> Result<(), kube::Error> {
         self.call("write_status");
@@ -124,23 +180,15 @@ impl Executor for Fake {
     async fn emit(&self, note: &Note) {
         self.events.borrow_mut().push(note.clone());
     }
-    fn count_error(&self, reason: &str) {
-        self.errors.borrow_mut().push(reason.to_string());
-    }
-    fn failing_for(&self) -> Duration {
-        self.failing_for
-    }
-    fn next_backoff(&self) -> Duration {
-        Duration::from_secs(4)
-    }
-    fn succeeded(&self) {
-        self.call("succeeded");
-    }
-    fn rolling_out(&self) {
-        self.call("rolling_out");
-    }
-    fn minute(&self) -> Duration {
-        Duration::from_secs(60)
+}
+
+/// What the failure bookkeeping says of the extension: failing for `fake.failing_for`,
+/// a backoff of 4 s, one minute per minute.
+fn standing(fake: &Fake) -> Standing {
+    Standing {
+        pending_for: fake.failing_for,
+        backoff: Duration::from_secs(4),
+        minute: Duration::from_secs(60),
     }
 }
 
@@ -234,8 +282,22 @@ fn pulled(version: &str) -> Installed {
     }
 }
 
+/// Reconciles `ext` through `fake`; what the bookkeeping records lands in the fake (a
+/// counted error in `errors`; forgetting the failures as the call `succeeded`, a rollout
+/// keeping the clock running as `rolling_out`).
 fn run(ext: &ClusterExtension, fake: &Fake) -> Action {
-    futures::executor::block_on(reconcile(ext, fake)).expect("reconcile")
+    let reconciled = futures::executor::block_on(reconcile(ext, fake, || standing(fake)));
+    let tally = reconciled.tally;
+    if let Some(reason) = tally.error {
+        fake.errors.borrow_mut().push(reason.to_string());
+    }
+    match tally.count {
+        plan::Count::Succeeded => fake.call("succeeded"),
+        plan::Count::RollingOut => fake.call("rolling_out"),
+        plan::Count::Failed | plan::Count::Keep => {}
+    }
+    *fake.tally.borrow_mut() = Some(tally);
+    reconciled.result.expect("reconcile")
 }
 
 #[test]
@@ -414,9 +476,21 @@ fn deleting_uninstalls_and_nothing_else() {
     e.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         jiff::Timestamp::now(),
     ));
-    let fake = Fake::default();
-    run(&e, &fake);
-    assert_eq!(fake.calls(), ["uninstall"]);
+    let fake = Fake {
+        deleted: Some(Ok(UninstallReport::default())),
+        ..Fake::default()
+    };
+    assert_eq!(run(&e, &fake), Action::await_change());
+    assert_eq!(
+        fake.calls(),
+        [
+            "stop_watches",
+            "load_record",
+            "delete 0 object(s) as system:serviceaccount:ns:sa",
+            "remove",
+            "succeeded"
+        ]
+    );
 }
 
 #[test]
@@ -944,4 +1018,159 @@ fn without_an_installer_upstreams_installation_is_still_shown_installed() {
         Some("1.0.0".to_string())
     );
     assert!(matches!(status.outcome, Outcome::Blocked { .. }));
+}
+
+#[path = "uninstall_tests.rs"]
+mod uninstall;
+
+/// Resolution to bundle `version`, its image pinned by digest (as the recorded one).
+fn resolved_by_digest(version: &str) -> Result<Resolution, ResolveError> {
+    let mut resolution = resolved(version, None).expect("resolution");
+    resolution.bundle.image = format!("registry/p@sha256:{version}");
+    Ok(resolution)
+}
+
+#[test]
+fn an_unchanged_undrifted_install_is_skipped() {
+    let fake = Fake {
+        record: record("1.0.0"),
+        resolution: Some(resolved_by_digest("1.0.0")),
+        unchanged: Some(pulled("1.0.0")),
+        ..Fake::default()
+    };
+    assert_eq!(run(&ext(), &fake), Action::await_change());
+    assert_eq!(
+        fake.calls(),
+        [
+            "validate",
+            "load_record",
+            "resolve from Some(\"1.0.0\")",
+            "unchanged?",
+            "write_status",
+            "succeeded"
+        ],
+        "nothing pulled, rendered or applied"
+    );
+    assert_eq!(
+        fake.fingerprint.borrow().as_deref(),
+        Some("u1|3|ns/sa|p|p.v1.0.0|1.0.0|registry/p@sha256:1.0.0")
+    );
+    assert_eq!(fake.outcome(), Outcome::Succeeded);
+    assert!(fake.events().is_empty(), "{:?}", fake.events());
+}
+
+#[test]
+fn an_unchanged_install_rolling_out_only_reads_readiness_again() {
+    let rolling = |readiness: Option<Readiness>| {
+        let fake = Fake {
+            record: record("1.0.0"),
+            resolution: Some(resolved_by_digest("1.0.0")),
+            unchanged: Some(not_ready_install("1.0.0")),
+            readiness,
+            ..Fake::default()
+        };
+        run(&with_progressing(ext(), "RollingOut"), &fake);
+        fake
+    };
+    let ready = rolling(Some(Readiness::Ready));
+    let calls = ready.calls();
+    assert!(
+        calls.iter().any(|c| c.starts_with("read_readiness")),
+        "{calls:?}"
+    );
+    assert!(!calls.iter().any(|c| c.starts_with("install")), "{calls:?}");
+    assert_eq!(ready.outcome(), Outcome::Succeeded);
+    assert_eq!(ready.events()[0].1, "RolledOut");
+    // Unreadable: the last readiness stands.
+    let unreadable = rolling(None);
+    assert!(matches!(unreadable.outcome(), Outcome::RollingOut { .. }));
+    assert_eq!(
+        unreadable.calls().last().map(String::as_str),
+        Some("rolling_out")
+    );
+}
+
+#[test]
+fn a_changed_install_is_rendered_and_applied_with_preflights() {
+    let fake = Fake {
+        record: record("1.0.0"),
+        resolution: Some(resolved_by_digest("1.0.0")),
+        install: Some(Ok(pulled("1.0.0"))),
+        rendered: vec![json!({"kind": "ConfigMap", "data": {"changed": "yes"}})],
+        ..Fake::default()
+    };
+    run(&ext(), &fake);
+    assert!(fake.calls().contains(&"unchanged?".to_string()));
+    assert!(fake.calls().contains(&"install 1.0.0".to_string()));
+    let step = fake.applied.borrow().clone().expect("applied");
+    assert!(step.preflight, "other content than the installed revision");
+    assert!(!step.refuse_helm_managed, "not a first install");
+    assert_eq!(step.bundle.image, "registry/p@sha256:1.0.0");
+    assert_eq!(
+        step.fingerprint.as_deref(),
+        Some("u1|3|ns/sa|p|p.v1.0.0|1.0.0|registry/p@sha256:1.0.0"),
+        "kept with the result while nothing drifts"
+    );
+}
+
+#[test]
+fn the_installed_revision_again_skips_the_preflights() {
+    let fake = Fake {
+        record: record("1.0.0"),
+        resolution: Some(resolved_by_digest("1.0.0")),
+        install: Some(Ok(pulled("1.0.0"))),
+        rendered: vec![json!({"kind": "ConfigMap"})],
+        ..Fake::default()
+    };
+    run(&ext(), &fake);
+    let step = fake.applied.borrow().clone().expect("applied");
+    assert!(!step.preflight, "checked when it was installed");
+}
+
+#[test]
+fn a_first_install_refuses_helm_managed_objects_and_runs_the_preflights() {
+    let fake = Fake {
+        resolution: Some(resolved("1.0.0", None)),
+        install: Some(Ok(pulled("1.0.0"))),
+        ..Fake::default()
+    };
+    run(
+        &extension(
+            json!({"install": {"preflight": {"crdUpgradeSafety": {"enforcement": "None"}}}}),
+        ),
+        &fake,
+    );
+    let step = fake.applied.borrow().clone().expect("applied");
+    assert!(step.preflight && step.refuse_helm_managed);
+    assert_eq!(
+        step.enforcement,
+        crate::preflight::crd_safety::Enforcement::None
+    );
+    assert_eq!(step.fingerprint, None, "nothing installed before, a tag");
+}
+
+#[test]
+fn upstream_objects_that_differ_from_the_rendered_ones_are_not_adopted() {
+    let fake = Fake {
+        upstream: upstream("1.0.0"),
+        resolution: Some(resolved("1.0.0", None)),
+        install: Some(Ok(pulled("1.0.0"))),
+        rendered: vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "extra", "namespace": "ns"}})],
+        ..Fake::default()
+    };
+    run(&ext(), &fake);
+    assert!(
+        !fake.calls().iter().any(|c| c.starts_with("install")),
+        "nothing applied"
+    );
+    let Outcome::Retrying(message) = fake.outcome() else {
+        panic!("{:?}", fake.outcome());
+    };
+    assert!(
+        message.starts_with("not adopting upstream OLM v1's installation"),
+        "{message}"
+    );
+    assert_eq!(fake.events()[0].1, "AdoptionRefused");
+    assert_eq!(*fake.errors.borrow(), ["AdoptionRefused"]);
 }

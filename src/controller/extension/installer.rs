@@ -1,4 +1,4 @@
-//! Who installs an extension (docs/installer-permissions.md A3): the ServiceAccount
+//! Who installs an extension (docs/concepts/installer-permissions.md A3): the ServiceAccount
 //! named in `spec.serviceAccount` (in `spec.namespace`); when the field is absent — as in
 //! YAML written for current upstream releases, where it is optional — the cluster
 //! administrator's policy on the controller: a default installer account

@@ -1,13 +1,14 @@
-//! The ClusterExtension reconciler (docs/api-and-status.md §3): finalizer, validation,
+//! The ClusterExtension reconciler (docs/reference/api-and-status.md §3): finalizer, validation,
 //! installed state from the revision record, resolution over the served catalogs,
 //! bundle pull, render, preflights, apply as the installer ServiceAccount, status and
 //! Events; uninstall on deletion.
 //!
-//! - [`plan`]: the pure decisions — the next step of a reconcile, failure → condition,
-//!   `progressDeadlineMinutes`; [`status`]: the status a reconcile writes.
+//! - [`plan`]: the pure decisions — the next step of a reconcile (install or
+//!   uninstall), failure → condition, `progressDeadlineMinutes`, the requeue and what the
+//!   failure bookkeeping records; [`status`]: the status a reconcile writes.
 //! - [`flow`]: one reconcile, driving the plan through an [`flow::Executor`];
-//!   [`executor`] is the real one, [`install`] its install steps, [`finalize`] the
-//!   uninstall.
+//!   [`executor`] is the real one, [`pipeline`] its install steps (pull → render →
+//!   preflight → apply → readiness).
 //! - [`triggers`]: what causes a reconcile; [`drift`]: watches on the installed objects;
 //!   [`certs`], [`prune`]: small decisions of the install steps; [`rollout`]: whether
 //!   what was installed is ready (Progressing `RollingOut`).
@@ -15,17 +16,16 @@
 pub mod certs;
 pub mod drift;
 mod executor;
-pub mod finalize;
 mod flow;
-mod install;
 pub mod installer;
+mod pipeline;
 pub mod plan;
 pub mod prune;
 pub mod rollout;
 pub mod status;
 pub mod triggers;
 
-pub use finalize::ANNOTATION_KEEP_CRDS;
+pub use plan::uninstall::ANNOTATION_KEEP_CRDS;
 pub use triggers::{catalog_trigger, extension_trigger};
 
 use crate::api::{ClusterCatalog, ClusterExtension};
@@ -45,6 +45,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::utils::PredicateConfig;
 use kube::runtime::{WatchStreamExt, watcher};
+use plan::{Count, Standing, Tally};
 use std::sync::Arc;
 use std::time::Duration;
 use triggers::{changed_only, rbac_events};
@@ -139,6 +140,36 @@ impl ExtensionContext {
                 .worker_gauges(MetricsController::clusterextension),
         );
         self
+    }
+
+    /// The failure bookkeeping of extension `name` at `generation`, as the plan reads it.
+    fn standing(&self, name: &str, generation: Option<i64>) -> Standing {
+        let (backoff, pending_for) = self.failures.peek(name, generation);
+        Standing {
+            pending_for,
+            backoff,
+            minute: self.settings.minute,
+        }
+    }
+
+    /// Keeps what the failure bookkeeping records of a reconcile of `name` at
+    /// `generation`.
+    fn settle(&self, name: &str, generation: Option<i64>, tally: &Tally) {
+        if let Some(reason) = tally.error {
+            self.metrics
+                .error(MetricsController::clusterextension, reason);
+        }
+        if tally.pending {
+            self.failures.failing_for(name, generation);
+        }
+        match tally.count {
+            Count::Keep => {}
+            Count::Failed => {
+                self.failures.next_backoff(name);
+            }
+            Count::RollingOut => self.failures.reset_backoff(name),
+            Count::Succeeded => self.failures.succeeded(name),
+        }
     }
 
     /// Reports into `metrics` (shared with the rest of the process).
@@ -246,6 +277,13 @@ async fn reconcile(
     // pulls and rendered bundles in memory alike.
     let _worker = ctx.workers.start().await;
     let exec = executor::KubeExecutor::new(&ctx, &ext);
+    let (name, generation) = (ext.name_any(), ext.metadata.generation);
+    let standing = || ctx.standing(&name, generation);
+    let reconcile = async {
+        let reconciled = flow::reconcile(&ext, &exec, standing).await;
+        ctx.settle(&name, generation, &reconciled.tally);
+        reconciled.result
+    };
     // Boxed: the state of a whole reconcile (pull, render, apply) is tens of KiB; a
     // reconcile waiting for a worker — 990 of them when 1,000 extensions re-resolve at
     // once — then holds a pointer, not that state.
@@ -253,7 +291,7 @@ async fn reconcile(
         controller,
         &ctx.metrics,
         ext.as_ref(),
-        flow::reconcile(&ext, &exec),
+        reconcile,
     ))
     .await
 }

@@ -1,4 +1,4 @@
-//! Rollout status (issue 11 part 5): whether what an extension installed is ready, as a
+//! Rollout status (docs/concepts/rollout-status.md): whether what an extension installed is ready, as a
 //! pure function of the live objects.
 //!
 //! The executor reads the live state of the installed objects whose readiness Kubernetes

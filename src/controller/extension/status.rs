@@ -1,4 +1,4 @@
-//! What a ClusterExtension's status says after a reconcile (docs/api-and-status.md §2.1, §3 step 9):
+//! What a ClusterExtension's status says after a reconcile (docs/reference/api-and-status.md §2.1, §3 step 9):
 //! a pure function of the current status, what is installed, how this reconcile ended
 //! and the deprecation data of the winning catalog. Messages are capped and cleaned by
 //! [`crate::api::conditions::set_condition`]; transition times only move on flips.
@@ -19,7 +19,7 @@ pub enum Outcome {
     /// The desired bundle is installed.
     Succeeded,
     /// The installed bundle is maintained although no catalog provides its package any
-    /// more (docs/api-and-status.md §3 step 4); the message says so. Progressing stays True/Succeeded.
+    /// more (docs/reference/api-and-status.md §3 step 4); the message says so. Progressing stays True/Succeeded.
     Maintained(String),
     /// A transient failure; retried with backoff.
     Retrying(String),
@@ -80,7 +80,42 @@ pub fn next_status(
         conditions::set_condition(&mut status.conditions, c, now.clone());
     };
 
-    let installed = match (&observation.outcome, &observation.installed) {
+    set(installed_condition(observation));
+    set(progressing_condition(&observation.outcome, generation));
+
+    if let Some(deprecation) = &observation.deprecation {
+        for d in deprecation {
+            let c = match d.status {
+                ConditionStatus::True => {
+                    condition(d.type_, true, d.reason, d.message.clone(), generation)
+                }
+                ConditionStatus::False => {
+                    condition(d.type_, false, d.reason, d.message.clone(), generation)
+                }
+                ConditionStatus::Unknown => {
+                    unknown(d.type_, d.reason, d.message.clone(), generation)
+                }
+            };
+            set(c);
+        }
+    }
+
+    status.install = observation
+        .installed
+        .as_ref()
+        .map(|b| ClusterExtensionInstallStatus {
+            bundle: b.metadata(),
+            installer: observation.installer.clone(),
+        });
+    status.observed_generation = generation;
+    status
+}
+
+/// The Installed condition: True with the installed bundle's image, False without one,
+/// Unknown when validation failed.
+fn installed_condition(observation: &Observation) -> Condition {
+    let generation = observation.generation;
+    match (&observation.outcome, &observation.installed) {
         (Outcome::ValidationFailed(message), _) => {
             unknown(TYPE_INSTALLED, REASON_FAILED, message.clone(), generation)
         }
@@ -98,10 +133,12 @@ pub fn next_status(
             MSG_NO_BUNDLE,
             generation,
         ),
-    };
-    set(installed);
+    }
+}
 
-    let progressing = match &observation.outcome {
+/// The Progressing condition of `outcome`.
+fn progressing_condition(outcome: &Outcome, generation: Option<i64>) -> Condition {
+    match outcome {
         Outcome::Succeeded => condition(
             TYPE_PROGRESSING,
             true,
@@ -140,38 +177,10 @@ pub fn next_status(
             deadline_exceeded(*minutes, last),
             generation,
         ),
-    };
-    set(progressing);
-
-    if let Some(deprecation) = &observation.deprecation {
-        for d in deprecation {
-            let c = match d.status {
-                ConditionStatus::True => {
-                    condition(d.type_, true, d.reason, d.message.clone(), generation)
-                }
-                ConditionStatus::False => {
-                    condition(d.type_, false, d.reason, d.message.clone(), generation)
-                }
-                ConditionStatus::Unknown => {
-                    unknown(d.type_, d.reason, d.message.clone(), generation)
-                }
-            };
-            set(c);
-        }
     }
-
-    status.install = observation
-        .installed
-        .as_ref()
-        .map(|b| ClusterExtensionInstallStatus {
-            bundle: b.metadata(),
-            installer: observation.installer.clone(),
-        });
-    status.observed_generation = generation;
-    status
 }
 
-/// `error for resolved bundle "<name>" with version "<version>": <err>` (docs/api-and-status.md §2.1).
+/// `error for resolved bundle "<name>" with version "<version>": <err>` (docs/reference/api-and-status.md §2.1).
 pub fn for_resolved_bundle(name: &str, version: &str, error: impl std::fmt::Display) -> String {
     format!("error for resolved bundle \"{name}\" with version \"{version}\": {error}")
 }
@@ -184,12 +193,12 @@ pub fn deadline_exceeded(minutes: i32, last: &str) -> String {
     )
 }
 
-/// `Revision <version> is rolling out: <what is not ready>` (docs/api-and-status.md §2.1).
+/// `Revision <version> is rolling out: <what is not ready>` (docs/reference/api-and-status.md §2.1).
 pub fn rolling_out(version: &str, waiting: &str) -> String {
     format!("Revision {version} is rolling out: {waiting}")
 }
 
-/// The validation failure message (docs/api-and-status.md §3 step 2).
+/// The validation failure message (docs/reference/api-and-status.md §3 step 2).
 pub fn validation_failed(errors: &[String]) -> String {
     format!(
         "operation cannot proceed due to the following validation error(s): {}",

@@ -1,5 +1,5 @@
 //! Upstream OLM v1's installations, as its Helm-based applier leaves them, read so that
-//! olmv1 can take them over in place (README "Switching from upstream OLM v1").
+//! olmv1 can take them over in place (docs/how-to/switch-from-upstream.md).
 //!
 //! What this module owns: finding the release of a ClusterExtension among the Secrets of
 //! the controller's namespace ([`latest`]), decoding it ([`decode()`], [`decode_chunked`]:

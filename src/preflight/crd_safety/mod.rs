@@ -1,7 +1,7 @@
 //! CRD upgrade-safety preflight: decides whether replacing a live CustomResourceDefinition
 //! with a new one can break existing custom resources, and says why in messages a person
-//! can act on. Owns the rules (docs/crd-upgrade-safety.md §6), the finding model, message
-//! formatting (docs/crd-upgrade-safety.md §6 "current" family, 32 KiB cap, deterministic order) and the
+//! can act on. Owns the rules (docs/concepts/crd-upgrade-safety.md §6), the finding model, message
+//! formatting (docs/concepts/crd-upgrade-safety.md §6 "current" family, 32 KiB cap, deterministic order) and the
 //! `crd-diff` command. Pure: it never talks to a cluster except in [`cli`] for
 //! `--from-cluster`; the reconciler fetches live CRDs and emits events/conditions.
 //!
@@ -40,7 +40,7 @@ const FINDING_LIMIT: usize = 4 * 1024;
 /// (`hostile_tests::many_served_versions_are_not_compared_pairwise`).
 pub const MAX_SERVED_VERSIONS: usize = 64;
 
-/// The validator that produced a finding. Names follow docs/crd-upgrade-safety.md §6.
+/// The validator that produced a finding. Names follow docs/concepts/crd-upgrade-safety.md §6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Rule {
     Scope,
@@ -134,7 +134,7 @@ pub enum Location {
 
 /// One reason why the new CRD is not a safe replacement for the live one.
 ///
-/// `Display` gives the docs/crd-upgrade-safety.md §6 text without the CRD name (the joined [`message`]
+/// `Display` gives the docs/concepts/crd-upgrade-safety.md §6 text without the CRD name (the joined [`message`]
 /// starts with it); the alternate form `{:#}` prefixes `CRD "<name>": `.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Finding {

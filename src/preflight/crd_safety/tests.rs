@@ -719,7 +719,7 @@ fn kube_version_priority_orders_alpha_beta_ga() {
     );
 }
 
-// ---------------------------------------------------------------- worked examples (docs/crd-upgrade-safety.md §6.8)
+// ---------------------------------------------------------------- worked examples (docs/concepts/crd-upgrade-safety.md §6.8)
 
 const SEED_CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1

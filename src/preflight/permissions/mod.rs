@@ -1,4 +1,4 @@
-//! Installer ServiceAccount permissions (docs/installer-permissions.md §7, A3): the pure computation of every
+//! Installer ServiceAccount permissions (docs/concepts/installer-permissions.md §7, A3): the pure computation of every
 //! (verb, apiGroup, resource, resourceName, namespace) the account needs to manage a set
 //! of rendered objects, the missing-permissions message in upstream's format, the
 //! least-privilege RBAC generator behind `olmv1 rbac` ([`rbac`]), and the evaluation of
@@ -337,7 +337,7 @@ pub fn add_deletions(req: &mut Requirements, infos: &[ObjectInfo]) {
     }
 }
 
-/// First line of the missing-permissions message (docs/installer-permissions.md §7).
+/// First line of the missing-permissions message (docs/concepts/installer-permissions.md §7).
 pub const MISSING_HEADER: &str = "pre-authorization failed: service account requires the following permissions to manage cluster extension:";
 
 /// One line per (namespace, group, resource, name) with the verbs joined, sorted; upstream's

@@ -1,6 +1,6 @@
 //! The least-privilege installer RBAC for a set of rendered objects: a ServiceAccount
 //! `<ext>-installer`, a ClusterRole `<ext>-installer-clusterrole` and a ClusterRoleBinding
-//! `<ext>-installer-binding`, in the shape of the documentation's hand-written example (docs/installer-permissions.md §7.2):
+//! `<ext>-installer-binding`, in the shape of the documentation's hand-written example (docs/concepts/installer-permissions.md §7.2):
 //! the finalizers rule scoped to the extension name, `create, list, watch` unscoped per
 //! resource, `get, update, patch, delete` scoped by resourceNames, and for bundled RBAC
 //! either the rules it grants or `bind, escalate` on it by name. Pure; the rules come from

@@ -4,7 +4,7 @@
 //! computed from its (deduplicated) dimensions first, in time linear in the rule; only
 //! rules within [`MAX_RULE_PERMISSIONS`], and roles within the shared budget of
 //! [`MAX_BUNDLED_PERMISSIONS`], are expanded. A role beyond the limits can still be
-//! covered by `bind` + `escalate` on it (docs/installer-permissions.md §7), which needs
+//! covered by `bind` + `escalate` on it (docs/concepts/installer-permissions.md §7), which needs
 //! no expansion; everything that needs its grants (the preflight without bind+escalate,
 //! `olmv1 rbac --bundled-rbac include`) refuses it with an [`ExpansionError`].
 

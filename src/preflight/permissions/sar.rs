@@ -16,7 +16,7 @@ pub const DEFAULT_CONCURRENCY: usize = 32;
 /// Errors of the permission preflight.
 #[derive(Debug, thiserror::Error)]
 pub enum EvaluateError {
-    /// The account lacks permissions; the message is that of docs/installer-permissions.md §7.3, one line per rule.
+    /// The account lacks permissions; the message is that of docs/concepts/installer-permissions.md §7.3, one line per rule.
     #[error("{0}")]
     Missing(String),
     /// A bundled role too large to check grant by grant, and the account lacks bind and

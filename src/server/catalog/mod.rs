@@ -1,4 +1,4 @@
-//! The catalogd-compatible catalog content API (docs/catalogs.md §9.3) over the storage of
+//! The catalogd-compatible catalog content API (docs/concepts/catalogs.md §9.3) over the storage of
 //! [`crate::fbc::store`]: `GET|HEAD /catalogs/{name}/api/v1/all` (whole `catalog.jsonl`,
 //! with Range and conditional requests as Go's `ServeContent`) and
 //! `GET|HEAD /catalogs/{name}/api/v1/metas?schema=&package=&name=` (the index

@@ -3,7 +3,7 @@
 //! `watch` cluster-wide), whether one shared watch as the controller follows it
 //! ([`Access::Shared`]) or each extension's own watches as its installer account
 //! ([`Access::Own`]). `config/rbac` grants the controller `list, watch` on the kinds
-//! bundles usually hold, never on Secrets or ConfigMaps (docs/installer-permissions.md).
+//! bundles usually hold, never on Secrets or ConfigMaps (docs/concepts/installer-permissions.md).
 
 use super::diff::KindKey;
 use crate::apply;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// The last install of an extension, kept while nothing drifted.
 #[derive(Debug, Clone)]
 pub struct Clean {
-    /// What the install was made of (`install::fingerprint`).
+    /// What the install was made of ([`super::super::plan::fingerprint`]).
     pub fingerprint: String,
     /// Its result, as a reconcile that skips the install reports it.
     pub installed: Installed,

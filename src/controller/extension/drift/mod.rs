@@ -1,4 +1,4 @@
-//! Drift correction (docs/installer-permissions.md, `tests/drift.rs`): watches on the
+//! Drift correction (docs/concepts/installer-permissions.md, `tests/drift.rs`): watches on the
 //! objects an extension installed trigger a reconcile of the extension as soon as one of
 //! them is deleted or changed in its spec (or, with the rollout status on, changes
 //! readiness).

@@ -1,5 +1,5 @@
 //! Which `allOf`/`anyOf`/`oneOf` branches of one side also appear on the other, when the
-//! lists differ in length (docs/crd-upgrade-safety.md §6: the branches are then counted,
+//! lists differ in length (docs/concepts/crd-upgrade-safety.md §6: the branches are then counted,
 //! not compared in order). Comparing every branch with every other was quadratic: 20,000
 //! branches took 34 s. Here each branch gets a canonical text key, so membership costs
 //! one hash lookup plus one equality check against the branches with the same key;

@@ -1,21 +1,22 @@
-//! The install steps of one reconcile (docs/api-and-status.md §3 steps 5–8): pull the
-//! bundle image, render it (with cert-manager only when the cluster serves it), run
-//! the preflights ([`crate::preflight::run`]) unless this is the installed revision
-//! again, apply it as the installer account, then read the live state of what it
-//! installed for the rollout status (§2.5; skipped with `--skip-rollout-wait`). Each
-//! step maps its errors to an [`InstallFailure`]; the decisions are in
-//! [`crate::bundle`], [`crate::preflight`], [`super::certs`] and [`super::rollout`].
+//! The install pipeline of one reconcile (docs/reference/api-and-status.md §3 steps 5–8), as the
+//! executor's I/O: [`render`] pulls the bundle image and renders it (with cert-manager
+//! only when the cluster serves it); [`apply`] runs the preflights
+//! ([`crate::preflight::run`]) when the plan asks, applies the rendered objects as the
+//! installer account, then reads the live state of what it installed for the rollout
+//! status ([`readiness`], §2.5; skipped with `--skip-rollout-wait`). Each step maps its
+//! errors to an [`InstallFailure`]; the decisions are in [`super::plan`] (whether to
+//! install at all, preflights or not, adoption), [`crate::bundle`],
+//! [`crate::preflight`], [`super::certs`] and [`super::rollout`].
 
-use super::installer::InstallerAccount;
-use super::plan::{InstallFailure, Installed};
+use super::plan::{Apply, InstallFailure, Installed, Rendered};
 use super::rollout::{self, Readiness};
 use super::{ExtensionContext, certs, prune};
-use crate::api::{BundleIdentity, ClusterExtension, CrdUpgradeSafetyEnforcement};
+use crate::api::{BundleIdentity, ClusterExtension};
 use crate::apply::{self, ApplyError, InstallError, ObjectRef, Owner, RevisionHistory};
 use crate::bundle::{self, Bundle, CertProvider, RenderOptions};
 use crate::metrics::Phase;
 use crate::migrate::upstream_helm::{self as helm_release, UpstreamRelease};
-use crate::preflight::{self, Preflight, crd_safety::Enforcement};
+use crate::preflight::{self, Preflight};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
@@ -23,50 +24,44 @@ use kube::api::{
 use serde_json::Value;
 use std::time::Instant;
 
-/// Installs `target` for `ext` as `installer`: what the install did, and the objects of the installed
-/// revision (for the drift watches). With `adopt` (upstream OLM v1's release of the same
-/// bundle, no olmv1 record yet), the release's objects must be exactly the rendered ones:
-/// they are then applied in place (never deleted or recreated) and the release Secret is
-/// marked as adopted; otherwise nothing is touched.
-pub(crate) async fn install(
+/// Pulls and renders `target` for `ext`: the digest-pinned image and the rendered
+/// objects.
+pub(crate) async fn render(
     ctx: &ExtensionContext,
     ext: &ClusterExtension,
-    installer_account: &InstallerAccount,
-    owner: &Owner,
     target: &BundleIdentity,
-    history: Option<&RevisionHistory>,
-    adopt: Option<&UpstreamRelease>,
-) -> Result<(Installed, Vec<ObjectRef>), InstallFailure> {
-    let installer = installer_account;
+) -> Result<Rendered, InstallFailure> {
     let (loaded, image) = pull(ctx, target).await?;
-    let rendered = render(ctx, ext, loaded).await?;
-    if let Some(release) = adopt {
-        helm_release::compare_objects(release, &rendered).map_err(|differ| {
-            InstallFailure::AdoptionRefused(super::plan::adoption_refused(
-                release,
-                &differ.to_string(),
-            ))
-        })?;
-    }
-    let bundle = target.pulled(&image);
-    let (namespace, account) = (&installer.namespace, &installer.name);
+    let objects = render_bundle(ctx, ext, loaded).await?;
+    Ok(Rendered { image, objects })
+}
+
+/// Applies `rendered` as `step` says (preflights first when it asks): what the install
+/// did, and the objects of the installed revision (for the drift watches). With an
+/// upstream release to adopt (its objects are exactly the rendered ones, checked by the
+/// plan), they are applied in place (never deleted or recreated) and the release Secret
+/// is marked as adopted.
+pub(crate) async fn apply(
+    ctx: &ExtensionContext,
+    owner: &Owner,
+    step: &Apply,
+    rendered: &Rendered,
+    history: Option<&RevisionHistory>,
+) -> Result<(Installed, Vec<ObjectRef>), InstallFailure> {
+    let (namespace, account) = (&step.account.namespace, &step.account.name);
     let installer = ctx
         .installers
         .get(namespace, account)
         .map_err(|e| InstallFailure::Retry(e.to_string()))?;
-
-    // The installed revision again (a reconcile after drift, a catalog change that
-    // resolves to the same bundle): its CRDs and permissions were checked when it was
-    // installed, so only the apply runs.
     let mut warnings = Vec::new();
-    if !history.is_some_and(|h| h.is_current(&bundle, &rendered)) {
+    if step.preflight {
         let started = Instant::now();
         let passed = preflight::run(
             &ctx.client,
             &installer,
             &Preflight {
-                objects: &rendered,
-                enforcement: enforcement(ext),
+                objects: &rendered.objects,
+                enforcement: step.enforcement,
                 account: (namespace, account),
                 owner,
                 history,
@@ -80,18 +75,16 @@ pub(crate) async fn install(
 
     let started = Instant::now();
     let options = apply::ApplyOptions {
-        // A first install refuses objects upstream's Helm applier installed unless their
-        // release is the one being adopted.
-        refuse_helm_managed: history.is_none() && adopt.is_none(),
+        refuse_helm_managed: step.refuse_helm_managed,
         ..Default::default()
     };
     let outcome = apply::install_revision(
         &installer,
         &ctx.store,
         owner,
-        bundle,
-        &rendered,
-        Some(installer_account.status()),
+        step.bundle.clone(),
+        &rendered.objects,
+        Some(step.account.status()),
         &options,
     )
     .await
@@ -100,7 +93,7 @@ pub(crate) async fn install(
         other => InstallFailure::Retry(other.to_string()),
     })?;
     ctx.metrics.phase(Phase::apply, started.elapsed());
-    if let Some(release) = adopt {
+    if let Some(release) = &step.adopt {
         mark_adopted(ctx, release, &owner.name).await;
     }
     let managed = outcome
@@ -114,7 +107,7 @@ pub(crate) async fn install(
         Readiness::Ready
     };
     let installed = Installed {
-        image,
+        image: rendered.image.clone(),
         applied_changes: outcome.report.changed.len(),
         warnings,
         readiness,
@@ -135,39 +128,6 @@ pub(crate) fn deadline_passed(
         target.name,
         target.image,
         deadline.as_secs()
-    ))
-}
-
-/// What an install of `target` for `ext` as `installer` is made of, for telling whether
-/// a reconcile would make the same install again
-/// ([`super::drift::DriftWatches::unchanged`]): the extension (uid, generation: any spec
-/// change installs again), the installer account, the bundle. `None` when the install
-/// must run whatever was installed before: `installed` (the installed revision's
-/// bundle) is another bundle or none, or the image is referenced by tag (it may name
-/// other content now).
-pub(crate) fn fingerprint(
-    ext: &ClusterExtension,
-    installer: &InstallerAccount,
-    target: &BundleIdentity,
-    installed: Option<&BundleIdentity>,
-) -> Option<String> {
-    let installed = installed?;
-    let same = installed.package == target.package
-        && installed.name == target.name
-        && installed.version == target.version;
-    if !same || !target.image.contains("@sha256:") {
-        return None;
-    }
-    Some(format!(
-        "{}|{}|{}/{}|{}|{}|{}|{}",
-        ext.metadata.uid.as_deref().unwrap_or_default(),
-        ext.metadata.generation.unwrap_or_default(),
-        installer.namespace,
-        installer.name,
-        target.package,
-        target.name,
-        target.version,
-        target.image,
     ))
 }
 
@@ -289,7 +249,7 @@ async fn pull(
 /// Renders the bundle for the extension's namespace and configuration (CPU work, off
 /// the async workers), then drops fields its CRDs do not declare from its custom
 /// resources (server-side apply would reject them; the API server drops them on create).
-async fn render(
+async fn render_bundle(
     ctx: &ExtensionContext,
     ext: &ClusterExtension,
     loaded: Bundle,
@@ -349,91 +309,4 @@ async fn cert_provider(
         }
     };
     Ok(certs::effective(configured, served.as_ref()))
-}
-
-/// `spec.install.preflight.crdUpgradeSafety.enforcement` (Strict when absent).
-fn enforcement(ext: &ClusterExtension) -> Enforcement {
-    let configured = ext
-        .spec
-        .install
-        .as_ref()
-        .and_then(|i| i.preflight.as_ref())
-        .and_then(|p| p.crd_upgrade_safety.as_ref())
-        .map(|c| c.enforcement);
-    match configured {
-        Some(CrdUpgradeSafetyEnforcement::None) => Enforcement::None,
-        _ => Enforcement::Strict,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::InstallerSource;
-
-    fn bundle(version: &str, image: &str) -> BundleIdentity {
-        BundleIdentity {
-            package: "p".into(),
-            name: format!("p.v{version}"),
-            version: version.into(),
-            release: None,
-            image: image.into(),
-        }
-    }
-
-    #[test]
-    fn the_same_install_again_has_the_same_fingerprint_and_anything_else_another() {
-        let mut ext: ClusterExtension = serde_json::from_value(serde_json::json!({
-            "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
-            "metadata": {"name": "e", "uid": "u1", "generation": 1},
-            "spec": {"namespace": "ns", "source": {"sourceType": "Catalog",
-                "catalog": {"packageName": "p"}}},
-        }))
-        .unwrap();
-        let installer = InstallerAccount {
-            namespace: "ns".into(),
-            name: "sa".into(),
-            source: InstallerSource::ServiceAccount,
-        };
-        let digest = "r/p@sha256:aa";
-        let target = bundle("1.0.0", digest);
-        let installed = bundle("1.0.0", "r/p@sha256:aa");
-        let first = fingerprint(&ext, &installer, &target, Some(&installed));
-        assert!(first.is_some());
-        assert_eq!(
-            first,
-            fingerprint(&ext, &installer, &target, Some(&target)),
-            "after the install, as before the next one"
-        );
-        assert_eq!(
-            fingerprint(&ext, &installer, &target, None),
-            None,
-            "nothing installed"
-        );
-        let older = bundle("0.9.0", "r/p@sha256:bb");
-        assert_eq!(
-            fingerprint(&ext, &installer, &target, Some(&older)),
-            None,
-            "an upgrade"
-        );
-        let tagged = bundle("1.0.0", "r/p:v1.0.0");
-        assert_eq!(
-            fingerprint(&ext, &installer, &tagged, Some(&tagged)),
-            None,
-            "a tag may name other content now"
-        );
-        let other_account = InstallerAccount {
-            name: "other".into(),
-            ..installer.clone()
-        };
-        assert_ne!(
-            fingerprint(&ext, &other_account, &target, Some(&installed)),
-            first
-        );
-        ext.metadata.generation = Some(2);
-        assert_ne!(
-            fingerprint(&ext, &installer, &target, Some(&installed)),
-            first
-        );
-    }
 }

@@ -1,0 +1,484 @@
+//! The ClusterExtension reconcile as pure decisions (docs/reference/api-and-status.md §3).
+//!
+//! [`decide`] looks at what one reconcile knows so far ([`Facts`]: the spec, whether the
+//! object is being deleted, the validation result, the revision record, the resolution,
+//! what the install steps returned, the failure bookkeeping) and names the next step: a
+//! fact to look up, an install or uninstall step to run, or how the reconcile ends
+//! ([`Plan::End`]). Every decision of a reconcile is made here:
+//! - [`target`]: from the resolution to the install — the target bundle (or the
+//!   maintained one), the takeover of upstream OLM v1's installation, skipping an
+//!   unchanged and undrifted install, re-reading only readiness, skipping preflights;
+//! - [`report`]: an install's result as status and Events (`RollingOut` while what it
+//!   installed is not ready, [`super::rollout`]); failures → conditions;
+//! - [`ending`]: `progressDeadlineMinutes`, the requeue, and what the failure
+//!   bookkeeping records ([`Standing`] in, [`Tally`] out);
+//! - [`uninstall`]: what an uninstall deletes, whether CRDs stay, what it reports.
+//!
+//! The I/O for each step is done by the [`super::flow::Executor`]; nothing here waits on
+//! anything.
+
+pub mod ending;
+pub mod report;
+pub mod target;
+pub mod uninstall;
+
+pub use ending::{Count, Ending, Standing, Tally, deadline, deadline_event, rollout_recheck};
+pub use report::{adoption_refused, after_install, classify};
+pub use target::{Apply, Rendered, fingerprint};
+pub use uninstall::{DeleteFailure, Deletion};
+
+use super::installer::InstallerAccount;
+use super::rollout::Readiness;
+use super::status::{Observation, Outcome, validation_failed};
+use crate::api::conditions::REASON_BLOCKED;
+use crate::api::{BundleIdentity, ClusterExtensionSpec, InstallerStatus, UpgradeConstraintPolicy};
+use crate::apply::{ObjectRef, RevisionHistory, UninstallReport};
+use crate::migrate::upstream_helm::UpstreamRelease;
+use crate::resolve::deprecation::{CatalogData, DeprecationCondition, deprecation_conditions};
+use crate::resolve::{Resolution, ResolveError, ResolveRequest, UpgradePolicy};
+
+/// What one reconcile knows so far; `None`: not looked up yet.
+#[derive(Debug)]
+pub struct Facts {
+    pub generation: Option<i64>,
+    /// The extension's uid (what an install is made of, [`fingerprint`]).
+    pub uid: Option<String>,
+    pub deleting: bool,
+    pub has_finalizer: bool,
+    /// Whether the extension asks to keep its CRDs on uninstall ([`uninstall::keeps_crds`]).
+    pub keep_crds: bool,
+    /// Who installs ([`super::installer::choose`]), or why nobody may.
+    pub installer: Result<InstallerAccount, String>,
+    /// The extension's name (what an uninstall reports).
+    pub name: String,
+    /// The failure bookkeeping of the extension, looked up when the ending needs it.
+    pub standing: Option<Standing>,
+    /// What the API server cannot check (the namespace and installer account exist);
+    /// empty when everything is there.
+    pub validation: Option<Vec<String>>,
+    /// The revision record, or why it could not be read.
+    pub record: Option<Result<Option<RevisionHistory>, String>>,
+    /// Without a record: upstream OLM v1's installation of the extension (its latest
+    /// Helm release), or why it could not be read.
+    pub upstream: Option<Result<Option<UpstreamRelease>, String>>,
+    pub resolution: Option<Result<Resolution, ResolveError>>,
+    /// The reason of the Progressing condition before this reconcile (Events on
+    /// rollout transitions).
+    pub progressing: Option<String>,
+    /// Whether the release being adopted is of the target bundle (`Err`: why not).
+    pub upstream_bundle: Option<Result<(), String>>,
+    /// The last install's result when it was made of the same ([`fingerprint`]) and
+    /// nothing drifted since; `Some(None)`: it must run.
+    pub unchanged: Option<Option<Installed>>,
+    /// The readiness of the unchanged install, read again (`Some(None)`: it could not be
+    /// read; the last one stands).
+    pub readiness: Option<Option<Readiness>>,
+    /// The pulled and rendered bundle.
+    pub rendered: Option<Result<Rendered, InstallFailure>>,
+    /// Whether the release being adopted has exactly the rendered objects (`Err`: how
+    /// they differ).
+    pub upstream_objects: Option<Result<(), String>>,
+    /// What applying the rendered bundle did.
+    pub applied: Option<Result<Installed, InstallFailure>>,
+    /// Uninstall: whether the drift watches of the extension were stopped.
+    pub watches_stopped: bool,
+    /// Uninstall: what deleting the installed objects did.
+    pub deleted: Option<Result<UninstallReport, DeleteFailure>>,
+}
+
+impl Facts {
+    /// What a reconcile of an object at `generation` knows before any lookup.
+    pub fn new(
+        generation: Option<i64>,
+        deleting: bool,
+        has_finalizer: bool,
+        installer: Result<InstallerAccount, String>,
+    ) -> Facts {
+        Facts {
+            generation,
+            uid: None,
+            name: String::new(),
+            deleting,
+            has_finalizer,
+            keep_crds: false,
+            installer,
+            standing: None,
+            validation: None,
+            record: None,
+            upstream: None,
+            resolution: None,
+            progressing: None,
+            upstream_bundle: None,
+            unchanged: None,
+            readiness: None,
+            rendered: None,
+            upstream_objects: None,
+            applied: None,
+            watches_stopped: false,
+            deleted: None,
+        }
+    }
+
+    /// The revision record, when it was read.
+    pub fn history(&self) -> Option<&RevisionHistory> {
+        self.record
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .and_then(Option::as_ref)
+    }
+
+    /// The installed bundle: from the revision record, else from the upstream release
+    /// being adopted.
+    pub fn installed(&self) -> Option<&BundleIdentity> {
+        match self.history() {
+            Some(h) => h.installed().map(|r| &r.bundle),
+            None => self.adopting().map(|r| &r.bundle),
+        }
+    }
+
+    /// The upstream OLM v1 release to adopt: only when olmv1 has no record of its own.
+    pub fn adopting(&self) -> Option<&UpstreamRelease> {
+        if self.history().is_some() {
+            return None;
+        }
+        self.upstream
+            .as_ref()
+            .and_then(|u| u.as_ref().ok())
+            .and_then(Option::as_ref)
+    }
+
+    /// Who applied the installed revision, from the record.
+    fn recorded_installer(&self, installed: Option<&BundleIdentity>) -> Option<InstallerStatus> {
+        let revision = self.history()?.installed()?;
+        (Some(&revision.bundle) == installed)
+            .then(|| revision.installer.clone())
+            .flatten()
+    }
+}
+
+/// The next step of a reconcile.
+#[derive(Debug)]
+pub enum Plan {
+    /// Add the finalizer and stop (the update triggers the next reconcile).
+    AddFinalizer,
+    /// Uninstall: stop following the extension's objects (drift watches, the cache of
+    /// unchanged installs).
+    StopWatches,
+    /// Uninstall: delete the installed objects as the installer account.
+    Delete(Deletion),
+    /// Look up the namespace and installer account.
+    Validate,
+    /// Read the revision record.
+    LoadRecord,
+    /// No record: look for upstream OLM v1's installation (its Helm release).
+    LoadUpstream,
+    /// Resolve the package.
+    Resolve(ResolveRequest),
+    /// Check that the upstream release being adopted is of this bundle.
+    CheckUpstream(BundleIdentity),
+    /// Ask whether the last install was made of this fingerprint and nothing drifted
+    /// since.
+    LookUpUnchanged(String),
+    /// Only read again the readiness of these objects (the unchanged install's rollout
+    /// is in progress).
+    ReadReadiness(Vec<ObjectRef>),
+    /// Pull and render this bundle (an install begins: the last unchanged install is
+    /// forgotten).
+    Render(BundleIdentity),
+    /// Compare the objects of the upstream release being adopted with the rendered ones.
+    CompareUpstream,
+    /// Run the preflights (when asked) and apply the rendered bundle.
+    Apply(Box<Apply>),
+    /// Look up the failure bookkeeping ([`Standing`]) the ending depends on.
+    LookUpStanding,
+    /// The reconcile ends: Events, status, requeue.
+    End(Box<Ending>),
+}
+
+/// The bundle a reconcile installs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Install {
+    pub target: BundleIdentity,
+    /// Set when no catalog provides the package any more and the installed bundle is
+    /// maintained; says so.
+    pub maintained: Option<String>,
+    /// Upstream OLM v1's release whose objects this install adopts (in place) when they
+    /// are exactly the objects olmv1 renders.
+    pub adopt: Option<UpstreamRelease>,
+}
+
+/// How a reconcile ends, before `progressDeadlineMinutes` and the requeue
+/// ([`ending::end`]).
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub observation: Observation,
+    /// Events to publish, in order.
+    pub events: Vec<Note>,
+    /// The error reason counted in the metrics, if the reconcile failed.
+    pub error: Option<&'static str>,
+    pub next: Next,
+}
+
+/// One Event on the ClusterExtension.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    pub warning: bool,
+    pub reason: &'static str,
+    pub action: &'static str,
+    pub message: String,
+}
+
+/// What happens after the status is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// The desired state is reached: forget earlier failures, wait for a change.
+    Done,
+    /// Wait for a change (the spec, a catalog, drift).
+    AwaitChange,
+    /// Retry with backoff.
+    Retry,
+    /// A failure after progress began: `Retrying` turns into `ProgressDeadlineExceeded`
+    /// once it lasted longer than `progressDeadlineMinutes`; retried with backoff
+    /// unless terminal (`Blocked`).
+    Failed,
+    /// Applied, but not ready yet: `RollingOut` turns into `ProgressDeadlineExceeded`
+    /// once it lasted longer than `progressDeadlineMinutes`; checked again after a
+    /// modest interval (readiness changes of the installed objects also trigger).
+    RollingOut,
+}
+
+/// How an install failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InstallFailure {
+    /// Transient (pull, preflight, apply): retried.
+    Retry(String),
+    /// `spec.config` does not fit the bundle: terminal until the spec changes.
+    InvalidConfiguration(String),
+    /// Retrying cannot fix it (e.g. an unparsable image reference).
+    Blocked(String),
+    /// Upstream OLM v1's installation differs from what olmv1 would install; nothing
+    /// was touched. Retried (the catalog or the spec may change).
+    AdoptionRefused(String),
+}
+
+/// What a successful install did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Installed {
+    /// The digest-pinned bundle image.
+    pub image: String,
+    /// Objects whose live state differed and were applied again.
+    pub applied_changes: usize,
+    /// CRD upgrade-safety findings that did not block (`enforcement: None`).
+    pub warnings: Vec<String>,
+    /// Whether what the revision installed is ready ([`super::rollout`]).
+    pub readiness: Readiness,
+}
+
+/// The next step, given what is known.
+pub fn decide(spec: &ClusterExtensionSpec, facts: &Facts) -> Plan {
+    if facts.deleting {
+        return uninstall::decide(facts);
+    }
+    if !facts.has_finalizer {
+        return Plan::AddFinalizer;
+    }
+    if let Err(message) = &facts.installer {
+        return without_installer(spec, facts, message);
+    }
+    if let Some(plan) = installed_state(spec, facts) {
+        return plan;
+    }
+    let installed = facts.installed();
+    if spec.source.catalog.is_none() {
+        let report = Report {
+            observation: observe(facts, installed.cloned(), blocked_without_catalog(), None),
+            events: Vec::new(),
+            error: None,
+            next: Next::AwaitChange,
+        };
+        return end(spec, facts, report);
+    }
+    let Some(resolution) = &facts.resolution else {
+        return Plan::Resolve(resolve_request(spec, installed));
+    };
+    target::decide(spec, facts, resolution)
+}
+
+/// Nobody may act for the extension; the status still shows what is installed (by
+/// olmv1, or by upstream OLM v1 before the switch).
+fn without_installer(spec: &ClusterExtensionSpec, facts: &Facts, message: &str) -> Plan {
+    if facts.record.is_none() {
+        return Plan::LoadRecord;
+    }
+    if matches!(facts.record, Some(Ok(None))) && facts.upstream.is_none() {
+        return Plan::LoadUpstream;
+    }
+    let report = Report {
+        observation: observe(
+            facts,
+            facts.installed().cloned(),
+            Outcome::Blocked {
+                reason: REASON_BLOCKED,
+                message: message.to_string(),
+            },
+            None,
+        ),
+        events: Vec::new(),
+        error: Some("InstallerUnset"),
+        next: Next::AwaitChange,
+    };
+    end(spec, facts, report)
+}
+
+/// The validation, the revision record and upstream's installation: the next lookup,
+/// or the report when one failed; `None` once all are known.
+fn installed_state(spec: &ClusterExtensionSpec, facts: &Facts) -> Option<Plan> {
+    let Some(errors) = &facts.validation else {
+        return Some(Plan::Validate);
+    };
+    if !errors.is_empty() {
+        let outcome = Outcome::ValidationFailed(validation_failed(errors));
+        let failed = failed_report(facts, None, outcome, None, "ValidationFailed");
+        return Some(end(spec, facts, failed));
+    }
+    let Some(record) = &facts.record else {
+        return Some(Plan::LoadRecord);
+    };
+    if let Err(e) = record {
+        let outcome = Outcome::Retrying(format!("retrying to get installed bundle: {e}"));
+        let failed = failed_report(facts, None, outcome, None, "RevisionRecordUnavailable");
+        return Some(end(spec, facts, failed));
+    }
+    if facts.history().is_some() {
+        return None;
+    }
+    match &facts.upstream {
+        None => Some(Plan::LoadUpstream),
+        Some(Err(e)) => {
+            let message = format!(
+                "retrying to get installed bundle: reading upstream OLM v1's installation: {e}"
+            );
+            let mut failed = failed_report(
+                facts,
+                None,
+                Outcome::Retrying(message.clone()),
+                None,
+                "UpstreamReleaseUnreadable",
+            );
+            failed
+                .events
+                .push(warning("AdoptionRefused", "Adopt", message));
+            Some(end(spec, facts, failed))
+        }
+        Some(Ok(_)) => None,
+    }
+}
+
+/// How the reconcile ends with `report`, once the failure bookkeeping is known.
+fn end(spec: &ClusterExtensionSpec, facts: &Facts, report: Report) -> Plan {
+    let Some(standing) = &facts.standing else {
+        return Plan::LookUpStanding;
+    };
+    Plan::End(Box::new(ending::end(
+        report,
+        standing,
+        spec.progress_deadline_minutes,
+        facts.progressing.as_deref(),
+    )))
+}
+
+fn blocked_without_catalog() -> Outcome {
+    Outcome::Blocked {
+        reason: REASON_BLOCKED,
+        message: "catalog is required when sourceType is Catalog".into(),
+    }
+}
+
+/// What resolution is asked: the spec's package, channels, range and policy, from the
+/// installed bundle.
+pub fn resolve_request(
+    spec: &ClusterExtensionSpec,
+    installed: Option<&BundleIdentity>,
+) -> ResolveRequest {
+    let filter = spec.source.catalog.clone().unwrap_or_default();
+    ResolveRequest {
+        package: filter.package_name,
+        channels: filter.channels.unwrap_or_default(),
+        version_range: filter.version.filter(|v| !v.is_empty()),
+        selector: filter.selector,
+        policy: match filter.upgrade_constraint_policy {
+            UpgradeConstraintPolicy::CatalogProvided => UpgradePolicy::CatalogProvided,
+            UpgradeConstraintPolicy::SelfCertified => UpgradePolicy::SelfCertified,
+        },
+        installed: installed.map(Into::into),
+    }
+}
+
+/// The deprecation conditions: from the winning catalog's data when resolution
+/// succeeded, for `installed`; unknown otherwise.
+fn deprecation(
+    spec: &ClusterExtensionSpec,
+    facts: &Facts,
+    installed: Option<&BundleIdentity>,
+) -> [DeprecationCondition; 4] {
+    let channels = spec
+        .source
+        .catalog
+        .as_ref()
+        .and_then(|c| c.channels.clone())
+        .unwrap_or_default();
+    let data = match &facts.resolution {
+        Some(Ok(resolution)) => CatalogData::Available(resolution.deprecation.as_ref()),
+        _ => CatalogData::Unavailable,
+    };
+    deprecation_conditions(data, &channels, installed.map(|b| b.name.as_str()))
+}
+
+fn observe(
+    facts: &Facts,
+    installed: Option<BundleIdentity>,
+    outcome: Outcome,
+    deprecation: Option<[DeprecationCondition; 4]>,
+) -> Observation {
+    Observation {
+        generation: facts.generation,
+        installer: facts.recorded_installer(installed.as_ref()),
+        installed,
+        outcome,
+        deprecation,
+    }
+}
+
+/// A failed step before anything was installed: retried with backoff.
+fn failed_report(
+    facts: &Facts,
+    installed: Option<BundleIdentity>,
+    outcome: Outcome,
+    deprecation: Option<[DeprecationCondition; 4]>,
+    error: &'static str,
+) -> Report {
+    Report {
+        observation: observe(facts, installed, outcome, deprecation),
+        events: Vec::new(),
+        error: Some(error),
+        next: Next::Retry,
+    }
+}
+
+fn normal(reason: &'static str, action: &'static str, message: String) -> Note {
+    Note {
+        warning: false,
+        reason,
+        action,
+        message,
+    }
+}
+
+fn warning(reason: &'static str, action: &'static str, message: String) -> Note {
+    Note {
+        warning: true,
+        reason,
+        action,
+        message,
+    }
+}

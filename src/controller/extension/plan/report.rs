@@ -1,0 +1,211 @@
+//! An install's result as the reconcile reports it: [`after_install`] turns what the
+//! install steps did into the status and Events (`RollingOut` while what it installed is
+//! not ready, [`crate::controller::extension::rollout`], with Events on rollout
+//! transitions); [`classify`] maps an install failure to its condition.
+
+use super::{
+    Facts, Install, InstallFailure, Installed, Next, Note, Report, deprecation, failed_report,
+    normal, observe, warning,
+};
+use crate::api::conditions::{
+    REASON_BLOCKED, REASON_INVALID_CONFIGURATION, REASON_PROGRESS_DEADLINE_EXCEEDED,
+    REASON_ROLLING_OUT, REASON_SUCCEEDED,
+};
+use crate::api::{BundleIdentity, ClusterExtensionSpec};
+use crate::controller::extension::rollout::Readiness;
+use crate::controller::extension::status::{Outcome, for_resolved_bundle};
+use crate::migrate::upstream_helm::UpstreamRelease;
+
+/// Why upstream OLM v1's installation is not adopted (condition and Event message).
+pub fn adoption_refused(release: &UpstreamRelease, why: &str) -> String {
+    format!(
+        "not adopting upstream OLM v1's installation (Helm release Secret {}, bundle {} version {}): {why}; nothing was changed",
+        release.secret, release.bundle.name, release.bundle.version
+    )
+}
+
+/// The report after the install steps of `install` ran.
+pub fn after_install(
+    spec: &ClusterExtensionSpec,
+    facts: &Facts,
+    install: Install,
+    result: Result<Installed, InstallFailure>,
+) -> Report {
+    let done = match result {
+        Ok(done) => done,
+        Err(failure) => return install_failed(spec, facts, &install, failure),
+    };
+    let previous = facts.installed();
+    let bundle = install.target.pulled(&done.image);
+    let mut events = install_events(facts, &install, &bundle, &done);
+    for message in done.warnings {
+        events.push(warning("CRDUpgradeSafety", "Preflight", message));
+    }
+    // The deprecation conditions now describe the newly installed bundle.
+    let conditions = deprecation(spec, facts, Some(&bundle));
+    let same = previous == Some(&bundle);
+    let (outcome, next) = match done.readiness {
+        Readiness::NotReady(waiting) => {
+            let waiting = waiting.join("; ");
+            events.extend(rollout_event(facts, same, &bundle.version, Some(&waiting)));
+            let version = bundle.version.clone();
+            (Outcome::RollingOut { version, waiting }, Next::RollingOut)
+        }
+        Readiness::Ready => {
+            events.extend(rollout_event(facts, same, &bundle.version, None));
+            let outcome = install
+                .maintained
+                .map_or(Outcome::Succeeded, Outcome::Maintained);
+            (outcome, Next::Done)
+        }
+    };
+    let mut observation = observe(facts, Some(bundle), outcome, Some(conditions));
+    observation.installer = facts.installer.as_ref().ok().map(|a| a.status());
+    Report {
+        observation,
+        events,
+        error: None,
+        next,
+    }
+}
+
+/// A failed install: the installed bundle stays reported, with a Warning Event.
+fn install_failed(
+    spec: &ClusterExtensionSpec,
+    facts: &Facts,
+    install: &Install,
+    failure: InstallFailure,
+) -> Report {
+    let previous = facts.installed();
+    let (outcome, error) = classify(failure, &install.target);
+    let message = match &outcome {
+        Outcome::Retrying(m) | Outcome::Blocked { message: m, .. } => m.clone(),
+        _ => String::new(),
+    };
+    let conditions = deprecation(spec, facts, previous);
+    let mut report = failed_report(facts, previous.cloned(), outcome, Some(conditions), error);
+    let (reason, action) = if error == "AdoptionRefused" {
+        ("AdoptionRefused", "Adopt")
+    } else {
+        ("InstallFailed", "Install")
+    };
+    report.events.push(warning(reason, action, message));
+    report.next = Next::Failed;
+    report
+}
+
+/// The Event of what an install did: adopted upstream's installation, restored drift,
+/// upgraded or installed.
+fn install_events(
+    facts: &Facts,
+    install: &Install,
+    bundle: &BundleIdentity,
+    done: &Installed,
+) -> Vec<Note> {
+    let by = facts
+        .installer
+        .as_ref()
+        .map(|a| format!(" as {a}"))
+        .unwrap_or_default();
+    let mut events = Vec::new();
+    match facts.installed() {
+        _ if install.adopt.is_some() => {
+            if let Some(release) = &install.adopt {
+                events.push(normal(
+                    "Adopted",
+                    "Adopt",
+                    format!(
+                        "adopted upstream OLM v1's installation of bundle {} version {} (Helm release Secret {}, {} objects) in place: nothing deleted or recreated; applied{by}",
+                        bundle.name,
+                        bundle.version,
+                        release.secret,
+                        release.objects.len()
+                    ),
+                ));
+            }
+        }
+        Some(old) if old == bundle => {
+            if done.applied_changes > 0 {
+                events.push(normal(
+                    "DriftCorrected",
+                    "Apply",
+                    format!(
+                        "restored {} object(s) that differed from the installed revision",
+                        done.applied_changes
+                    ),
+                ));
+            }
+        }
+        Some(old) => events.push(normal(
+            "Upgraded",
+            "Install",
+            format!(
+                "upgraded from {} to {} ({}){by}",
+                old.version, bundle.version, bundle.name
+            ),
+        )),
+        None => events.push(normal(
+            "Installed",
+            "Install",
+            format!(
+                "installed bundle {} version {}{by}",
+                bundle.name, bundle.version
+            ),
+        )),
+    }
+    events
+}
+
+/// The Event of a rollout transition: a revision that was ready and is not any more
+/// (`waiting`: what is not ready), or a rollout that completed.
+fn rollout_event(
+    facts: &Facts,
+    same_revision: bool,
+    version: &str,
+    waiting: Option<&str>,
+) -> Option<Note> {
+    let before = facts.progressing.as_deref();
+    match waiting {
+        Some(waiting) if same_revision && before == Some(REASON_SUCCEEDED) => Some(warning(
+            "NotReady",
+            "Rollout",
+            format!("revision {version} is no longer ready: {waiting}"),
+        )),
+        None if matches!(
+            before,
+            Some(REASON_ROLLING_OUT | REASON_PROGRESS_DEADLINE_EXCEEDED)
+        ) =>
+        {
+            Some(normal(
+                "RolledOut",
+                "Rollout",
+                format!("revision {version} has rolled out"),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// An install failure as the condition reports it, and the reason counted in metrics.
+/// Errors after resolution name the resolved bundle (`error for resolved bundle …`).
+pub fn classify(failure: InstallFailure, target: &BundleIdentity) -> (Outcome, &'static str) {
+    let prefixed = |m| for_resolved_bundle(&target.name, &target.version, m);
+    match failure {
+        InstallFailure::Retry(m) => (Outcome::Retrying(prefixed(m)), "InstallFailed"),
+        InstallFailure::InvalidConfiguration(message) => (
+            Outcome::Blocked {
+                reason: REASON_INVALID_CONFIGURATION,
+                message,
+            },
+            REASON_INVALID_CONFIGURATION,
+        ),
+        InstallFailure::Blocked(m) => (
+            Outcome::Blocked {
+                reason: REASON_BLOCKED,
+                message: prefixed(m),
+            },
+            REASON_BLOCKED,
+        ),
+        InstallFailure::AdoptionRefused(m) => (Outcome::Retrying(m), "AdoptionRefused"),
+    }
+}
