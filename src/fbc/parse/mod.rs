@@ -417,6 +417,7 @@ impl Walker<'_> {
             Ok(view) => view,
             // A nested key spelled as Go matches it (`"Type"` in a property) can fail
             // the typed view: normalized, the blob may read.
+            Err(e) if view::is_limit(&e) => return Err(parse_err(&e)),
             Err(e) => match go_keys::normalize(&self.buf) {
                 Ok(Some(_)) => BlobView {
                     needs_go_keys: true,

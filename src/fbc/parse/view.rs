@@ -96,6 +96,17 @@ impl<'de> Deserialize<'de> for BlobView {
 /// before the blob count could stop the catalog.
 struct Entries(Option<Vec<EntryView>>);
 
+/// Names the limit in the error of a list of entries that is too long; the parser does
+/// not retry such a blob in another reading ([`is_limit`]).
+const ENTRIES_LIMIT: &str = "limit max_blobs";
+
+/// Whether `e` is the refusal of a list of entries longer than the limit: reading the
+/// blob another way (as Go's decoder would, into a full `Value`) would cost what the
+/// limit is there to avoid.
+pub(super) fn is_limit(e: &serde_json::Error) -> bool {
+    e.to_string().contains(ENTRIES_LIMIT)
+}
+
 impl<'de> Deserialize<'de> for Entries {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -115,7 +126,7 @@ impl<'de> Deserialize<'de> for Entries {
                 while let Some(entry) = seq.next_element::<EntryView>()? {
                     if entries.len() as u64 >= super::MAX_BLOBS {
                         return Err(serde::de::Error::custom(format_args!(
-                            "entries: more than {} entries (limit max_blobs: a channel cannot list more bundles than a catalog may hold); split the catalog",
+                            "entries: more than {} entries ({ENTRIES_LIMIT}: a channel cannot list more bundles than a catalog may hold); split the catalog",
                             super::MAX_BLOBS
                         )));
                     }
