@@ -27,7 +27,7 @@ else
 fi
 cargo clippy --quiet --all-targets -- -D warnings
 
-echo "== cargo clippy --lib --bins -- -D warnings (without the testenv feature, as shipped)"
+echo "== cargo clippy --lib --bins -- -D warnings (without the testenv and fuzzing features, as shipped)"
 cargo clippy --quiet --lib --bins -- -D warnings
 
 # Dependencies: licenses, duplicate versions, sources (deny.toml). The advisories check
