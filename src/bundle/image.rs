@@ -52,21 +52,14 @@ impl BundleImageError {
     /// cannot be used (bad YAML, alias bomb, not a bundle, unsafe or oversized layers) is
     /// when the reference is pinned by digest, as the same bytes will always fail (a tag
     /// may be re-pushed with a fix). Registry, network and local I/O errors never are.
-    /// The image content errors are those the catalog controller treats the same way.
+    /// The image content errors ([`ImageError::is_content_error`]) are those the catalog
+    /// controller treats the same way.
     pub fn is_terminal(&self, image_ref_is_digest: bool) -> bool {
         match self {
             BundleImageError::Pull(ImageError::InvalidReference { .. }) => true,
             // Blocked by the registries configuration: an administrator must act.
             BundleImageError::Pull(ImageError::Blocked { .. }) => true,
-            BundleImageError::Pull(
-                ImageError::MissingLabel { .. }
-                | ImageError::LabelOutsideImage { .. }
-                | ImageError::DirectoryMissing { .. }
-                | ImageError::UnsafeEntry { .. }
-                | ImageError::LimitExceeded { .. }
-                | ImageError::ManifestTooLarge { .. }
-                | ImageError::Unsupported { .. },
-            ) => image_ref_is_digest,
+            BundleImageError::Pull(e) if e.is_content_error() => image_ref_is_digest,
             BundleImageError::Pull(_) | BundleImageError::Interrupted { .. } => false,
             BundleImageError::Load {
                 source: LoadError::Io { .. },

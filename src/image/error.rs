@@ -191,6 +191,23 @@ impl ImageError {
         )
     }
 
+    /// Whether the image's own content is unusable (labels, layout, unsafe or oversized
+    /// entries, manifest, media types): the same bytes always fail, so a reference
+    /// pinned by digest cannot succeed by retrying (a tag may be re-pushed with a fix).
+    /// Both reconcilers classify content failures by it.
+    pub fn is_content_error(&self) -> bool {
+        matches!(
+            self,
+            ImageError::MissingLabel { .. }
+                | ImageError::LabelOutsideImage { .. }
+                | ImageError::DirectoryMissing { .. }
+                | ImageError::UnsafeEntry { .. }
+                | ImageError::LimitExceeded { .. }
+                | ImageError::ManifestTooLarge { .. }
+                | ImageError::Unsupported { .. }
+        )
+    }
+
     /// A configuration that refuses the image ([`ImageError::Blocked`]): terminal
     /// until an administrator changes the registries configuration.
     pub fn is_blocked(&self) -> bool {

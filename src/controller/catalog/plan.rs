@@ -175,19 +175,7 @@ pub(super) fn verdict(failure: &Failure, spec_ref: &str) -> Verdict {
     let by_digest = spec_ref.contains('@');
     let terminal = match failure {
         Failure::Image(ImageError::InvalidReference { .. } | ImageError::Blocked { .. }) => true,
-        Failure::Image(e) => {
-            by_digest
-                && matches!(
-                    e,
-                    ImageError::MissingLabel { .. }
-                        | ImageError::LabelOutsideImage { .. }
-                        | ImageError::DirectoryMissing { .. }
-                        | ImageError::UnsafeEntry { .. }
-                        | ImageError::LimitExceeded { .. }
-                        | ImageError::ManifestTooLarge { .. }
-                        | ImageError::Unsupported { .. }
-                )
-        }
+        Failure::Image(e) => by_digest && e.is_content_error(),
         Failure::Store(FbcError::Io { .. }) => false,
         Failure::Store(_) => by_digest,
     };
