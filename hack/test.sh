@@ -55,9 +55,9 @@ set +e
 cargo test --lib --bins --tests --no-fail-fast 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
-passed=$(grep -Eo '^test result: .* ([0-9]+) passed' "$log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
-failed=$(grep -Eo '^test result: .*; ([0-9]+) failed' "$log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
-ignored=$(grep -Eo '; ([0-9]+) ignored' "$log" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print s+0}')
+passed=$(grep -aEo '^test result: .* ([0-9]+) passed' "$log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
+failed=$(grep -aEo '^test result: .*; ([0-9]+) failed' "$log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
+ignored=$(grep -aEo '; ([0-9]+) ignored' "$log" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print s+0}')
 # Fuzzing: `cargo test` above already ran every fuzz target un-instrumented over its
 # seeds, regression inputs and a few seconds of mutations (tests/fuzz_replay.rs). The
 # libFuzzer smoke run is off by default: the instrumented build of every dependency
