@@ -63,7 +63,7 @@ impl<'de> Deserialize<'de> for BlobView {
                             8
                         }
                         "entries" => {
-                            v.entries = map.next_value::<Entries>()?.0;
+                            v.entries = map.next_value::<Option<Entries>>()?.map(|e| e.0);
                             16
                         }
                         "properties" => {
@@ -94,7 +94,7 @@ impl<'de> Deserialize<'de> for BlobView {
 /// channel cannot list more bundles than a catalog may hold, and a blob of a million
 /// entries (25 MB, within the blob size limit) would otherwise cost ~60 MB of views
 /// before the blob count could stop the catalog.
-struct Entries(Option<Vec<EntryView>>);
+struct Entries(Vec<EntryView>);
 
 /// Names the limit in the error of a list of entries that is too long; the parser does
 /// not retry such a blob in another reading ([`is_limit`]).
@@ -115,9 +115,6 @@ impl<'de> Deserialize<'de> for Entries {
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a list of entries")
             }
-            fn visit_unit<E: serde::de::Error>(self) -> Result<Entries, E> {
-                Ok(Entries(None))
-            }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
                 self,
                 mut seq: A,
@@ -133,26 +130,10 @@ impl<'de> Deserialize<'de> for Entries {
                     entries.push(entry);
                 }
                 entries.shrink_to_fit();
-                Ok(Entries(Some(entries)))
+                Ok(Entries(entries))
             }
         }
-        d.deserialize_option(OptionEntries(V))
-    }
-}
-
-/// `null` or a list, as `Option<Vec<_>>` reads it.
-struct OptionEntries<V>(V);
-
-impl<'de, V: Visitor<'de, Value = Entries>> Visitor<'de> for OptionEntries<V> {
-    type Value = Entries;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        self.0.expecting(f)
-    }
-    fn visit_none<E: serde::de::Error>(self) -> Result<Entries, E> {
-        Ok(Entries(None))
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Entries, D::Error> {
-        d.deserialize_seq(self.0)
+        d.deserialize_seq(V)
     }
 }
 
