@@ -606,6 +606,19 @@ async fn apf_metric(admin: &kube::Client, metric: &str) -> f64 {
         .sum()
 }
 
+/// The API server's `apiserver_request_total{code="429"}` samples, for the diagnosis
+/// of which of the controller's requests keep coming while it is throttled.
+async fn rejected_by_resource(admin: &kube::Client) -> Vec<String> {
+    let req = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("request");
+    let text = admin.request_text(req).await.expect("API server /metrics");
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_request_total{") && l.contains("code=\"429\""))
+        .map(str::to_string)
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_priority_and_fairness_rejects_the_controller() {
     use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
@@ -673,6 +686,10 @@ async fn api_priority_and_fairness_rejects_the_controller() {
         apf_metric(&admin, rejected).await,
         apf_metric(&admin, dispatched).await,
     );
+    eprintln!(
+        "rejected (429) by resource and verb: {:#?}",
+        rejected_by_resource(&admin).await
+    );
     let rate = (r2 - r0) / window.as_secs_f64();
     let late_rate = (r2 - r1) / (window.as_secs_f64() * 2.0 / 3.0);
     eprintln!(
@@ -680,32 +697,21 @@ async fn api_priority_and_fairness_rejects_the_controller() {
         r2 - r0,
         d2 - d0
     );
-    assert!(
-        r2 > r0,
-        "the controller's requests were not rejected: the flow schema did not apply"
-    );
-    // Seen: ~18/s in the first five seconds (every watcher and the reconcile failing
-    // once), ~3/s after (each backing off).
-    assert!(
-        rate < 15.0,
-        "the controller stormed the throttled API server: {rate:.1} requests/s rejected"
-    );
-    assert!(
-        late_rate < 5.0,
-        "the controller does not back off: {late_rate:.1} requests/s still rejected after 5 s"
-    );
-    assert!(
-        ctl.try_wait().is_none(),
-        "the controller exited under throttling: {}",
-        tail(&ctl.log_text())
-    );
+    let exited = ctl.try_wait().is_some();
+    // Extensions of the earlier tests on this cluster are reconciled (and throttled)
+    // too: the bound below is per extension.
+    let present = extensions()
+        .await
+        .list(&Default::default())
+        .await
+        .expect("list extensions")
+        .items
+        .len();
     let e = extensions().await.get(&s.ext).await.expect("extension");
-    assert!(
-        condition(&e, "Installed").is_none_or(|c| c.status != "True"),
-        "installed although every request of the controller was rejected?"
-    );
+    let installed = condition(&e, "Installed").is_some_and(|c| c.status == "True");
 
-    // Lift the limit: the controller converges on its own.
+    // Lift the limit before judging: a failed assertion must not leave the jail in
+    // place for the tests that share this cluster (it did, and they all failed).
     schemas
         .delete(FLOW_SCHEMA, &Default::default())
         .await
@@ -714,6 +720,36 @@ async fn api_priority_and_fairness_rejects_the_controller() {
         .delete(FLOW_SCHEMA, &Default::default())
         .await
         .expect("delete the priority level");
+    assert!(
+        r2 > r0,
+        "the controller's requests were not rejected: the flow schema did not apply"
+    );
+    // Seen with this extension alone: 0.8/s over the window (every watcher and the
+    // reconcile failing once at the start), 0.1/s after the first five seconds (each
+    // backing off; a permission preflight stops at its first refused review). Before
+    // the preflight's slow start, 3/s alone and 6.5/s beside earlier tests' extensions:
+    // each attempt sent 32 reviews at once.
+    assert!(
+        rate < 15.0,
+        "the controller stormed the throttled API server: {rate:.1} requests/s rejected"
+    );
+    let bound = 0.5 + 0.5 * present as f64;
+    assert!(
+        late_rate < bound,
+        "the controller does not back off: {late_rate:.1} requests/s still rejected after 5 s \
+         with {present} extensions (bound {bound:.1}/s)"
+    );
+    assert!(
+        !exited,
+        "the controller exited under throttling: {}",
+        tail(&ctl.log_text())
+    );
+    assert!(
+        !installed,
+        "installed although every request of the controller was rejected?"
+    );
+
+    // The limit lifted: the controller converges on its own.
     s.converges(&mut ctl, "1.0.0").await;
     assert_event(&s.ext, "Installed", &["1.0.0"]).await;
     eprintln!("events: {:#?}", events(&s.ext).await);

@@ -3,7 +3,7 @@
 
 use super::{ExpansionError, Permission, Requirements, missing_message};
 use futures::FutureExt;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
@@ -103,6 +103,11 @@ pub fn second_round(
         .collect()
 }
 
+/// Every check of `checks`, with a window of reviews in flight that starts at one and
+/// grows by one with each answer, up to `concurrency` (a slow start: the window doubles
+/// every round trip). Stops at the first failure: when the API server refuses reviews
+/// (throttled by API Priority and Fairness, restarting) an attempt costs a few requests,
+/// not `concurrency` (`e2e/faults.rs`, `api_priority_and_fairness_rejects_the_controller`).
 async fn review_all(
     api: &Api<SubjectAccessReview>,
     user: &str,
@@ -110,20 +115,35 @@ async fn review_all(
     checks: Vec<Permission>,
     concurrency: usize,
 ) -> Result<Vec<(Permission, bool)>, kube::Error> {
-    futures::stream::iter(checks)
-        .map(|p| {
-            let api = api.clone();
-            let body = review(user, groups, &p);
-            async move {
-                let out = api.create(&PostParams::default(), &body).await?;
-                let allowed = out.status.is_some_and(|s| s.allowed);
-                Ok::<_, kube::Error>((p, allowed))
+    let one = |p: Permission| {
+        let api = api.clone();
+        let body = review(user, groups, &p);
+        async move {
+            let out = api.create(&PostParams::default(), &body).await?;
+            let allowed = out.status.is_some_and(|s| s.allowed);
+            Ok::<_, kube::Error>((p, allowed))
+        }
+        .boxed()
+    };
+    let mut out = Vec::with_capacity(checks.len());
+    let mut pending = checks.into_iter();
+    let mut in_flight = futures::stream::FuturesUnordered::new();
+    let mut window = 1;
+    loop {
+        while in_flight.len() < window {
+            match pending.next() {
+                Some(p) => in_flight.push(one(p)),
+                None => break,
             }
-            .boxed()
-        })
-        .buffer_unordered(concurrency.max(1))
-        .try_collect()
-        .await
+        }
+        match in_flight.next().await {
+            Some(answer) => {
+                out.push(answer?);
+                window = (window + 1).min(concurrency.max(1));
+            }
+            None => return Ok(out),
+        }
+    }
 }
 
 /// Evaluates `req` for the ServiceAccount `namespace/name` with at most `concurrency`
