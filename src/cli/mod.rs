@@ -1,6 +1,6 @@
 //! The subcommands of the `olmv1` binary but `controller`: `catalog`, `resolve`,
 //! `render`, `crd-diff`, `rbac` (offline tools), `status` (the cluster's
-//! ClusterExtensions for a person), one module each; `completion` and `man` in
+//! ClusterExtensions for a person), `migrate` (OLM v0 Subscriptions to ClusterExtensions), one module each; `completion` and `man` in
 //! [`docs`]; image pull progress on a terminal in [`progress`]. A module here owns the command's clap
 //! arguments, reading its inputs (files, images, catalogs, the cluster of the current
 //! kubeconfig) and printing; every decision (which bundle, which objects, is a CRD change
@@ -14,6 +14,7 @@ pub mod cluster_content;
 pub mod crd_diff;
 pub mod docs;
 pub mod input_file;
+pub mod migrate;
 pub mod progress;
 pub mod rbac;
 pub mod render;

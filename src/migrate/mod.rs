@@ -6,7 +6,9 @@
 //! fetches the records, the plan decides from what is read here, and the apply step
 //! takes the objects over.
 //!
-//! One module per manager taken over from: [`upstream_helm`], upstream OLM v1's Helm
+//! One module per manager taken over from: [`olm_v0`], OLM v0's Subscriptions (the plan
+//! `olmv1 migrate check` prints); [`upstream_helm`], upstream OLM v1's Helm
 //! releases (classic and chunked Secrets).
 
+pub mod olm_v0;
 pub mod upstream_helm;

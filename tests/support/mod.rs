@@ -12,6 +12,7 @@
 pub mod bundles;
 pub mod extensions;
 pub mod metrics;
+pub mod olm_v0;
 pub mod pods;
 pub mod process;
 

@@ -1,0 +1,183 @@
+//! `olmv1 migrate check <namespace>/<name> | --all`: whether OLM v0 installations
+//! (Subscriptions) can be switched to ClusterExtensions, and what the switch would
+//! create and remove (docs/how-to/switch-from-olm-v0.md). This module is the I/O edge:
+//! [`gather`] reads the v0 objects and the ClusterCatalogs (with the package's content
+//! they serve) from the cluster of the kubeconfig, [`crate::migrate::olm_v0::check`]
+//! decides, the installer RBAC is `olmv1 rbac`'s ([`super::rbac::execute`]) for the
+//! installed bundle, and [`render`] prints the table.
+
+mod gather;
+mod render;
+
+use super::source::FetchArgs;
+use crate::migrate::olm_v0::{self, Check};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Switching OLM v0 installations (Subscriptions) to ClusterExtensions.
+#[derive(Debug, clap::Args)]
+pub struct MigrateArgs {
+    #[command(subcommand)]
+    pub command: MigrateCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum MigrateCommand {
+    /// Say per Subscription whether it can be switched (or each blocker and what to do),
+    /// and show the ClusterExtension, ClusterCatalog and installer account it would get.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The Subscription, as `<namespace>/<name>`.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub subscription: Option<String>,
+    /// Every Subscription of the cluster.
+    #[arg(long)]
+    pub all: bool,
+    /// Output format: table (text), json or yaml.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// Do not compute the installer RBAC (it pulls the bundle image).
+    #[arg(long)]
+    pub no_rbac: bool,
+    /// Kubeconfig file (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Registry (host[:port]) reached over plain HTTP for bundle images (repeatable).
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    pub insecure_registries: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+    Yaml,
+}
+
+/// Runs the command: exit 0 when every Subscription checked is eligible, 1 when one
+/// is not, 2 when the cluster could not be read.
+pub fn run(args: MigrateArgs) -> ExitCode {
+    match args.command {
+        MigrateCommand::Check(args) => match check(&args) {
+            Ok((text, eligible)) => {
+                print!("{text}");
+                if eligible {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
+
+/// The output of `migrate check` and whether every Subscription is eligible.
+/// Blocking: reads the cluster on a runtime of its own.
+pub fn check(args: &CheckArgs) -> Result<(String, bool), String> {
+    let target = match (&args.subscription, args.all) {
+        (Some(s), _) => Some(parse_target(s)?),
+        (None, _) => None,
+    };
+    let (operators, catalogs) = super::block_on(gather::read(args, target))??;
+    if operators.is_empty() {
+        return Err("no Subscriptions found".into());
+    }
+    let mut checks: Vec<Check> = operators
+        .iter()
+        .map(|op| {
+            let package = op.subscription["spec"]["name"].as_str().unwrap_or_default();
+            let views = catalogs.get(package).map(Vec::as_slice).unwrap_or_default();
+            olm_v0::check(op, views)
+        })
+        .collect();
+    if !args.no_rbac {
+        for c in checks.iter_mut() {
+            add_rbac(c, args);
+        }
+    }
+    let eligible = checks.iter().all(|c| c.eligible);
+    let text = match args.output {
+        Output::Table => render::text(&checks),
+        Output::Json => serde_json::to_string_pretty(&checks)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string())?,
+        Output::Yaml => serde_saphyr::to_string(&checks).map_err(|e| e.to_string())?,
+    };
+    Ok((text, eligible))
+}
+
+/// `<namespace>/<name>`.
+pub fn parse_target(s: &str) -> Result<(String, String), String> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns.to_string(), name.to_string()))
+        }
+        _ => Err(format!(
+            "{s:?}: expected <namespace>/<name> of a Subscription"
+        )),
+    }
+}
+
+/// Fills the installer RBAC from `olmv1 rbac` for the bundle the catalog serves.
+fn add_rbac(c: &mut Check, args: &CheckArgs) {
+    let (Some(catalog), Some(version)) = (
+        c.cluster_extension
+            .pointer(
+                "/spec/source/catalog/selector/matchLabels/olm.operatorframework.io~1metadata.name",
+            )
+            .and_then(|v| v.as_str()),
+        c.version.as_deref(),
+    ) else {
+        return;
+    };
+    let watch = c
+        .cluster_extension
+        .pointer("/spec/config/inline/watchNamespace")
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
+    let rbac_args = super::rbac::RbacArgs {
+        source: format!("{}@{version}", c.package),
+        namespace: c.installer.namespace.clone(),
+        extension: c
+            .subscription
+            .split_once('/')
+            .map(|(_, n)| n.to_string())
+            .unwrap_or_default(),
+        bundled_rbac: Default::default(),
+        diff: None,
+        watch_namespace: watch,
+        catalog: Some(catalog.to_string()),
+        cache_dir: None,
+        fetch: FetchArgs {
+            insecure_registries: args.insecure_registries.clone(),
+            registries_conf: None,
+            image_cache_dir: None,
+            kubeconfig: args.kubeconfig.clone(),
+        },
+    };
+    c.installer.rbac = Some(match super::rbac::execute(&rbac_args) {
+        Ok(yaml) => yaml,
+        Err(e) => format!("# could not compute the installer RBAC: {e}\n"),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn targets_are_namespace_slash_name() {
+        assert_eq!(
+            super::parse_target("ops/demo"),
+            Ok(("ops".into(), "demo".into()))
+        );
+        for bad in ["demo", "/demo", "ops/", "a/b/c"] {
+            assert!(super::parse_target(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! What stops a switch, each in words with what to do about it (olm-v0 reference §2.3
+//! and §2.7; unlike upstream's tool nothing here is acknowledged away: OwnNamespace and
+//! SingleNamespace are supported as they are, the rest blocks).
+
+use super::V0Operator;
+use super::catalog::{Found, catalog_source_image};
+use super::read::{CsvView, SubscriptionView, WatchScope, operator_condition_in_use, text};
+use crate::fbc::model::Bundle;
+use serde::Serialize;
+
+/// Which rule a blocker comes from (stable names for `-o json`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum BlockerCode {
+    NotInstalled,
+    CsvNotSucceeded,
+    GeneratedDependency,
+    Dependencies,
+    ApiServices,
+    OperatorConditionInUse,
+    ScopedServiceAccount,
+    OperatorGroup,
+    MultiNamespace,
+    CatalogSourceNotImage,
+    NotInCatalog,
+}
+
+/// One reason the operator cannot be switched yet.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Blocker {
+    pub code: BlockerCode,
+    /// What is wrong.
+    pub message: String,
+    /// What to do about it.
+    pub action: String,
+}
+
+fn blocker(code: BlockerCode, message: String, action: &str) -> Blocker {
+    Blocker {
+        code,
+        message,
+        action: action.to_string(),
+    }
+}
+
+/// Blockers read from the Subscription, the CSV and the OperatorCondition.
+pub fn of_installation(
+    op: &V0Operator,
+    sub: &SubscriptionView,
+    csv: Option<&CsvView>,
+) -> Vec<Blocker> {
+    let mut out = Vec::new();
+    if let Some(ip) = &sub.generated_by {
+        out.push(blocker(
+            BlockerCode::GeneratedDependency,
+            format!("OLM v0 created this Subscription to satisfy a dependency (InstallPlan {ip})"),
+            "switch the operators that depend on it first; OLM v1 installs no dependencies, so this one is then switched as an operator of its own",
+        ));
+    }
+    let Some(csv) = csv else {
+        let what = match &sub.installed_csv {
+            Some(name) => format!("the installed CSV {name} does not exist"),
+            None => "the Subscription has no installed CSV (status.installedCSV)".to_string(),
+        };
+        out.push(blocker(
+            BlockerCode::NotInstalled,
+            what,
+            "wait until OLM v0 has installed the operator (Subscription state AtLatestKnown), then check again",
+        ));
+        return out;
+    };
+    if csv.phase.as_deref() != Some("Succeeded") {
+        out.push(blocker(
+            BlockerCode::CsvNotSucceeded,
+            format!(
+                "CSV {} is in phase {}{}",
+                csv.name,
+                csv.phase.as_deref().unwrap_or("(none)"),
+                csv.reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            ),
+            "switch only a healthy installation: fix what keeps the CSV from Succeeded (its status says why), then check again",
+        ));
+    }
+    if !csv.dependency_properties.is_empty() {
+        out.push(dependencies(&csv.name, &csv.dependency_properties));
+    }
+    if !csv.owned_apiservices.is_empty() {
+        out.push(blocker(
+            BlockerCode::ApiServices,
+            format!(
+                "CSV {} owns APIServices ({}), which OLM v1 does not install",
+                csv.name,
+                csv.owned_apiservices.join(", ")
+            ),
+            "keep this operator on OLM v0",
+        ));
+    }
+    if let Some(in_use) = op
+        .operator_condition
+        .as_ref()
+        .map(operator_condition_in_use)
+        .filter(|c| !c.is_empty())
+    {
+        out.push(blocker(
+            BlockerCode::OperatorConditionInUse,
+            format!(
+                "the OperatorCondition {} is in use (conditions {}); OLM v1 has no OperatorCondition API",
+                csv.name,
+                in_use.join(", ")
+            ),
+            "keep this operator on OLM v0, or clear the OperatorCondition's spec.overrides and confirm the operator runs without it (upgrades then are no longer held back by it)",
+        ));
+    }
+    out
+}
+
+fn dependencies(bundle: &str, properties: &[String]) -> Blocker {
+    blocker(
+        BlockerCode::Dependencies,
+        format!(
+            "bundle {bundle} declares dependencies ({}), which OLM v1 refuses",
+            properties.join(", ")
+        ),
+        "keep this operator on OLM v0 until a version without dependencies is published",
+    )
+}
+
+/// Blockers of the OperatorGroup's watch scope.
+pub fn of_scope(scope: &WatchScope, namespace: &str) -> Option<Blocker> {
+    match scope {
+        WatchScope::Scoped {
+            service_account, ..
+        } => Some(blocker(
+            BlockerCode::ScopedServiceAccount,
+            format!(
+                "the OperatorGroup installs with ServiceAccount {namespace}/{service_account} (spec.serviceAccountName)"
+            ),
+            "olmv1 installs with its own least-privilege installer account (shown below): remove spec.serviceAccountName from the OperatorGroup once you accept that, then check again",
+        )),
+        WatchScope::NoOperatorGroup => Some(blocker(
+            BlockerCode::OperatorGroup,
+            format!("namespace {namespace} has no OperatorGroup"),
+            "create the OperatorGroup OLM v0 needs, or remove the Subscription: nothing was installed",
+        )),
+        WatchScope::SeveralOperatorGroups(names) => Some(blocker(
+            BlockerCode::OperatorGroup,
+            format!(
+                "namespace {namespace} has several OperatorGroups ({})",
+                names.join(", ")
+            ),
+            "keep exactly one OperatorGroup in the namespace, then check again",
+        )),
+        WatchScope::Several(namespaces) => Some(blocker(
+            BlockerCode::MultiNamespace,
+            format!(
+                "the OperatorGroup targets several namespaces ({}); OLM v1 watches all namespaces or one",
+                namespaces.join(", ")
+            ),
+            "target a single namespace (or all namespaces, if the operator supports it) in the OperatorGroup, then check again",
+        )),
+        _ => None,
+    }
+}
+
+/// The Subscription's CatalogSource must be a gRPC CatalogSource with an image.
+pub fn of_catalog_source(
+    cs: Option<&serde_json::Value>,
+    sub: &SubscriptionView,
+) -> Option<Blocker> {
+    let name = format!(
+        "{}/{}",
+        sub.source_namespace.as_deref().unwrap_or("?"),
+        sub.source.as_deref().unwrap_or("?")
+    );
+    let Some(cs) = cs else {
+        return Some(blocker(
+            BlockerCode::CatalogSourceNotImage,
+            format!("the Subscription's CatalogSource {name} does not exist"),
+            "restore the CatalogSource (OLM v1 needs its image as a ClusterCatalog)",
+        ));
+    };
+    if catalog_source_image(cs).is_some() {
+        return None;
+    }
+    let kind = match (text(cs, "/spec/sourceType"), text(cs, "/spec/address")) {
+        (Some(t), _) if t != "grpc" => format!("sourceType {t}"),
+        (_, Some(addr)) => format!("a gRPC address ({addr})"),
+        _ => "no image".to_string(),
+    };
+    Some(blocker(
+        BlockerCode::CatalogSourceNotImage,
+        format!("CatalogSource {name} is not image-based: it has {kind}"),
+        "publish the catalog as a file-based catalog image (opm) and serve it with a ClusterCatalog, or point the CatalogSource at that image (spec.image), then check again",
+    ))
+}
+
+/// No Serving ClusterCatalog holds the package, version and channel.
+pub fn of_catalog_match(
+    found: &Found,
+    sub: &SubscriptionView,
+    version: Option<&str>,
+) -> Option<Blocker> {
+    if found.catalog.is_some() {
+        return None;
+    }
+    let tried = if found.misses.is_empty() {
+        "there are no ClusterCatalogs".to_string()
+    } else {
+        found.misses.join("; ")
+    };
+    Some(blocker(
+        BlockerCode::NotInCatalog,
+        format!(
+            "no Serving ClusterCatalog holds package {} version {} in channel {} ({tried})",
+            sub.package,
+            version.unwrap_or("(unknown)"),
+            sub.channel.as_deref().unwrap_or("(default)")
+        ),
+        "create the ClusterCatalog shown below (or one serving the same catalog image) and wait until it is Serving, then check again",
+    ))
+}
+
+/// The catalog's bundle declares dependencies (its properties, not only the CSV's
+/// annotation: §3.2).
+pub fn of_catalog_bundle(bundle: &Bundle) -> Option<Blocker> {
+    let mut types: Vec<String> = bundle
+        .properties
+        .iter()
+        .map(|p| p.type_.clone())
+        .filter(|t| super::read::DEPENDENCY_PROPERTIES.contains(&t.as_str()))
+        .collect();
+    types.dedup();
+    (!types.is_empty()).then(|| dependencies(&bundle.name, &types))
+}
