@@ -6,7 +6,8 @@
 //! with that certificate; as `catalogd` likewise with catalogd's Deployment arguments,
 //! serving catalogs over HTTPS. And `--global-pull-secret <namespace>/<name>` (here with
 //! our own `olmv1 controller`) pulls a private catalog and bundle through a Secret in
-//! another namespace than the controller's.
+//! another namespace than the controller's; upstream's metric names are then served,
+//! readable with upstream's `operator-controller-metrics-reader` ClusterRole.
 
 mod support;
 
@@ -294,5 +295,30 @@ async fn global_pull_secret_in_another_namespace_pulls_a_private_bundle() {
         "{}",
         ctl.log_text()
     );
+    // Upstream's metric names after these reconciles, read with upstream's
+    // metrics-reader ClusterRole (shipped in config/).
+    let token = support::metrics::token(
+        &admin,
+        "oc-metrics",
+        Some("operator-controller-metrics-reader"),
+    )
+    .await;
+    let url = format!("https://127.0.0.1:{}/metrics", ctl.metrics_port);
+    let (status, body) = support::metrics::get(&url, Some(&token))
+        .await
+        .expect("scrape");
+    assert_eq!(status, 200);
+    let text = String::from_utf8_lossy(&body);
+    for needle in [
+        r#"controller_runtime_reconcile_total{controller="clusterextension",result="success"}"#,
+        r#"controller_runtime_reconcile_total{controller="clustercatalog",result="success"}"#,
+        r#"controller_runtime_reconcile_errors_total{controller="clusterextension"}"#,
+        r#"controller_runtime_reconcile_time_seconds_bucket{le="0.005",controller="clusterextension"}"#,
+        r#"workqueue_adds_total{controller="clustercatalog",name="clustercatalog"}"#,
+        r#"rest_client_requests_total{code="200",host="127.0.0.1:"#,
+        r#"catalogd_http_request_duration_seconds_bucket{le="0.1",code="200"}"#,
+    ] {
+        assert!(text.contains(needle), "no {needle} in\n{text}");
+    }
     let _ = std::fs::remove_file(&ca);
 }

@@ -104,6 +104,15 @@ pub async fn run_observed(args: ControllerArgs, observers: Observers) -> Result<
     check(&args)?;
     let metrics = Arc::new(Metrics::new());
     let (config, plain_client) = connect_with_config(args.kubeconfig.as_deref()).await?;
+    if let Some(host) = config.cluster_url.authority() {
+        metrics.upstream.set_api_host(host.as_str());
+    }
+    if args.role.runs_catalogs() {
+        metrics.upstream.controller_started("clustercatalog");
+    }
+    if args.role.runs_extensions() {
+        metrics.upstream.controller_started("clusterextension");
+    }
     common::set_long_watches(config.proxy_url.is_none());
     // The controller's own client counts its requests (olmv1_kube_api_requests_total).
     let client = crate::apply::client::controller_client(&config, Some(metrics.clone()))
