@@ -36,7 +36,10 @@ testenv="${OLMV1_TESTENV_BIN:-$target/debug/olmv1-testenv}"
 stripped=$(mktemp -d)
 trap 'rm -rf "$stripped"' EXIT
 strip -o "$stripped/olmv1" "$target/$profile/olmv1"
+# /operator-controller and /catalogd: links to /olmv1, which runs as upstream's program
+# of that name (docs/how-to/switch-from-upstream.md).
 ref=$("$testenv" image --program "$stripped/olmv1" --name olmv1 --cmd controller \
+  --link operator-controller --link catalogd \
   --label org.opencontainers.image.source=https://github.com/olmv1-rs/olmv1 \
   --label org.opencontainers.image.revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
   "${args[@]}")

@@ -75,6 +75,9 @@ fn command(name: &'static str) -> clap::Command {
 
 fn main() -> ExitCode {
     let argv0 = std::env::args_os().next();
+    if let Some(role) = olmv1::cli::upstream::role_of(argv0.as_deref()) {
+        return upstream_main(role);
+    }
     let name = program_name(argv0.as_deref());
     let cli = match Cli::from_arg_matches(&command(name).get_matches()) {
         Ok(cli) => cli,
@@ -132,6 +135,42 @@ fn main() -> ExitCode {
     }
 }
 
+/// Runs as upstream's `operator-controller` or `catalogd` (docs/how-to/switch-from-upstream.md).
+fn upstream_main(role: olmv1::controller::options::Role) -> ExitCode {
+    use olmv1::cli::upstream::{Outcome, ParseError, parse};
+    let argv: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let (mapped, skipped) = match parse(role, argv) {
+        Ok(Outcome::Run(mapped, skipped)) => (mapped, skipped),
+        Ok(Outcome::Version) => {
+            println!("olmv1 {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Err(ParseError::Clap(e)) => e.exit(),
+        Err(ParseError::Invalid(e)) => {
+            eprintln!("Error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if std::env::var_os("RUST_LOG").is_none() {
+        // The level of upstream's --v (RUST_LOG, when set, wins).
+        init_logging_with(mapped.log_filter);
+    } else {
+        init_logging("text");
+    }
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    tracing::info!(role = ?role, "running as upstream's program of this name");
+    for flag in skipped {
+        tracing::warn!(%flag, "unknown flag skipped");
+    }
+    for note in &mapped.notes {
+        tracing::info!("{note}");
+    }
+    block_on(olmv1::controller::run(mapped.args))
+}
+
 fn block_on(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -149,6 +188,13 @@ fn block_on(fut: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitC
 fn fail(e: anyhow::Error) -> ExitCode {
     eprintln!("error: {e:#}");
     ExitCode::FAILURE
+}
+
+fn init_logging_with(filter: &str) {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn init_logging(format: &str) {

@@ -15,6 +15,9 @@ use std::time::Duration;
 /// request. The controller's metrics are one (`olmv1_kube_api_requests_total`).
 pub trait RequestCounter: Send + Sync {
     fn request(&self, verb: &str);
+    /// The answer to a request: its status code and HTTP method (client-go's
+    /// `rest_client_requests_total`).
+    fn response(&self, _code: u16, _method: &str) {}
 }
 
 /// Tower layer calling a [`RequestCounter`] for every request of a kube client:
@@ -39,13 +42,17 @@ pub struct CountRequestsService<S> {
     counter: Arc<dyn RequestCounter>,
 }
 
-impl<S, B> tower::Service<http::Request<B>> for CountRequestsService<S>
+impl<S, B, RB> tower::Service<http::Request<B>> for CountRequestsService<S>
 where
-    S: tower::Service<http::Request<B>>,
+    S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
+    S::Future: Send + 'static,
+    RB: 'static,
+    S::Error: 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<S::Response, S::Error>> + Send>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -53,7 +60,16 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         self.counter.request(&request_verb(&request));
-        self.inner.call(request)
+        let method = request.method().as_str().to_string();
+        let counter = self.counter.clone();
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let result = answer.await;
+            if let Ok(response) = &result {
+                counter.response(response.status().as_u16(), &method);
+            }
+            result
+        })
     }
 }
 

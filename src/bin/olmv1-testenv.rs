@@ -68,6 +68,10 @@ pub enum TestEnvCommand {
         /// Image labels `key=value`.
         #[arg(long = "label")]
         labels: Vec<String>,
+        /// Other names of the program in the image (`/<link>` → `<name>`), e.g.
+        /// `operator-controller` and `catalogd` (it runs as upstream's program of that name).
+        #[arg(long = "link")]
+        links: Vec<String>,
         /// The image's default arguments (`Cmd`), repeated.
         #[arg(long = "cmd")]
         cmd: Vec<String>,
@@ -183,6 +187,7 @@ async fn run(args: TestEnvArgs) -> Result<()> {
             insecure,
             oci_archive,
             labels,
+            links,
             cmd,
         } => {
             let out = ImageOutput {
@@ -190,7 +195,7 @@ async fn run(args: TestEnvArgs) -> Result<()> {
                 insecure,
                 oci_archive,
             };
-            image(&program, &name, &out, &labels, cmd).await
+            image(&program, &name, &out, &labels, &links, cmd).await
         }
         TestEnvCommand::Registry { dir } => registry(dir).await,
         TestEnvCommand::DemoCatalog {
@@ -409,6 +414,7 @@ async fn image(
     name: &str,
     out: &ImageOutput,
     labels: &[String],
+    links: &[String],
     cmd: Vec<String>,
 ) -> Result<()> {
     use olmv1::testenv::image;
@@ -422,6 +428,10 @@ async fn image(
         entrypoint: vec![format!("/{name}")],
         cmd,
         created,
+        links: links
+            .iter()
+            .map(|l| (l.trim_start_matches('/').to_string(), name.to_string()))
+            .collect(),
         ..Default::default()
     };
     for l in labels {

@@ -21,6 +21,7 @@ pub mod render;
 pub mod resolve;
 pub mod source;
 pub mod status;
+pub mod upstream;
 
 /// Runs `fut` to completion on a runtime of its own, for the synchronous command
 /// handlers (which run outside any async context).

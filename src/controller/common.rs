@@ -302,15 +302,15 @@ pub fn backoff(failures: u32) -> Duration {
 
 /// Runs one reconcile of `obj` inside a `reconcile` span carrying `field=<name>` and
 /// records its duration for `controller`.
-pub async fn instrumented<K, F>(
+pub async fn instrumented<K, F, T, E>(
     controller: MetricsController,
     metrics: &Metrics,
     obj: &K,
     reconcile: F,
-) -> F::Output
+) -> Result<T, E>
 where
     K: Resource,
-    F: Future,
+    F: Future<Output = Result<T, E>>,
 {
     let name = obj.meta().name.clone().unwrap_or_default();
     let span = match controller {
@@ -321,7 +321,7 @@ where
     };
     let started = Instant::now();
     let result = reconcile.instrument(span).await;
-    metrics.reconciled(controller, started.elapsed());
+    metrics.reconcile_finished(controller, started.elapsed(), result.is_ok());
     result
 }
 

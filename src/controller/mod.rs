@@ -104,6 +104,15 @@ pub async fn run_observed(args: ControllerArgs, observers: Observers) -> Result<
     check(&args)?;
     let metrics = Arc::new(Metrics::new());
     let (config, plain_client) = connect_with_config(args.kubeconfig.as_deref()).await?;
+    if let Some(host) = config.cluster_url.authority() {
+        metrics.upstream.set_api_host(host.as_str());
+    }
+    if args.role.runs_catalogs() {
+        metrics.upstream.controller_started("clustercatalog");
+    }
+    if args.role.runs_extensions() {
+        metrics.upstream.controller_started("clusterextension");
+    }
     common::set_long_watches(config.proxy_url.is_none());
     // The controller's own client counts its requests (olmv1_kube_api_requests_total).
     let client = crate::apply::client::controller_client(&config, Some(metrics.clone()))
@@ -132,7 +141,9 @@ pub async fn run_observed(args: ControllerArgs, observers: Observers) -> Result<
     let parts = Reconcilers::new(&args, &client, config, &metrics, &storage_dir, scheme)?;
     let catalog_ctx = Arc::new(parts.catalog.with_readiness(readiness.clone()));
     let extension_ctx = Arc::new(parts.extension.with_drift_counters(observers.drift));
-    tracing::info!(address = %args.catalog_server_bind_address, scheme, "serving catalog content");
+    if args.role.runs_catalogs() {
+        tracing::info!(address = %args.catalog_server_bind_address, scheme, "serving catalog content");
+    }
     tracing::info!(
         max_concurrent_reconciles = extension_ctx.workers.limit(),
         "ClusterExtension reconcile workers"
@@ -161,7 +172,12 @@ pub async fn run_observed(args: ControllerArgs, observers: Observers) -> Result<
     };
     let lease_task = election.as_ref().map(|e| e.1.abort_handle());
     let namespace = args.namespace.clone();
-    let reconcilers = lead(election, namespace, metrics, catalog_ctx, extension_ctx);
+    let contexts = Contexts {
+        role: args.role,
+        catalog: catalog_ctx,
+        extension: extension_ctx,
+    };
+    let reconcilers = lead(election, namespace, metrics, contexts);
     readiness.set_ready(true);
     let result = tokio::select! {
         result = health => result.context("health server failed"),
@@ -187,9 +203,12 @@ fn check(args: &ControllerArgs) -> Result<()> {
         args.lease_timing()
             .map_err(|e| anyhow::anyhow!("invalid leader-election timings: {e}"))?;
     }
-    if let Some(path) = &args.registries_conf {
+    if let Some(path) = registries_conf(args) {
         // A broken file stops the start before anything else happens.
-        crate::image::registries::RegistriesConf::load(path)?;
+        crate::image::registries::RegistriesConf::load(&path)?;
+    }
+    if let Some(value) = &args.global_pull_secret {
+        pull_secrets::validate(value).map_err(anyhow::Error::msg)?;
     }
     Ok(())
 }
@@ -255,7 +274,8 @@ impl Reconcilers {
 /// error at start, not later).
 struct Listeners {
     health: tokio::net::TcpListener,
-    catalog: tokio::net::TcpListener,
+    /// Not in the operator-controller role (no catalog server).
+    catalog: Option<tokio::net::TcpListener>,
     metrics: tokio::net::TcpListener,
     /// With --pprof-bind-address.
     pprof: Option<tokio::net::TcpListener>,
@@ -269,7 +289,11 @@ impl Listeners {
                 .with_context(|| format!("binding {what} address {address}"))
         };
         let health = bind("health probe", args.health_probe_bind_address.clone()).await?;
-        let catalog = bind("catalog server", args.catalog_server_bind_address.clone()).await?;
+        let catalog = if args.role.runs_catalogs() {
+            Some(bind("catalog server", args.catalog_server_bind_address.clone()).await?)
+        } else {
+            None
+        };
         let metrics = bind("metrics", args.metrics_bind_address.clone()).await?;
         tracing::info!(address = %args.health_probe_bind_address, "serving /healthz and /readyz");
         let scheme = protection.scheme();
@@ -305,8 +329,11 @@ fn image_puller(args: &ControllerArgs) -> Result<crate::image::ImagePuller> {
     if let Some(ca) = &args.ca_bundle {
         config = config.with_ca_bundle_file(ca)?;
     }
-    if let Some(path) = &args.registries_conf {
-        config = config.with_registries_conf(path)?;
+    if let Some(dir) = &args.pull_cas_dir {
+        config = config.with_ca_dir(dir)?;
+    }
+    if let Some(path) = registries_conf(args) {
+        config = config.with_registries_conf(&path)?;
         let conf = &config.registries;
         tracing::info!(file = %path.display(), registries = conf.registries.len(), "registries configuration loaded");
         conf.warn_unused();
@@ -362,12 +389,15 @@ type Serving = std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Resul
 
 /// The catalog content API (HTTPS with `tls`) within `limits`, with the request metrics.
 fn serve_catalogs(
-    listener: tokio::net::TcpListener,
+    listener: Option<tokio::net::TcpListener>,
     storage_dir: std::path::PathBuf,
     tls: Option<Arc<rustls::ServerConfig>>,
     limits: crate::server::conn::Limits,
     metrics: Arc<Metrics>,
 ) -> Serving {
+    let Some(listener) = listener else {
+        return Box::pin(std::future::pending());
+    };
     let router = crate::server::catalog::router(storage_dir).layer(
         axum::middleware::from_fn_with_state(metrics, crate::metrics::track_http),
     );
@@ -399,30 +429,52 @@ async fn lead(
     election: Option<Election>,
     namespace: String,
     metrics: Arc<Metrics>,
-    catalog_ctx: Arc<catalog::CatalogContext>,
-    extension_ctx: Arc<extension::ExtensionContext>,
+    contexts: Contexts,
 ) -> Result<()> {
+    let lease = contexts.role.lease_name();
     let Some((mut leader, _task, identity)) = election else {
         metrics.set_leader(true);
-        catalog_ctx.readiness.set_catalogs_synced();
-        run_reconcilers(catalog_ctx, extension_ctx).await;
+        contexts.catalog.readiness.set_catalogs_synced();
+        run_reconcilers(contexts).await;
         return Ok(());
     };
-    tracing::info!(lease = LEASE_NAME, %namespace, %identity, "waiting to become the leader");
-    catalog::follower::run(catalog_ctx.clone(), acquired(&mut leader)).await?;
+    tracing::info!(lease, %namespace, %identity, "waiting to become the leader");
+    if contexts.role.runs_catalogs() {
+        catalog::follower::run(contexts.catalog.clone(), acquired(&mut leader)).await?;
+    } else {
+        // The operator-controller role serves no catalogs: it is ready while standing by.
+        contexts.catalog.readiness.set_catalogs_synced();
+        acquired(&mut leader).await?;
+    }
     metrics.set_leader(true);
     // The leader produces the content itself (ingesting what it does not hold yet).
-    catalog_ctx.readiness.set_catalogs_synced();
-    tracing::info!(lease = LEASE_NAME, %identity, "became the leader; starting the reconcilers");
+    contexts.catalog.readiness.set_catalogs_synced();
+    tracing::info!(lease, %identity, "became the leader; starting the reconcilers");
     tokio::select! {
-        () = run_reconcilers(catalog_ctx, extension_ctx) => Ok(()),
+        () = run_reconcilers(contexts) => Ok(()),
         () = lost(&mut leader) => {
             metrics.set_leader(false);
             Err(anyhow::anyhow!(
-                "lost the leader lease {namespace}/{LEASE_NAME} (identity {identity}); exiting so that the restarted process rejoins the election"
+                "lost the leader lease {namespace}/{lease} (identity {identity}); exiting so that the restarted process rejoins the election"
             ))
         }
     }
+}
+
+/// The reconcilers' contexts and which of them this process runs.
+struct Contexts {
+    role: options::Role,
+    catalog: Arc<catalog::CatalogContext>,
+    extension: Arc<extension::ExtensionContext>,
+}
+
+/// The registries.conf of the image puller: --registries-conf, else upstream's default
+/// path when that file exists (as containers/image reads it without a flag).
+fn registries_conf(args: &ControllerArgs) -> Option<std::path::PathBuf> {
+    options::registries_conf_or(
+        args.registries_conf.as_deref(),
+        std::path::Path::new(options::DEFAULT_REGISTRIES_CONF),
+    )
 }
 
 type Election = (
@@ -450,7 +502,7 @@ async fn join_election(client: &Client, args: &ControllerArgs) -> Result<Electio
     );
     let elector = lease::Elector {
         api: kube::Api::namespaced(client.clone(), &args.namespace),
-        name: LEASE_NAME.to_string(),
+        name: args.role.lease_name().to_string(),
         identity: identity.clone(),
         timing,
     };
@@ -483,13 +535,25 @@ async fn lost(leader: &mut tokio::sync::watch::Receiver<bool>) {
     }
 }
 
-async fn run_reconcilers(
-    catalog_ctx: Arc<catalog::CatalogContext>,
-    extension_ctx: Arc<extension::ExtensionContext>,
-) {
+async fn run_reconcilers(contexts: Contexts) {
+    let role = contexts.role;
+    let catalogs = async {
+        if role.runs_catalogs() {
+            catalog::run(contexts.catalog).await
+        } else {
+            std::future::pending().await
+        }
+    };
+    let extensions = async {
+        if role.runs_extensions() {
+            extension::run(contexts.extension).await
+        } else {
+            std::future::pending().await
+        }
+    };
     tokio::select! {
-        () = catalog::run(catalog_ctx) => tracing::info!("catalog reconciler stopped"),
-        () = extension::run(extension_ctx) => tracing::info!("extension reconciler stopped"),
+        () = catalogs => tracing::info!("catalog reconciler stopped"),
+        () = extensions => tracing::info!("extension reconciler stopped"),
     }
 }
 

@@ -1,6 +1,6 @@
 //! Command-line options of `olmv1 controller`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ControllerArgs {
@@ -57,9 +57,21 @@ pub struct ControllerArgs {
     #[arg(long, alias = "ca-certs-dir")]
     pub catalogd_cas_dir: Option<PathBuf>,
 
-    /// Name of a kubernetes.io/dockerconfigjson Secret in --namespace used for every pull.
-    #[arg(long)]
+    /// A kubernetes.io/dockerconfigjson Secret used for every pull: `<namespace>/<name>`
+    /// (upstream's syntax) or a bare `<name>` in --namespace.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
     pub global_pull_secret: Option<String>,
+
+    /// Directory of PEM CA certificates (every file in it) trusted for image registries,
+    /// besides the system roots and --ca-bundle.
+    #[arg(long)]
+    pub pull_cas_dir: Option<PathBuf>,
+
+    /// Which part runs: `all` (`olmv1 controller`), `operator-controller` (the
+    /// ClusterExtension reconciler) or `catalogd` (the ClusterCatalog reconciler and
+    /// the catalog server). Set by the program name (docs/how-to/switch-from-upstream.md).
+    #[arg(long, value_enum, default_value = "all", hide = true)]
+    pub role: Role,
 
     /// The controller's namespace.
     #[arg(long, env = "POD_NAMESPACE", default_value = "olmv1-system")]
@@ -151,6 +163,40 @@ pub struct ControllerArgs {
     /// This replica's identity in the lease; default: $POD_NAME, else host name and pid.
     #[arg(long, env = "POD_NAME")]
     pub leader_election_identity: Option<String>,
+}
+
+/// The part of the controller a process runs (upstream runs two binaries).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Role {
+    /// Both reconcilers and the catalog server (`olmv1 controller`).
+    #[default]
+    All,
+    /// The ClusterExtension reconciler, as upstream's `operator-controller`.
+    OperatorController,
+    /// The ClusterCatalog reconciler and the catalog server, as upstream's `catalogd`.
+    Catalogd,
+}
+
+impl Role {
+    /// Whether this role runs the ClusterCatalog reconciler and the catalog server.
+    pub fn runs_catalogs(self) -> bool {
+        self != Role::OperatorController
+    }
+
+    /// Whether this role runs the ClusterExtension reconciler.
+    pub fn runs_extensions(self) -> bool {
+        self != Role::Catalogd
+    }
+
+    /// The leader-election Lease of this role: upstream's names for its two binaries
+    /// (each elects its own leader), ours for `all`.
+    pub fn lease_name(self) -> &'static str {
+        match self {
+            Role::All => crate::controller::LEASE_NAME,
+            Role::OperatorController => "9c4404e7.operatorframework.io",
+            Role::Catalogd => "catalogd-operator-lock",
+        }
+    }
 }
 
 /// The protection of `/metrics` (as controller-runtime's secure metrics serving with
@@ -291,6 +337,18 @@ impl MetricsServingArgs {
             dir.join(&self.metrics_cert_name),
             dir.join(&self.metrics_cert_key),
         ))
+    }
+}
+
+/// Where upstream (containers/image) reads registries.conf without a flag.
+pub const DEFAULT_REGISTRIES_CONF: &str = "/etc/containers/registries.conf";
+
+/// The registries.conf to load: `explicit` (--registries-conf) when given, else
+/// `default` when that file exists, else none.
+pub fn registries_conf_or(explicit: Option<&Path>, default: &Path) -> Option<PathBuf> {
+    match explicit {
+        Some(path) => Some(path.to_path_buf()),
+        None => default.is_file().then(|| default.to_path_buf()),
     }
 }
 
@@ -609,5 +667,27 @@ mod catalog_server_tests {
         ] {
             assert!(Cli::try_parse_from(["x", bad]).is_err(), "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod registries_conf_tests {
+    use super::*;
+
+    #[test]
+    fn registries_conf_is_read_from_the_default_path_when_it_exists() {
+        let dir = std::env::temp_dir().join(format!("olmv1-regconf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let default = dir.join("registries.conf");
+        let _ = std::fs::remove_file(&default);
+        assert_eq!(registries_conf_or(None, &default), None);
+        std::fs::write(&default, "[[registry]]\nlocation = \"a.example\"\n").expect("write");
+        assert_eq!(registries_conf_or(None, &default), Some(default.clone()));
+        let explicit = dir.join("other.conf");
+        assert_eq!(
+            registries_conf_or(Some(&explicit), &default),
+            Some(explicit.clone())
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -119,6 +119,31 @@ impl PullerConfig {
         Ok(self)
     }
 
+    /// Add the PEM certificates of every file in `dir` (upstream's --pull-cas-dir) to
+    /// `ca_bundle_pem`; files without a certificate are skipped.
+    pub fn with_ca_dir(mut self, dir: &Path) -> Result<Self, ImageError> {
+        let error = |detail: String| ImageError::CaBundle {
+            path: dir.display().to_string(),
+            detail,
+        };
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| error(e.to_string()))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.is_file())
+            .collect();
+        paths.sort();
+        let mut pem = self.ca_bundle_pem.take().unwrap_or_default();
+        for path in paths {
+            let bytes = std::fs::read(&path).map_err(|e| error(e.to_string()))?;
+            if String::from_utf8_lossy(&bytes).contains("-----BEGIN CERTIFICATE-----") {
+                pem.extend_from_slice(&bytes);
+                pem.push(b'\n');
+            }
+        }
+        self.ca_bundle_pem = (!pem.is_empty()).then_some(pem);
+        Ok(self)
+    }
+
     /// Read a PEM CA bundle file into `ca_bundle_pem`.
     pub fn with_ca_bundle_file(mut self, path: &Path) -> Result<Self, ImageError> {
         let pem = std::fs::read(path).map_err(|e| ImageError::CaBundle {

@@ -14,6 +14,7 @@ pub mod auth;
 pub mod profiling;
 pub mod serving;
 pub mod tls;
+pub mod upstream;
 
 use crate::api::{ClusterCatalogStatus, ClusterExtensionStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -141,6 +142,8 @@ pub struct Metrics {
     max_workers: Family<ControllerLabel, Gauge>,
     cache_gc_removed: Counter,
     known: Mutex<Known>,
+    /// Upstream's names for the same measures ([`upstream`]).
+    pub upstream: upstream::Upstream,
 }
 
 impl Default for Metrics {
@@ -171,6 +174,7 @@ impl Metrics {
             max_workers: Family::default(),
             cache_gc_removed: Counter::default(),
             known: Mutex::default(),
+            upstream: upstream::Upstream::new(),
         };
         metrics.register();
         metrics
@@ -270,7 +274,9 @@ impl Metrics {
     /// The OpenMetrics text exposition of everything.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        prometheus_client::encoding::text::encode_registry(&mut out, &self.registry)?;
+        self.upstream.encode(&mut out)?;
+        prometheus_client::encoding::text::encode_eof(&mut out)?;
         Ok(out)
     }
 
@@ -357,6 +363,17 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
+    /// A whole reconcile took `took` and ended without an error (`ok`) or with one:
+    /// ours and upstream's reconcile families.
+    pub fn reconcile_finished(&self, controller: Controller, took: Duration, ok: bool) {
+        self.reconciled(controller, took);
+        let name = match controller {
+            Controller::clusterextension => "clusterextension",
+            Controller::clustercatalog => "clustercatalog",
+        };
+        self.upstream.reconciled(name, took.as_secs_f64(), ok);
+    }
+
     /// How long a whole reconcile took.
     pub fn reconciled(&self, controller: Controller, took: Duration) {
         self.reconcile_duration
@@ -416,6 +433,7 @@ impl Metrics {
 
     /// One request served by the catalog HTTP server.
     pub fn http_request(&self, code: u16, took: Duration) {
+        self.upstream.catalog_http_request(code, took.as_secs_f64());
         self.http_duration
             .get_or_create(&CodeLabel {
                 code: code.to_string(),
@@ -502,6 +520,10 @@ where
 impl crate::apply::client::RequestCounter for Metrics {
     fn request(&self, verb: &str) {
         self.api_request(verb);
+    }
+
+    fn response(&self, code: u16, method: &str) {
+        self.upstream.rest_request(code, method);
     }
 }
 

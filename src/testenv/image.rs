@@ -33,6 +33,9 @@ pub struct RunConfig {
     pub labels: BTreeMap<String, String>,
     /// `SOURCE_DATE_EPOCH`: every timestamp in the image.
     pub created: i64,
+    /// Symbolic links `(path without the leading /, target)`: the program's other
+    /// names (`/operator-controller`, `/catalogd` → `olmv1`).
+    pub links: Vec<(String, String)>,
 }
 
 /// A built image: its blobs and the manifest naming them.
@@ -121,7 +124,11 @@ fn shared_libraries(program: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(libs)
 }
 
-fn tar_layer(files: &[ImageFile], mtime: u64) -> anyhow::Result<Vec<u8>> {
+fn tar_layer(
+    files: &[ImageFile],
+    links: &[(String, String)],
+    mtime: u64,
+) -> anyhow::Result<Vec<u8>> {
     let mut sorted: Vec<&ImageFile> = files.iter().collect();
     sorted.sort_by(|a, b| a.path.cmp(&b.path));
     let mut dirs = std::collections::BTreeSet::new();
@@ -154,13 +161,23 @@ fn tar_layer(files: &[ImageFile], mtime: u64) -> anyhow::Result<Vec<u8>> {
         h.set_gid(0);
         b.append_data(&mut h, &f.path, f.data.as_slice())?;
     }
+    for (path, target) in links {
+        let mut h = tar::Header::new_ustar();
+        h.set_entry_type(tar::EntryType::Symlink);
+        h.set_mode(0o777);
+        h.set_size(0);
+        h.set_mtime(mtime);
+        h.set_uid(0);
+        h.set_gid(0);
+        b.append_link(&mut h, path, target)?;
+    }
     Ok(b.into_inner()?)
 }
 
 /// Builds the image (linux/amd64) from `files`, running as [`NONROOT_UID`].
 pub fn build(files: &[ImageFile], run: &RunConfig) -> anyhow::Result<BuiltImage> {
     let mtime = u64::try_from(run.created).unwrap_or(0);
-    let tar = tar_layer(files, mtime)?;
+    let tar = tar_layer(files, &run.links, mtime)?;
     let diff_id = sha256(&tar);
     let mut gz = flate2::GzBuilder::new()
         .mtime(0)
@@ -351,5 +368,29 @@ mod tests {
             .map(|e| e.unwrap().path().unwrap().display().to_string())
             .collect();
         assert_eq!(names, ["bin/", "etc/", "tmp/", "bin/tool", "etc/passwd"]);
+    }
+
+    #[test]
+    fn links_name_the_program_under_other_names() {
+        let run = RunConfig {
+            links: vec![("catalogd".into(), "bin/tool".into())],
+            ..Default::default()
+        };
+        let image = build(&files(), &run).unwrap();
+        let mut gz = flate2::read::GzDecoder::new(image.layer.as_slice());
+        let mut tar = Vec::new();
+        std::io::Read::read_to_end(&mut gz, &mut tar).unwrap();
+        let mut archive = tar::Archive::new(tar.as_slice());
+        let link = archive
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap())
+            .find(|e| e.path().unwrap().display().to_string() == "catalogd")
+            .expect("the link");
+        assert_eq!(link.header().entry_type(), tar::EntryType::Symlink);
+        assert_eq!(
+            link.link_name().unwrap().unwrap().display().to_string(),
+            "bin/tool"
+        );
     }
 }

@@ -379,6 +379,8 @@ pub fn controller_with(
             registries_conf: None,
             catalogd_cas_dir: None,
             global_pull_secret: None,
+            pull_cas_dir: None,
+            role: Default::default(),
             namespace: "olmv1-system".into(),
             service_account: "olmv1-controller".into(),
             strict_catalogs: false,

@@ -1,0 +1,116 @@
+//! Upstream's `--feature-gates` (k8s component-base syntax `A=true,B=false`), mapped
+//! to this controller: a gate for a behaviour it always has is accepted whatever its
+//! value; a gate for something it does not do is accepted only when `false`, and
+//! refused at start (naming the gate and what to do) when `true`; an unknown gate is
+//! refused, as upstream's parser refuses it (docs/how-to/switch-from-upstream.md).
+
+/// What this controller does with one upstream gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// The behaviour is always on here; the gate's value changes nothing.
+    Always(&'static str),
+    /// Not done here: `true` is refused with this advice.
+    Refused(&'static str),
+}
+
+/// The gates of upstream's operator-controller (current and past releases).
+pub const OPERATOR_CONTROLLER: &[(&str, Support)] = &[
+    (
+        "PreflightPermissions",
+        Support::Always("the installer's permissions are always checked before an install"),
+    ),
+    (
+        "SingleOwnNamespaceInstallSupport",
+        Support::Always("Single/OwnNamespace bundles install with spec.config watchNamespace"),
+    ),
+    (
+        "WebhookProviderCertManager",
+        Support::Always("bundle webhooks always get cert-manager certificates"),
+    ),
+    (
+        "WebhookProviderOpenshiftServiceCA",
+        Support::Refused(
+            "webhook certificates come from cert-manager only; remove the gate and install cert-manager",
+        ),
+    ),
+    (
+        "SyntheticPermissions",
+        Support::Refused(
+            "synthetic user/group installers are not supported; remove the gate and name a ServiceAccount (spec.serviceAccount)",
+        ),
+    ),
+    (
+        "HelmChartSupport",
+        Support::Refused(
+            "only registry+v1 bundles are installed; remove the gate (Helm-chart bundles are not supported)",
+        ),
+    ),
+    (
+        "BoxcutterRuntime",
+        Support::Refused(
+            "objects are applied by this controller's own applier; remove the gate (ClusterExtensionRevision is not served)",
+        ),
+    ),
+];
+
+/// The gates of upstream's catalogd.
+pub const CATALOGD: &[(&str, Support)] = &[(
+    "APIV1MetasHandler",
+    Support::Always("the catalog server always serves /api/v1/metas"),
+)];
+
+/// Parses `--feature-gates` values (each `A=true,B=false`; later ones win) and checks
+/// them against `known`: the accepted gates with their values, or the first refusal.
+pub fn check(values: &[String], known: &[(&str, Support)]) -> Result<Vec<(String, bool)>, String> {
+    let mut out: Vec<(String, bool)> = Vec::new();
+    for part in values.iter().flat_map(|v| v.split(',')) {
+        let part = part.trim();
+        if part.is_empty() {
+            continue;
+        }
+        let (name, value) = part
+            .split_once('=')
+            .ok_or_else(|| format!("--feature-gates: missing bool value for {part}"))?;
+        let (name, value) = (name.trim(), value.trim());
+        let on = super::parse_go_bool(value).map_err(|_| {
+            format!("--feature-gates: invalid value of {name}={value}, err: strconv.ParseBool")
+        })?;
+        if matches!(name, "AllAlpha" | "AllBeta") {
+            if on {
+                return Err(format!(
+                    "--feature-gates {name}=true is refused: it would turn on gates this controller does not implement; name the gates one by one"
+                ));
+            }
+        } else {
+            match known.iter().find(|(n, _)| *n == name) {
+                None => {
+                    let names: Vec<&str> = known.iter().map(|(n, _)| *n).collect();
+                    return Err(format!(
+                        "--feature-gates: unrecognized feature gate: {name} (known: {})",
+                        names.join(", ")
+                    ));
+                }
+                Some((_, Support::Refused(advice))) if on => {
+                    return Err(format!(
+                        "--feature-gates {name}=true is not supported: {advice}"
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        out.retain(|(n, _)| n != name);
+        out.push((name.to_string(), on));
+    }
+    Ok(out)
+}
+
+/// The log line of each accepted gate (what it means here).
+pub fn describe(gates: &[(String, bool)], known: &[(&str, Support)]) -> Vec<String> {
+    gates
+        .iter()
+        .map(|(name, on)| match known.iter().find(|(n, _)| n == name) {
+            Some((_, Support::Always(what))) => format!("{name}={on}: {what}"),
+            _ => format!("{name}={on}: off, as here"),
+        })
+        .collect()
+}

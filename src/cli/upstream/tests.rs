@@ -1,0 +1,295 @@
+use super::*;
+use crate::server::tls::MinVersion;
+
+fn run(role: Role, args: &[&str]) -> (Mapped, Vec<String>) {
+    match parse(role, args.iter().map(|s| s.to_string()).collect()) {
+        Ok(Outcome::Run(mapped, skipped)) => (*mapped, skipped),
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
+fn refused(role: Role, args: &[&str]) -> String {
+    match parse(role, args.iter().map(|s| s.to_string()).collect()) {
+        Err(ParseError::Invalid(e)) => e,
+        Err(ParseError::Clap(e)) => e.to_string(),
+        other => panic!("{args:?} accepted: {other:?}"),
+    }
+}
+
+/// Every flag of upstream's operator-controller (cmd/operator-controller/main.go, klog's
+/// InitFlags, the feature-gate flag), each in upstream's syntax.
+const OPERATOR_CONTROLLER_FLAGS: &[&str] = &[
+    "--metrics-bind-address=:8443",
+    "--health-probe-bind-address=:8081",
+    "--pprof-bind-address=127.0.0.1:6060",
+    "--catalogd-cas-dir=/var/certs",
+    "--pull-cas-dir=/var/certs",
+    "--tls-cert=/var/certs/tls.cert",
+    "--tls-key=/var/certs/tls.key",
+    "--tls-profile=modern",
+    "--leader-elect",
+    "--cache-path=/var/cache",
+    "--system-namespace=olmv1-system",
+    "--global-pull-secret=openshift-config/pull-secret",
+    "--feature-gates=PreflightPermissions=true,SingleOwnNamespaceInstallSupport=true",
+    "--feature-gates=WebhookProviderCertManager=true,HelmChartSupport=false",
+    "--v=4",
+    "--vmodule=",
+    "--log_dir=",
+    "--log_file=",
+    "--log_file_max_size=1800",
+    "--logtostderr=true",
+    "--alsologtostderr=false",
+    "--add_dir_header=false",
+    "--skip_headers",
+    "--one_output=false",
+    "--skip_log_headers=false",
+    "--stderrthreshold=2",
+    "--log_backtrace_at=:0",
+];
+
+#[test]
+fn every_upstream_operator_controller_flag_is_accepted_and_mapped() {
+    let (m, skipped) = run(Role::OperatorController, OPERATOR_CONTROLLER_FLAGS);
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let a = &m.args;
+    assert_eq!(a.role, Role::OperatorController);
+    assert_eq!(a.metrics_bind_address, "0.0.0.0:8443");
+    assert_eq!(a.health_probe_bind_address, "0.0.0.0:8081");
+    assert_eq!(a.metrics_serving.pprof_bind_address, "127.0.0.1:6060");
+    assert_eq!(a.catalogd_cas_dir, Some(PathBuf::from("/var/certs")));
+    assert_eq!(a.pull_cas_dir, Some(PathBuf::from("/var/certs")));
+    assert_eq!(
+        a.metrics_serving.metrics_cert_path,
+        Some(PathBuf::from("/var/certs"))
+    );
+    assert_eq!(a.metrics_serving.metrics_cert_name, "tls.cert");
+    assert_eq!(a.metrics_serving.metrics_cert_key, "tls.key");
+    assert!(a.metrics_serving.metrics_secure);
+    assert_eq!(a.catalog_server.tls_min_version, MinVersion::Tls13);
+    assert!(a.leader_elect);
+    assert_eq!(a.cache_dir, PathBuf::from("/var/cache"));
+    assert_eq!(a.namespace, "olmv1-system");
+    assert_eq!(
+        a.global_pull_secret.as_deref(),
+        Some("openshift-config/pull-secret")
+    );
+    assert_eq!(m.log_filter, "debug");
+    assert!(
+        m.notes
+            .iter()
+            .any(|n| n.starts_with("PreflightPermissions=true")),
+        "{:?}",
+        m.notes
+    );
+}
+
+#[test]
+fn upstream_operator_controller_defaults() {
+    let (m, _) = run(Role::OperatorController, &[]);
+    let a = &m.args;
+    assert_eq!(a.health_probe_bind_address, "0.0.0.0:8081");
+    assert_eq!(a.cache_dir, PathBuf::from("/var/cache"));
+    assert!(!a.leader_elect);
+    assert_eq!(a.metrics_serving.pprof_address(), None);
+    assert_eq!(a.catalogd_cas_dir, None);
+    assert_eq!(a.global_pull_secret, None);
+    assert_eq!(a.role.lease_name(), "9c4404e7.operatorframework.io");
+    assert_eq!(m.log_filter, "info");
+}
+
+/// Every flag of upstream's catalogd (cmd/catalogd/main.go, klog, feature gates).
+const CATALOGD_FLAGS: &[&str] = &[
+    "--metrics-bind-address=:7443",
+    "--health-probe-bind-address=:8081",
+    "--pprof-bind-address=0",
+    "--leader-elect=true",
+    "--system-namespace=olmv1-system",
+    "--catalogs-server-addr=:8443",
+    "--external-address=catalogd-service.olmv1-system.svc",
+    "--cache-dir=/var/cache/",
+    "--gc-interval=6h",
+    "--tls-cert=/var/certs/tls.crt",
+    "--tls-key=/var/certs/tls.key",
+    "--tls-profile=intermediate",
+    "--webhook-server-port=9443",
+    "--pull-cas-dir=/var/ca-certs",
+    "--global-pull-secret=openshift-config/pull-secret",
+    "--feature-gates=APIV1MetasHandler=true",
+    "-v=6",
+    "--vmodule=",
+    "--log_dir=",
+    "--log_file=",
+    "--log_file_max_size=10",
+    "--logtostderr",
+    "--alsologtostderr",
+    "--add_dir_header",
+    "--skip_headers=false",
+    "--one_output",
+    "--skip_log_headers",
+    "--stderrthreshold=INFO",
+    "--log_backtrace_at=:0",
+];
+
+#[test]
+fn every_upstream_catalogd_flag_is_accepted_and_mapped() {
+    let (m, skipped) = run(Role::Catalogd, CATALOGD_FLAGS);
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let a = &m.args;
+    assert_eq!(a.role, Role::Catalogd);
+    assert_eq!(a.metrics_bind_address, "0.0.0.0:7443");
+    assert_eq!(a.catalog_server_bind_address, "0.0.0.0:8443");
+    assert_eq!(a.external_address, "catalogd-service.olmv1-system.svc");
+    assert_eq!(a.cache_dir, PathBuf::from("/var/cache/"));
+    assert_eq!(
+        a.workers.cache_gc_interval,
+        std::time::Duration::from_secs(6 * 3600)
+    );
+    assert_eq!(
+        a.catalog_server_tls_cert,
+        Some(PathBuf::from("/var/certs/tls.crt"))
+    );
+    assert_eq!(
+        a.catalog_server_tls_key,
+        Some(PathBuf::from("/var/certs/tls.key"))
+    );
+    assert_eq!(a.pull_cas_dir, Some(PathBuf::from("/var/ca-certs")));
+    assert!(a.leader_elect);
+    assert_eq!(a.metrics_serving.pprof_address(), None);
+    assert_eq!(m.log_filter, "trace");
+    assert_eq!(a.role.lease_name(), "catalogd-operator-lock");
+}
+
+#[test]
+fn upstream_catalogd_defaults() {
+    let (m, _) = run(Role::Catalogd, &[]);
+    let a = &m.args;
+    assert_eq!(a.catalog_server_bind_address, "0.0.0.0:8443");
+    assert_eq!(a.external_address, "catalogd-service.olmv1-system.svc");
+    assert_eq!(
+        a.workers.cache_gc_interval,
+        std::time::Duration::from_secs(12 * 3600)
+    );
+    assert_eq!(a.catalog_server_tls_cert, None);
+}
+
+#[test]
+fn go_flag_syntax_with_a_separate_value_and_bools() {
+    let (m, _) = run(
+        Role::OperatorController,
+        &["--cache-path", "/tmp/c", "-v", "5", "--leader-elect=false"],
+    );
+    assert_eq!(m.args.cache_dir, PathBuf::from("/tmp/c"));
+    assert_eq!(m.log_filter, "debug");
+    assert!(!m.args.leader_elect);
+    let (m, _) = run(Role::OperatorController, &["--leader-elect=T"]);
+    assert!(m.args.leader_elect);
+}
+
+#[test]
+fn unsupported_feature_gates_are_refused_naming_the_gate() {
+    for gate in [
+        "HelmChartSupport",
+        "BoxcutterRuntime",
+        "SyntheticPermissions",
+        "WebhookProviderOpenshiftServiceCA",
+    ] {
+        let e = refused(
+            Role::OperatorController,
+            &[&format!("--feature-gates={gate}=true")],
+        );
+        assert!(e.contains(gate) && e.contains("remove the gate"), "{e}");
+        // off is what this controller does: accepted
+        run(
+            Role::OperatorController,
+            &[&format!("--feature-gates={gate}=false")],
+        );
+    }
+    let e = refused(
+        Role::OperatorController,
+        &["--feature-gates=NoSuchGate=true"],
+    );
+    assert!(e.contains("unrecognized feature gate: NoSuchGate"), "{e}");
+    let e = refused(Role::Catalogd, &["--feature-gates=HelmChartSupport=true"]);
+    assert!(e.contains("unrecognized feature gate"), "{e}");
+    let e = refused(Role::OperatorController, &["--feature-gates=AllAlpha=true"]);
+    assert!(e.contains("AllAlpha"), "{e}");
+    let e = refused(Role::OperatorController, &["--feature-gates=X"]);
+    assert!(e.contains("missing bool value"), "{e}");
+}
+
+#[test]
+fn upstream_checks_of_tls_and_metrics_flags() {
+    let e = refused(Role::OperatorController, &["--tls-cert=/a/tls.crt"]);
+    assert!(e.contains("must be used together"), "{e}");
+    let e = refused(Role::OperatorController, &["--metrics-bind-address=:8443"]);
+    assert!(e.contains("requires tls-cert and tls-key"), "{e}");
+    let (m, _) = run(
+        Role::OperatorController,
+        &["--tls-cert=/c/tls.crt", "--tls-key=/c/tls.key"],
+    );
+    assert_eq!(m.args.metrics_bind_address, "0.0.0.0:8443");
+    let e = refused(Role::OperatorController, &["--tls-profile=weird"]);
+    assert!(e.contains("--tls-profile"), "{e}");
+    let e = refused(Role::OperatorController, &["--global-pull-secret=a/b/c"]);
+    assert!(e.contains("<namespace>/<name>"), "{e}");
+}
+
+#[test]
+fn unknown_flags_are_skipped_not_fatal() {
+    let (m, skipped) = run(
+        Role::OperatorController,
+        &[
+            "--leader-elect",
+            "--some-future-flag=1",
+            "--another",
+            "value",
+            "--cache-path=/x",
+        ],
+    );
+    assert_eq!(skipped, ["--some-future-flag=1", "--another", "value"]);
+    assert!(m.args.leader_elect);
+    assert_eq!(m.args.cache_dir, PathBuf::from("/x"));
+}
+
+#[test]
+fn help_lists_every_upstream_flag() {
+    use clap::CommandFactory;
+    let help = OperatorControllerFlags::command().render_help().to_string();
+    for flag in OPERATOR_CONTROLLER_FLAGS {
+        let name = flag.split('=').next().unwrap_or(flag);
+        assert!(
+            help.contains(name),
+            "operator-controller --help lacks {name}"
+        );
+    }
+    let help = CatalogdFlags::command().render_help().to_string();
+    for flag in CATALOGD_FLAGS {
+        let name = flag.split('=').next().unwrap_or(flag);
+        let name = if name == "-v" { "--v" } else { name };
+        assert!(help.contains(name), "catalogd --help lacks {name}");
+    }
+}
+
+#[test]
+fn program_names_select_the_role() {
+    use std::ffi::OsStr;
+    assert_eq!(
+        role_of(Some(OsStr::new("/operator-controller"))),
+        Some(Role::OperatorController)
+    );
+    assert_eq!(role_of(Some(OsStr::new("/catalogd"))), Some(Role::Catalogd));
+    assert_eq!(role_of(Some(OsStr::new("/usr/bin/olmv1"))), None);
+    assert_eq!(role_of(None), None);
+    assert!(matches!(
+        parse(Role::Catalogd, vec!["version".into()]),
+        Ok(Outcome::Version)
+    ));
+}
+
+#[test]
+fn the_definitions_are_consistent() {
+    use clap::CommandFactory;
+    OperatorControllerFlags::command().debug_assert();
+    CatalogdFlags::command().debug_assert();
+}

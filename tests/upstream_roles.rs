@@ -1,0 +1,324 @@
+//! The binary as upstream's two programs (docs/how-to/switch-from-upstream.md): invoked
+//! as `operator-controller` with the arguments of upstream's Deployment (its
+//! config/base manager and the cert-manager TLS component: health and metrics
+//! addresses, `--leader-elect`, the CA directories, `--tls-cert`/`--tls-key`) it becomes
+//! ready on the real API server, holds upstream's Lease and serves metrics over TLS
+//! with that certificate; as `catalogd` likewise with catalogd's Deployment arguments,
+//! serving catalogs over HTTPS. And `--global-pull-secret <namespace>/<name>` (here with
+//! our own `olmv1 controller`) pulls a private catalog and bundle through a Secret in
+//! another namespace than the controller's; upstream's metric names are then served,
+//! readable with upstream's `operator-controller-metrics-reader` ClusterRole.
+
+mod support;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use olmv1::api::{ClusterCatalog, ClusterExtension};
+use olmv1::testenv::registry::{TEST_PASSWORD, TEST_USER};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use support::bundles::{self, BundleSpec};
+use support::extensions;
+use support::process::{ControllerProcess, NAMESPACE};
+
+fn free_port() -> u16 {
+    olmv1::testenv::control_plane::free_port().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A process of the binary under another program name; killed when dropped.
+struct Upstream {
+    child: Child,
+    log: PathBuf,
+    dir: PathBuf,
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Upstream {
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// A directory with a link `<program>` to the binary, a certificate pair named as in
+/// upstream's manifests (`tls_cert`), and a CA directory.
+fn prepare(program: &str, tls_cert: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(support::unique(program));
+    std::fs::create_dir_all(dir.join("certs")).expect("dir");
+    std::os::unix::fs::symlink(support::process::binary(), dir.join(program)).expect("link");
+    let generated =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .expect("certificate");
+    std::fs::write(dir.join("certs").join(tls_cert), generated.cert.pem()).expect("cert");
+    std::fs::write(
+        dir.join("certs/tls.key"),
+        generated.signing_key.serialize_pem(),
+    )
+    .expect("key");
+    std::fs::write(dir.join("certs/ca.crt"), generated.cert.pem()).expect("ca");
+    dir
+}
+
+fn spawn(dir: PathBuf, program: &str, args: &[String]) -> Upstream {
+    let log = dir.join("stderr.log");
+    let file = std::fs::File::create(&log).expect("log");
+    let child = Command::new(dir.join(program))
+        .args(args)
+        .env("KUBECONFIG", &support::cluster().controller_kubeconfig)
+        .env_remove("RUST_LOG")
+        .env_remove("POD_NAMESPACE")
+        .env_remove("POD_NAME")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .expect("start");
+    Upstream { child, log, dir }
+}
+
+async fn wait_ready(process: &mut Upstream, health: u16) {
+    let url = format!("http://127.0.0.1:{health}/readyz");
+    for _ in 0..600 {
+        if let Ok(Some(status)) = process.child.try_wait() {
+            panic!("exited with {status}: {}", process.log_text());
+        }
+        if reqwest::get(&url)
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("not ready in 60s: {}", process.log_text());
+}
+
+async fn lease_holder(name: &str) -> String {
+    let admin = support::cluster().admin().await;
+    let leases: Api<Lease> = Api::namespaced(admin, NAMESPACE);
+    support::eventually(60, &format!("Lease {name} held"), || async {
+        leases
+            .get_opt(name)
+            .await
+            .ok()
+            .flatten()?
+            .spec?
+            .holder_identity
+    })
+    .await
+}
+
+fn https_client(dir: &Path) -> reqwest::Client {
+    let ca = std::fs::read(dir.join("certs/ca.crt")).expect("ca");
+    reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("ca pem"))
+        .build()
+        .expect("client")
+}
+
+#[tokio::test]
+async fn operator_controller_starts_with_upstreams_deployment_arguments() {
+    let dir = prepare("operator-controller", "tls.cert");
+    let d = |p: &str| dir.join(p).display().to_string();
+    let (health, metrics) = (free_port(), free_port());
+    // upstream's config/base/operator-controller/manager/manager.yaml and
+    // config/components/tls/operator-controller (ports free here, paths in `dir`),
+    // plus the namespace and cache the Pod would have
+    let args: Vec<String> = vec![
+        format!("--health-probe-bind-address=:{health}"),
+        format!("--metrics-bind-address=:{metrics}"),
+        "--leader-elect".into(),
+        format!("--catalogd-cas-dir={}", d("certs")),
+        format!("--pull-cas-dir={}", d("certs")),
+        format!("--tls-cert={}", d("certs/tls.cert")),
+        format!("--tls-key={}", d("certs/tls.key")),
+        "--feature-gates=PreflightPermissions=true,WebhookProviderCertManager=true".into(),
+        format!("--system-namespace={NAMESPACE}"),
+        format!("--cache-path={}", d("cache")),
+        "--v=4".into(),
+    ];
+    let mut process = spawn(dir.clone(), "operator-controller", &args);
+    wait_ready(&mut process, health).await;
+    let holder = lease_holder("9c4404e7.operatorframework.io").await;
+    assert!(!holder.is_empty());
+    // metrics over TLS with the given certificate (401: the token check is on)
+    let status = https_client(&dir)
+        .get(format!("https://localhost:{metrics}/metrics"))
+        .send()
+        .await
+        .expect("metrics over TLS with the --tls-cert certificate")
+        .status();
+    assert_eq!(status.as_u16(), 401);
+    let log = process.log_text();
+    assert!(log.contains("OperatorController"), "{log}");
+    assert!(!log.contains("unknown flag"), "{log}");
+    // the operator-controller role serves no catalogs and runs no catalog reconciler
+    assert!(!log.contains("serving catalog content"), "{log}");
+}
+
+#[tokio::test]
+async fn catalogd_starts_with_upstreams_deployment_arguments() {
+    let dir = prepare("catalogd", "tls.crt");
+    let d = |p: &str| dir.join(p).display().to_string();
+    let (health, metrics, catalogs) = (free_port(), free_port(), free_port());
+    // upstream's config/base/catalogd/manager/manager.yaml and config/components/tls/catalogd
+    let args: Vec<String> = vec![
+        "--leader-elect".into(),
+        format!("--metrics-bind-address=:{metrics}"),
+        "--external-address=catalogd-service.olmv1-system.svc".into(),
+        format!("--pull-cas-dir={}", d("certs")),
+        format!("--tls-cert={}", d("certs/tls.crt")),
+        format!("--tls-key={}", d("certs/tls.key")),
+        format!("--health-probe-bind-address=:{health}"),
+        format!("--catalogs-server-addr=:{catalogs}"),
+        format!("--system-namespace={NAMESPACE}"),
+        format!("--cache-dir={}", d("cache")),
+        "--some-newer-upstream-flag=1".into(),
+    ];
+    let mut process = spawn(dir.clone(), "catalogd", &args);
+    wait_ready(&mut process, health).await;
+    lease_holder("catalogd-operator-lock").await;
+    let response = https_client(&dir)
+        .get(format!(
+            "https://localhost:{catalogs}/catalogs/none/api/v1/all"
+        ))
+        .send()
+        .await
+        .expect("the catalog server over TLS with the --tls-cert certificate");
+    assert_eq!(response.status().as_u16(), 404);
+    let log = process.log_text();
+    assert!(log.contains("unknown flag skipped"), "{log}");
+}
+
+fn dockerconfigjson(host: &str) -> String {
+    let auth = data_encoding::BASE64.encode(format!("{TEST_USER}:{TEST_PASSWORD}").as_bytes());
+    data_encoding::BASE64.encode(
+        json!({"auths": {host: {"auth": auth}}})
+            .to_string()
+            .as_bytes(),
+    )
+}
+
+#[tokio::test]
+async fn global_pull_secret_in_another_namespace_pulls_a_private_bundle() {
+    let admin = support::cluster().admin().await;
+    let auth = support::auth_registry();
+    let host = auth.host().to_string();
+    let secret_ns = support::namespace(&admin, "pull-secret-home").await;
+    let secret_name = support::unique("pull-secret");
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": secret_name},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": dockerconfigjson(&host)},
+    }))
+    .expect("secret");
+    Api::<Secret>::namespaced(admin.clone(), &secret_ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create secret");
+    // The controller may read that one Secret (as an administrator grants it).
+    let grant: Vec<kube::api::DynamicObject> = [
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "read-pull-secret", "namespace": secret_ns},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"],
+                       "resourceNames": [secret_name]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "read-pull-secret", "namespace": secret_ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read-pull-secret"},
+            "subjects": [{"kind": "ServiceAccount", "name": "olmv1-controller", "namespace": NAMESPACE}]}),
+    ]
+    .into_iter()
+    .map(|v| serde_json::from_value(v).expect("object"))
+    .collect();
+    olmv1::testenv::manifests::apply_objects(&admin, &grant)
+        .await
+        .expect("grant");
+    let ca = std::env::temp_dir().join(format!("{}.pem", support::unique("registry-ca")));
+    std::fs::write(&ca, auth.ca_pem().unwrap_or_default()).expect("ca file");
+    let global = format!("{secret_ns}/{secret_name}");
+    let ca_arg = ca.display().to_string();
+    let mut ctl = ControllerProcess::start(
+        "ns-pull-secret",
+        &["--global-pull-secret", &global, "--ca-bundle", &ca_arg],
+    );
+    ctl.wait_listening(60);
+
+    let package = support::unique("nspullpkg");
+    let image = olmv1::testenv::demo::publish_catalog(
+        auth,
+        &format!("catalogs/{package}:latest"),
+        &package,
+        &["1.0.0".to_string()],
+        None,
+    )
+    .await
+    .expect("publish");
+    let catalog = support::unique("nspullcat");
+    extensions::create_catalog(&catalog, &image).await;
+    let catalogs: Api<ClusterCatalog> = Api::all(admin.clone());
+    support::eventually(120, "catalog serving", || async {
+        let c = catalogs.get(&catalog).await.ok()?;
+        let serving = c
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Serving")?
+            .status
+            == "True";
+        serving.then_some(())
+    })
+    .await;
+    let ns = support::namespace(&admin, "nspull").await;
+    let name = support::unique("nspullext");
+    let rendered = bundles::render(&BundleSpec::new(&package, "1.0.0"), &ns);
+    extensions::grant_installer(&ns, &name, &[rendered]).await;
+    let exts: Api<ClusterExtension> = Api::all(admin.clone());
+    exts.create(
+        &PostParams::default(),
+        &extensions::extension(&name, &ns, &package, json!({})),
+    )
+    .await
+    .expect("create extension");
+    extensions::wait_installed(&exts, &name, "1.0.0").await;
+    assert!(
+        !ctl.log_text().contains("pull secret not found"),
+        "{}",
+        ctl.log_text()
+    );
+    // Upstream's metric names after these reconciles, read with upstream's
+    // metrics-reader ClusterRole (shipped in config/).
+    let token = support::metrics::token(
+        &admin,
+        "oc-metrics",
+        Some("operator-controller-metrics-reader"),
+    )
+    .await;
+    let url = format!("https://127.0.0.1:{}/metrics", ctl.metrics_port);
+    let (status, body) = support::metrics::get(&url, Some(&token))
+        .await
+        .expect("scrape");
+    assert_eq!(status, 200);
+    let text = String::from_utf8_lossy(&body);
+    for needle in [
+        r#"controller_runtime_reconcile_total{controller="clusterextension",result="success"}"#,
+        r#"controller_runtime_reconcile_total{controller="clustercatalog",result="success"}"#,
+        r#"controller_runtime_reconcile_errors_total{controller="clusterextension"}"#,
+        r#"controller_runtime_reconcile_time_seconds_bucket{le="0.005",controller="clusterextension"}"#,
+        r#"workqueue_adds_total{controller="clustercatalog",name="clustercatalog"}"#,
+        r#"rest_client_requests_total{code="200",host="127.0.0.1:"#,
+        r#"catalogd_http_request_duration_seconds_bucket{le="0.1",code="200"}"#,
+    ] {
+        assert!(text.contains(needle), "no {needle} in\n{text}");
+    }
+    let _ = std::fs::remove_file(&ca);
+}
