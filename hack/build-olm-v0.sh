@@ -10,6 +10,10 @@
 # the programs against the test control plane. Neither module has replace directives, so
 # each builds inside its own module directory with its own go.mod and go.sum. A second
 # run finds everything cached and returns at once (no network needed).
+#
+# --crds-only: only OLM v0's CRDs (one module download, no build), all that the tests
+# use so far (tests/migrate_v0.rs); hack/test.sh asks for no more, so that CI does not
+# spend twenty minutes building programs no test runs yet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLM_MODULE=github.com/operator-framework/operator-lifecycle-manager
@@ -20,7 +24,8 @@ CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/olmv1"
 OLM_DIR="${OLMV1_OLM_V0_DIR:-$CACHE/olm-v0/$OLM_VERSION}"
 OPM_DIR="${OLMV1_OPM_DIR:-$CACHE/opm/$OPM_VERSION}"
 
-olm_cached() { [ -x "$OLM_DIR/olm" ] && [ -x "$OLM_DIR/catalog" ] && [ -s "$OLM_DIR/crds/0000_50_olm_00-subscriptions.crd.yaml" ]; }
+crds_cached() { [ -s "$OLM_DIR/crds/0000_50_olm_00-subscriptions.crd.yaml" ]; }
+olm_cached() { [ -x "$OLM_DIR/olm" ] && [ -x "$OLM_DIR/catalog" ] && crds_cached; }
 opm_cached() { [ -x "$OPM_DIR/opm" ]; }
 if olm_cached && opm_cached; then
   echo "OLM v0 $OLM_VERSION and opm $OPM_VERSION: cached in $OLM_DIR and $OPM_DIR"
@@ -50,7 +55,27 @@ build() {
   fi
 }
 
+# copy_crds <module dir>: the CRDs of the OLM v0 module into the cache.
+copy_crds() {
+  local tmp
+  mkdir -p "$OLM_DIR"
+  tmp=$(mktemp -d "$OLM_DIR/.crds-XXXXXX")
+  cp "$1"/deploy/chart/crds/*.yaml "$tmp/"
+  chmod u+w "$tmp"/*.yaml
+  rm -rf "$OLM_DIR/crds"
+  mv "$tmp" "$OLM_DIR/crds"
+}
+
 start=$(date +%s)
+if [ "${1:-}" = --crds-only ]; then
+  if crds_cached; then
+    echo "OLM v0 $OLM_VERSION CRDs: cached in $OLM_DIR/crds"
+  else
+    copy_crds "$(module_dir "$OLM_MODULE" "$OLM_VERSION")"
+    echo "OLM v0 $OLM_VERSION CRDs: copied into $OLM_DIR/crds in $(( $(date +%s) - start )) s"
+  fi
+  exit 0
+fi
 if ! olm_cached; then
   echo "building OLM v0 $OLM_VERSION olm-operator and catalog-operator (first run only: about 10 minutes on 2 cores)..."
   src=$(module_dir "$OLM_MODULE" "$OLM_VERSION")
@@ -58,11 +83,7 @@ if ! olm_cached; then
   tmp=$(mktemp -d "$OLM_DIR/.build-XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
   build "$src" "$tmp" "" ./cmd/olm ./cmd/catalog
-  mkdir -p "$tmp/crds"
-  cp "$src"/deploy/chart/crds/*.yaml "$tmp/crds/"
-  chmod u+w "$tmp"/crds/*.yaml
-  rm -rf "$OLM_DIR/crds"
-  mv "$tmp/crds" "$OLM_DIR/crds"
+  copy_crds "$src"
   mv "$tmp/olm" "$tmp/catalog" "$OLM_DIR/"
   rm -rf "$tmp"
 fi

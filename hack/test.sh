@@ -15,7 +15,7 @@ hack/prereqs.sh test
 hack/build-kube.sh
 hack/build-node.sh
 hack/build-cert-manager.sh
-hack/build-olm-v0.sh
+hack/build-olm-v0.sh --crds-only
 hack/build-argo-health.sh >/dev/null
 export OLMV1_ETCD="$(hack/etcd-path.sh)"
 
