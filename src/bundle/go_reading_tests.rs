@@ -192,3 +192,40 @@ fn a_crd_with_605_aliases_of_11_anchors_loads() {
         json!({"type": "string", "description": "field 1"})
     );
 }
+
+#[test]
+fn the_olm_properties_annotation_is_re_encoded_as_upstream_does() {
+    let dir = copy_all_namespaces();
+    let csv_path = dir
+        .path()
+        .join("manifests/widget-operator.clusterserviceversion.yaml");
+    let mut csv: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(&csv_path).unwrap()).unwrap();
+    csv["metadata"]["annotations"]["olm.properties"] = json!(
+        "[\n  {\"value\": \"4.14\", \"type\": \"olm.maxOpenShiftVersion\", \"note\": \"x\"}\n]"
+    );
+    std::fs::write(&csv_path, serde_json::to_string(&csv).unwrap()).unwrap();
+    write(dir.path(), "metadata/properties.yaml", "properties: []\n");
+    let b = load(dir.path());
+    let expected = json!("[{\"type\":\"olm.maxOpenShiftVersion\",\"value\":\"4.14\"}]");
+    assert_eq!(
+        b.csv.pointer("/metadata/annotations/olm.properties"),
+        Some(&expected)
+    );
+    // The pod template carries the CSV's annotations.
+    let objects = render(&b, "widget-system", None, &RenderOptions::default()).unwrap();
+    let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    assert_eq!(
+        deployment.pointer("/spec/template/metadata/annotations/olm.properties"),
+        Some(&expected)
+    );
+    // Without metadata/properties.yaml the bundle's text is kept, as upstream keeps it.
+    std::fs::remove_file(dir.path().join("metadata/properties.yaml")).unwrap();
+    let b = load(dir.path());
+    assert!(
+        b.csv["metadata"]["annotations"]["olm.properties"]
+            .as_str()
+            .unwrap()
+            .starts_with("[\n  {\"value\"")
+    );
+}

@@ -109,7 +109,8 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
     let parsed = parse_files_parallel(&manifests_dir, &files, opts, budget)?;
     let named = files.iter().map(|n| format!("manifests/{n}")).zip(parsed);
     let (mut csv, crds, others) = sort_documents(named)?;
-    if !properties.is_empty() {
+    // Upstream re-encodes the annotation whenever `metadata/properties.yaml` exists.
+    if !properties.is_empty() || root.join("metadata/properties.yaml").is_file() {
         merge_properties_annotation(&mut csv, &properties);
     }
     Ok(Bundle {
@@ -357,16 +358,35 @@ fn merge_properties_annotation(csv: &mut Value, properties: &[Value]) {
     let Some(annotations) = annotations.as_object_mut() else {
         return;
     };
-    let mut all: Vec<Value> = annotations
-        .get("olm.properties")
-        .and_then(Value::as_str)
-        .and_then(|s| serde_json::from_str::<Vec<Value>>(s).ok())
-        .unwrap_or_default();
+    let existing = annotations.get("olm.properties").and_then(Value::as_str);
+    let mut all: Vec<Value> = match existing.map(serde_json::from_str::<Vec<Value>>) {
+        Some(Ok(list)) => list,
+        // Text that is not a list of properties is left as the bundle wrote it.
+        Some(Err(_)) => return,
+        None if properties.is_empty() => return,
+        None => Vec::new(),
+    };
     all.extend(properties.iter().cloned());
+    all.iter_mut().for_each(as_property);
     annotations.insert(
         "olm.properties".into(),
         Value::String(Value::Array(all).to_string()),
     );
+}
+
+/// A property as upstream re-encodes it (Go's `property.Property`): `type` then `value`,
+/// other fields dropped; anything that is not an object is kept.
+fn as_property(p: &mut Value) {
+    let Some(obj) = p.as_object_mut() else {
+        return;
+    };
+    let mut out = serde_json::Map::new();
+    out.insert(
+        "type".into(),
+        obj.remove("type").unwrap_or(Value::String(String::new())),
+    );
+    out.insert("value".into(), obj.remove("value").unwrap_or(Value::Null));
+    *p = Value::Object(out);
 }
 
 fn object_name(doc: &Value) -> &str {
