@@ -8,7 +8,8 @@
 # Benchmarks: catalog (ingest + metas), serve (catalog HTTP API, plain/TLS, /all and
 # metas), content, resolve, render, crd (CRD upgrade safety), install (controller on a
 # local control plane), scale (1,000 extensions and ten catalogs, 5 minutes of them idle, ~15 minutes) and
-# lease (the ignored test measure_the_defaults in tests/lease.rs). Large inputs come from ../shared (OLMV1_SHARED_DIR overrides it); the
+# lease (the ignored test measure_the_defaults in tests/lease.rs), coverage (`olmv1 catalog coverage`
+# over the fixture bundles: how many install, refusals per reason). Large inputs come from ../shared (OLMV1_SHARED_DIR overrides it); the
 # full logs are kept in target/bench-logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --skip) skip=",$2,"; shift 2 ;;
     --only) only=",$2,"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -43,6 +44,7 @@ for b in catalog serve content resolve render crd; do
 done
 if wanted install; then examples+=(--example bench_install --bin olmv1); fi
 if wanted scale; then examples+=(--example bench_scale --bin olmv1); fi
+if wanted coverage; then examples+=(--bin olmv1); fi
 if [ ${#examples[@]} -gt 0 ]; then
   if [ ! -d target/release/deps ]; then
     echo "== cargo build --release ${examples[*]} (first release build: compiles every dependency, 10-20 minutes on 2 cores)"
@@ -109,6 +111,13 @@ else wanted render && failed=1; fi
 if wanted crd && run crd target/release/examples/bench_crd_safety; then
   row crd "upgrade safety, 32 CRDs, both passes" "$(first '^total check time: +([^ ]+).*' "$logs/crd.log")" "≤ 50 ms"
 else wanted crd && failed=1; fi
+
+fixtures="${OLMV1_SHARED_DIR:-../shared}/fixtures/bundles"
+if wanted coverage && run coverage target/release/olmv1 catalog coverage --catalog "$fixtures"; then
+  l=$logs/coverage.log
+  row coverage "fixture bundles that install" "$(sed -nE 's/^summary: ([0-9]+) bundles, ([0-9]+) install.*/\2 of \1/p' "$l")" "—"
+  row coverage "refused per reason" "$(sed -nE 's/^  ([a-z-]+): ([0-9]+)$/\1 \2/p' "$l" | paste -sd, -)" "—"
+else wanted coverage && failed=1; fi
 
 if wanted install || wanted scale || wanted lease; then
   echo "== the next benchmarks run a local control plane: hack/build-kube.sh (first run: builds kube-apiserver, a few minutes)"

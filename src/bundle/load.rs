@@ -88,7 +88,7 @@ pub enum LoadError {
     InvalidMetadata { path: String, reason: String },
 }
 
-const ANNOTATIONS_FILE: &str = "annotations.yaml";
+use super::metadata::ANNOTATIONS_REL;
 const PACKAGE_ANNOTATION: &str = "operators.operatorframework.io.bundle.package.v1";
 const MEDIATYPE_ANNOTATION: &str = "operators.operatorframework.io.bundle.mediatype.v1";
 
@@ -96,28 +96,21 @@ const MEDIATYPE_ANNOTATION: &str = "operators.operatorframework.io.bundle.mediat
 pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
     refuse_symlinked_dirs(root)?;
     let mut budget = opts.max_total_bytes;
-    let metadata_dir = root.join("metadata");
-    let package_name = read_annotations(&metadata_dir, opts, &mut budget)?;
-    let properties = read_list(
-        &metadata_dir.join("properties.yaml"),
-        "metadata/properties.yaml",
-        "properties",
-        opts,
-        &mut budget,
-    )?;
-    let dependencies = read_list(
-        &metadata_dir.join("dependencies.yaml"),
-        "metadata/dependencies.yaml",
-        "dependencies",
-        opts,
-        &mut budget,
-    )?;
+    let metadata = super::metadata::read_metadata(&root.join("metadata"), opts, &mut budget)?;
+    let package_name = package_name(&metadata)?;
+    let super::metadata::Metadata {
+        properties,
+        dependencies,
+        warnings,
+        ..
+    } = metadata;
     let manifests_dir = root.join("manifests");
     let files = list_manifests(&manifests_dir, opts)?;
     let parsed = parse_files_parallel(&manifests_dir, &files, opts, budget)?;
     let named = files.iter().map(|n| format!("manifests/{n}")).zip(parsed);
     let (mut csv, crds, others) = sort_documents(named)?;
-    if !properties.is_empty() {
+    // Upstream re-encodes the annotation whenever `metadata/properties.yaml` exists.
+    if !properties.is_empty() || root.join("metadata/properties.yaml").is_file() {
         merge_properties_annotation(&mut csv, &properties);
     }
     Ok(Bundle {
@@ -127,6 +120,7 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
         others,
         properties,
         dependencies,
+        warnings,
     })
 }
 
@@ -147,24 +141,21 @@ fn refuse_symlinked_dirs(root: &Path) -> Result<(), LoadError> {
     Ok(())
 }
 
-/// `metadata/annotations.yaml`: checks the media type, returns the package name.
-fn read_annotations(
-    metadata_dir: &Path,
-    opts: &LoadOptions,
-    budget: &mut u64,
-) -> Result<String, LoadError> {
-    let rel = "metadata/annotations.yaml";
-    let Some(text) = read_optional(&metadata_dir.join(ANNOTATIONS_FILE), rel, opts, budget)? else {
-        return Err(LoadError::NotRegistryV1(format!("{rel} not found")));
+/// The annotations `metadata/` declares: checks the media type, returns the package name.
+fn package_name(metadata: &super::metadata::Metadata) -> Result<String, LoadError> {
+    let Some(map) = &metadata.annotations else {
+        return Err(match &metadata.annotations_problem {
+            Some(LoadError::Parse { path, message }) => LoadError::Parse {
+                path: path.clone(),
+                message: message.clone(),
+            },
+            Some(LoadError::InvalidMetadata { path, reason }) => LoadError::InvalidMetadata {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
+            _ => LoadError::NotRegistryV1(format!("{ANNOTATIONS_REL} not found")),
+        });
     };
-    let annotations = parse_single(rel, &text, opts)?;
-    let map = annotations
-        .get("annotations")
-        .and_then(Value::as_object)
-        .ok_or_else(|| LoadError::InvalidMetadata {
-            path: rel.into(),
-            reason: "missing the \"annotations\" map".into(),
-        })?;
     if let Some(media) = map.get(MEDIATYPE_ANNOTATION).and_then(Value::as_str)
         && media != "registry+v1"
     {
@@ -367,16 +358,35 @@ fn merge_properties_annotation(csv: &mut Value, properties: &[Value]) {
     let Some(annotations) = annotations.as_object_mut() else {
         return;
     };
-    let mut all: Vec<Value> = annotations
-        .get("olm.properties")
-        .and_then(Value::as_str)
-        .and_then(|s| serde_json::from_str::<Vec<Value>>(s).ok())
-        .unwrap_or_default();
+    let existing = annotations.get("olm.properties").and_then(Value::as_str);
+    let mut all: Vec<Value> = match existing.map(serde_json::from_str::<Vec<Value>>) {
+        Some(Ok(list)) => list,
+        // Text that is not a list of properties is left as the bundle wrote it.
+        Some(Err(_)) => return,
+        None if properties.is_empty() => return,
+        None => Vec::new(),
+    };
     all.extend(properties.iter().cloned());
+    all.iter_mut().for_each(as_property);
     annotations.insert(
         "olm.properties".into(),
         Value::String(Value::Array(all).to_string()),
     );
+}
+
+/// A property as upstream re-encodes it (Go's `property.Property`): `type` then `value`,
+/// other fields dropped; anything that is not an object is kept.
+fn as_property(p: &mut Value) {
+    let Some(obj) = p.as_object_mut() else {
+        return;
+    };
+    let mut out = serde_json::Map::new();
+    out.insert(
+        "type".into(),
+        obj.remove("type").unwrap_or(Value::String(String::new())),
+    );
+    out.insert("value".into(), obj.remove("value").unwrap_or(Value::Null));
+    *p = Value::Object(out);
 }
 
 fn object_name(doc: &Value) -> &str {
@@ -409,7 +419,7 @@ fn check_kubernetes_object(path: &str, document: usize, doc: &Value) -> Result<(
 }
 
 /// Reads a file if it exists, checking its size before reading and never reading past the limit.
-fn read_optional(
+pub(super) fn read_optional(
     path: &Path,
     rel: &str,
     opts: &LoadOptions,
@@ -478,13 +488,20 @@ pub(super) fn yaml_options(opts: &LoadOptions) -> serde_saphyr::Options {
             max_total_scalar_bytes: usize::try_from(opts.max_file_bytes).unwrap_or(usize::MAX),
         },
         emit_comments: false,
+        // Go's reader (sigs.k8s.io/yaml over go-yaml v2, as opm reads bundles) keeps the
+        // last of duplicate keys.
+        duplicate_keys: serde_saphyr::DuplicateKeyPolicy::LastWins,
     }
 }
 
 /// Parses every YAML (or JSON) document of a file: the event-level fast path for plain
 /// Kubernetes YAML, else the full deserializer, budgeted and with alias expansion bounded
 /// ([`crate::yaml`]).
-fn parse_documents(rel: &str, text: &str, opts: &LoadOptions) -> Result<Vec<Value>, LoadError> {
+pub(super) fn parse_documents(
+    rel: &str,
+    text: &str,
+    opts: &LoadOptions,
+) -> Result<Vec<Value>, LoadError> {
     if let Some(docs) =
         super::fast_yaml::parse_documents(text, opts.max_yaml_depth, opts.max_yaml_nodes)
     {
@@ -502,41 +519,4 @@ fn parse_documents(rel: &str, text: &str, opts: &LoadOptions) -> Result<Vec<Valu
 
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_string()
-}
-
-fn parse_single(rel: &str, text: &str, opts: &LoadOptions) -> Result<Value, LoadError> {
-    let mut docs = parse_documents(rel, text, opts)?;
-    docs.retain(|d| !d.is_null());
-    match docs.len() {
-        1 => Ok(docs.remove(0)),
-        0 => Err(LoadError::InvalidMetadata {
-            path: rel.into(),
-            reason: "the file is empty".into(),
-        }),
-        n => Err(LoadError::InvalidMetadata {
-            path: rel.into(),
-            reason: format!("expected one YAML document, found {n}"),
-        }),
-    }
-}
-
-fn read_list(
-    path: &Path,
-    rel: &str,
-    key: &str,
-    opts: &LoadOptions,
-    budget: &mut u64,
-) -> Result<Vec<Value>, LoadError> {
-    let Some(text) = read_optional(path, rel, opts, budget)? else {
-        return Ok(Vec::new());
-    };
-    let doc = parse_single(rel, &text, opts)?;
-    match doc.get(key) {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => Ok(items.clone()),
-        Some(_) => Err(LoadError::InvalidMetadata {
-            path: rel.into(),
-            reason: format!("\"{key}\" must be a list"),
-        }),
-    }
 }

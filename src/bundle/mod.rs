@@ -11,10 +11,13 @@ mod deployment_config;
 mod fast_yaml;
 mod image;
 mod load;
+mod metadata;
 pub mod names;
 mod render;
 mod validate;
 
+#[cfg(test)]
+mod go_reading_tests;
 #[cfg(test)]
 mod tests;
 
@@ -64,10 +67,14 @@ pub struct Bundle {
     pub crds: Vec<Value>,
     /// Every other manifest (including CRDs of other API versions, which validation rejects).
     pub others: Vec<Value>,
-    /// `properties` of `metadata/properties.yaml`.
+    /// `properties` of the first `metadata/` file declaring any (usually
+    /// `metadata/properties.yaml`).
     pub properties: Vec<Value>,
-    /// `dependencies` of `metadata/dependencies.yaml`.
+    /// `dependencies` of the first `metadata/` file declaring any (usually
+    /// `metadata/dependencies.yaml`).
     pub dependencies: Vec<Value>,
+    /// `metadata/` files skipped because they could not be decoded (opm skips them too).
+    pub warnings: Vec<String>,
 }
 
 impl Bundle {

@@ -19,6 +19,17 @@
 //! during one pass over its own text, in microseconds. Text without a `&` has no anchor,
 //! hence nothing to expand, and skips the scan. Deserialization then runs with
 //! `serde_saphyr`'s replay limit set to the same budget, as a second line of defence.
+//! `serde_saphyr`'s own alias-to-anchor ratio check (more than ten aliases per anchor) is
+//! turned off: it refuses real files (a CRD with 605 aliases of 11 anchors, each a small
+//! schema) whose expansion is cheap, while the cost bound above is both a ratio (twice
+//! the written amount) and an absolute allowance, and `max_aliases` still caps the count.
+//!
+//! Quoted scalars: Go's reader (go-yaml, like PyYAML) accepts continuation lines of a
+//! multi-line quoted scalar at any indentation, where the YAML 1.2 parser here refuses
+//! lines not indented past the enclosing block (`invalid indentation in multiline quoted
+//! scalar`). Leading white space of a continuation line is not part of the value, so on
+//! that error the reported line is indented further and the text read again
+//! ([`reindent_line`]), until it reads or [`MAX_REINDENTS`] attempts were made.
 
 use serde::de::DeserializeOwned;
 use serde_saphyr::granit_parser::{Event, Parser};
@@ -226,9 +237,77 @@ fn bounded(mut options: serde_saphyr::Options, cost: &AliasCost) -> serde_saphyr
         .saturating_add(ALIAS_NODE_ALLOWANCE);
     let events =
         usize::try_from(nodes.saturating_mul(2).saturating_add(1024)).unwrap_or(usize::MAX);
+    if let Some(budget) = options.budget.as_mut() {
+        budget.enforce_alias_anchor_ratio = false;
+    }
     let limits = &mut options.alias_limits;
     limits.max_total_replayed_events = limits.max_total_replayed_events.min(events);
     options
+}
+
+/// Most re-indented continuation lines tried for one input (see the module documentation).
+pub const MAX_REINDENTS: usize = 4096;
+
+const QUOTED_INDENT: &str = "invalid indentation in multiline quoted scalar";
+
+/// `text` with line `line` (1-based) indented one column past both its own indentation
+/// and that of the nearest non-blank line above it; `None` when there is no such line
+/// or it starts with a document marker (`---`, `...`), which Go refuses there too.
+pub fn reindent_line(text: &str, line: usize) -> Option<String> {
+    let index = line.checked_sub(1)?;
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let target = lines.get(index)?;
+    let marker = |m: &str| {
+        target
+            .strip_prefix(m)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
+    };
+    if marker("---") || marker("...") {
+        return None;
+    }
+    let indent = |l: &str| l.len() - l.trim_start_matches(' ').len();
+    let above = lines[..index]
+        .iter()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map_or(0, |l| indent(l));
+    let pad = indent(target).max(above) + 1 - indent(target);
+    let mut out = String::with_capacity(text.len() + pad);
+    for (i, l) in lines.iter().enumerate() {
+        if i == index {
+            out.extend(std::iter::repeat_n(' ', pad));
+        }
+        out.push_str(l);
+    }
+    Some(out)
+}
+
+/// Runs `read` on `text`, re-indenting continuation lines of quoted scalars as Go's
+/// reader tolerates them (see the module documentation).
+fn go_tolerant<T>(text: &str, read: impl Fn(&str) -> Result<T, YamlError>) -> Result<T, YamlError> {
+    let mut err = match read(text) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    let mut current: Option<String> = None;
+    for _ in 0..MAX_REINDENTS {
+        let YamlError::Parse(e) = &err else { break };
+        if !e.to_string().contains(QUOTED_INDENT) {
+            break;
+        }
+        let Some(line) = e.location().and_then(|l| usize::try_from(l.line()).ok()) else {
+            break;
+        };
+        let Some(next) = reindent_line(current.as_deref().unwrap_or(text), line) else {
+            break;
+        };
+        match read(&next) {
+            Ok(v) => return Ok(v),
+            Err(e) => err = e,
+        }
+        current = Some(next);
+    }
+    Err(err)
 }
 
 /// Reads every document of `text` (bounded: see the module documentation).
@@ -236,11 +315,13 @@ pub fn from_multiple<T: DeserializeOwned>(
     text: &str,
     options: serde_saphyr::Options,
 ) -> Result<Vec<T>, YamlError> {
-    let cost = check_aliases(text)?;
-    Ok(serde_saphyr::from_multiple_with_options(
-        text,
-        bounded(options, &cost),
-    )?)
+    go_tolerant(text, |t| {
+        let cost = check_aliases(t)?;
+        Ok(serde_saphyr::from_multiple_with_options(
+            t,
+            bounded(options.clone(), &cost),
+        )?)
+    })
 }
 
 /// Reads the single document of `text` (bounded: see the module documentation).
@@ -248,11 +329,13 @@ pub fn from_str<T: DeserializeOwned>(
     text: &str,
     options: serde_saphyr::Options,
 ) -> Result<T, YamlError> {
-    let cost = check_aliases(text)?;
-    Ok(serde_saphyr::from_str_with_options(
-        text,
-        bounded(options, &cost),
-    )?)
+    go_tolerant(text, |t| {
+        let cost = check_aliases(t)?;
+        Ok(serde_saphyr::from_str_with_options(
+            t,
+            bounded(options.clone(), &cost),
+        )?)
+    })
 }
 
 #[cfg(test)]

@@ -115,3 +115,21 @@ fn the_deserializer_replay_limit_follows_the_budget() {
         2 * (2 * 10 + ALIAS_NODE_ALLOWANCE as usize) + 1024
     );
 }
+
+#[test]
+fn continuation_lines_are_indented_past_the_line_above() {
+    let text = "a:\n  b: \"one\n two\"\nc: 1\n";
+    assert_eq!(
+        reindent_line(text, 3).as_deref(),
+        Some("a:\n  b: \"one\n   two\"\nc: 1\n")
+    );
+    assert_eq!(reindent_line(text, 9), None);
+    assert_eq!(reindent_line(text, 0), None);
+    // Read as Go reads it: the continuation's leading blanks are not part of the value.
+    let v: Value = from_str(text, serde_saphyr::Options::default()).expect("read");
+    assert_eq!(v["a"]["b"], Value::from("one two"));
+    // A document marker inside a quoted scalar stays an error, as in Go.
+    let e = from_str::<Value>("a: \"one\n---\ntwo\"\n", serde_saphyr::Options::default())
+        .expect_err("a document marker inside a quoted scalar");
+    assert_eq!(e.line(), Some(2), "{e}");
+}

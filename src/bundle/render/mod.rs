@@ -4,6 +4,7 @@
 //! sorted by (kind, namespace, name) and the same input gives byte-identical output.
 
 mod rbac;
+mod typed;
 mod webhooks;
 
 use super::Bundle;
@@ -221,6 +222,7 @@ fn crds_with_conversion(
         if let Some(o) = crd.as_object_mut() {
             o.remove("status");
         }
+        typed::prune_crd(&mut crd);
         let crd_name = crd
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -290,6 +292,7 @@ fn deployments(ctx: &Ctx<'_>, config: Option<&DeploymentConfig>, out: &mut Vec<V
             meta.insert("labels".into(), Value::Object(d.label.clone()));
         }
         let mut spec = d.spec.clone();
+        typed::prune_deployment_spec(&mut spec);
         if let Some(spec_map) = spec.as_object_mut() {
             spec_map.insert("revisionHistoryLimit".into(), json!(1));
         }

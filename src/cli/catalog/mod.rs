@@ -5,6 +5,7 @@
 //! or an on-cluster ClusterCatalog name (read over its HTTP API), see [`super::source`].
 //! `validate` lives in [`validate`]; the commands' error type in `error.rs`.
 
+pub mod coverage;
 mod error;
 pub mod validate;
 
@@ -37,6 +38,8 @@ pub enum CatalogCommand {
     Show(ShowArgs),
     /// Check a catalog as the controller ingests it: FBC invariant violations are warnings (exit 0), errors with --strict.
     Validate(validate::ValidateArgs),
+    /// Render the head bundle of every package (as a first install would) and print installs / refused with the reason, then a summary.
+    Coverage(coverage::CoverageArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -138,6 +141,7 @@ pub fn execute(args: CatalogArgs, out: &mut dyn Write) -> Result<(), CliError> {
         }
         CatalogCommand::Show(a) => show(a, out),
         CatalogCommand::Validate(a) => validate::validate(a, out),
+        CatalogCommand::Coverage(a) => coverage::coverage(a, out),
     }
 }
 
