@@ -74,30 +74,8 @@ pub struct ConditionView {
     pub message: String,
 }
 
-/// Whether a newer bundle can be taken.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Verdict {
-    /// In the spec's channels and range, and a successor of the installed bundle:
-    /// the controller takes the best of these (the target).
-    Available,
-    /// A successor, but outside the spec's version range, channels or catalog
-    /// selector: changing the spec takes it.
-    Excluded,
-    /// Not reachable from the installed bundle (not a successor in the catalog's
-    /// upgrade graph), an unparseable version, or an unavailable catalog.
-    Blocked,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Available => "available",
-            Verdict::Excluded => "excluded",
-            Verdict::Blocked => "blocked",
-        }
-    }
-}
+/// The verdicts the controller's upgrade notice uses too (one definition).
+pub use crate::controller::extension::plan::notice::{Verdict, verdict};
 
 /// One newer bundle.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -267,31 +245,6 @@ fn upgrade(
         deprecated: row.deprecated,
         verdict,
         reasons,
-    }
-}
-
-/// Not a successor (or unusable) blocks; only spec filters exclude; else available.
-pub fn verdict(reasons: &[Reason]) -> Verdict {
-    let blocked = reasons.iter().any(|r| {
-        matches!(
-            r,
-            Reason::NotSuccessor { .. }
-                | Reason::InvalidVersion { .. }
-                | Reason::CatalogUnavailable
-        )
-    });
-    let excluded = reasons.iter().any(|r| {
-        matches!(
-            r,
-            Reason::OutsideRange { .. } | Reason::NotInChannels { .. } | Reason::CatalogNotSelected
-        )
-    });
-    if blocked {
-        Verdict::Blocked
-    } else if excluded {
-        Verdict::Excluded
-    } else {
-        Verdict::Available
     }
 }
 
