@@ -43,6 +43,8 @@ enum Command {
     Rbac(olmv1::cli::rbac::RbacArgs),
     /// Show ClusterExtensions: installed bundle, target, available upgrades, Events, what to do next.
     Status(olmv1::cli::status::StatusArgs),
+    /// Approve the upgrade of a ClusterExtension under manual approval (sets its approved-version annotation).
+    Approve(olmv1::cli::approve::ApproveArgs),
     /// Print a shell completion script (bash, zsh, fish).
     Completion(olmv1::cli::docs::CompletionArgs),
     /// Write man pages (one per command and subcommand) into a directory.
@@ -95,6 +97,7 @@ fn main() -> ExitCode {
         Command::Render(args) => olmv1::cli::render::run(args),
         Command::Rbac(args) => olmv1::cli::rbac::run(args),
         Command::Status(args) => olmv1::cli::status::run(args),
+        Command::Approve(args) => olmv1::cli::approve::run(args),
         Command::Completion(args) => {
             use std::io::Write;
             // a script for a program name with a space would not load: the plugin's

@@ -355,8 +355,7 @@ impl Metrics {
         );
     }
 
-    /// The upgrade notice of an extension: `(installed, newest available, reason)`, or
-    /// `None` when it is up to date (its series goes).
+    /// An extension's upgrade notice: (installed, newest available, reason); `None`: none.
     pub fn upgrade_available(&self, name: &str, package: &str, notice: Option<(&str, &str, &str)>) {
         let mut known = self.known();
         let next = notice.map(|(installed, available, reason)| UpgradeAvailable {
@@ -366,9 +365,6 @@ impl Metrics {
             available_version: available.to_string(),
             reason: reason.to_string(),
         });
-        if known.upgrades.get(name) == next.as_ref() {
-            return;
-        }
         if let Some(old) = known.upgrades.remove(name) {
             self.upgrade_available.remove(&old);
         }

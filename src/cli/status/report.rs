@@ -7,6 +7,12 @@
 
 use crate::api::{ClusterExtension, conditions};
 use crate::content::CatalogContent;
+use crate::controller::extension::plan::control::{
+    ANNOTATION_APPROVED_VERSION, ANNOTATION_PAUSED, TYPE_PAUSED,
+};
+use crate::controller::extension::plan::notice::{
+    REASON_APPROVAL_REQUIRED, TYPE_UPGRADE_AVAILABLE,
+};
 use crate::controller::extension::plan::resolve_request;
 use crate::resolve::{BundleExplanation, InstalledBundle, Reason, explain};
 use crate::version::BundleVersion;
@@ -30,6 +36,12 @@ pub struct ExtensionReport {
     pub installed_condition: Option<ConditionView>,
     /// The Progressing condition.
     pub progressing: Option<ConditionView>,
+    /// The UpgradeAvailable condition (docs/how-to/upgrade-control.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade_available: Option<ConditionView>,
+    /// The Paused condition while True, with `since` (its lastTransitionTime).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<PausedView>,
     /// What resolution against the served catalogs picks now (the controller's target).
     pub target: Option<BundleView>,
     /// Why resolution picks nothing (the controller's message), or why the catalogs
@@ -76,6 +88,15 @@ pub struct ConditionView {
 
 /// The verdicts the controller's upgrade notice uses too (one definition).
 pub use crate::controller::extension::plan::notice::{Verdict, verdict};
+
+/// A paused extension: since when, and what the controller reports.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PausedView {
+    /// RFC 3339.
+    pub since: String,
+    pub message: String,
+}
 
 /// One newer bundle.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -149,6 +170,14 @@ pub fn build(
         }),
         installed_condition: condition(conditions::TYPE_INSTALLED),
         progressing: condition(conditions::TYPE_PROGRESSING),
+        upgrade_available: condition(TYPE_UPGRADE_AVAILABLE),
+        paused: status
+            .and_then(|s| conditions::find(&s.conditions, TYPE_PAUSED))
+            .filter(|c| c.status == "True")
+            .map(|c| PausedView {
+                since: c.last_transition_time.0.to_string(),
+                message: c.message.clone(),
+            }),
         events,
         ..Default::default()
     };
@@ -274,6 +303,20 @@ pub fn next_step(r: &ExtensionReport) -> String {
         return format!(
             "grant the installer ({}) the missing rules Progressing lists{target}; the controller retries as soon as RBAC changes",
             r.installer
+        );
+    }
+    if let Some(p) = &r.paused {
+        return format!(
+            "paused since {}: remove annotation {ANNOTATION_PAUSED} to resume (drift is then corrected)",
+            p.since
+        );
+    }
+    if reason == REASON_APPROVAL_REQUIRED
+        && let Some(t) = &r.target
+    {
+        return format!(
+            "approve the upgrade: `olmv1 approve {} {}` (or set annotation {ANNOTATION_APPROVED_VERSION}: {} in Git)",
+            r.name, t.version, t.version
         );
     }
     if progressing.is_none() {
