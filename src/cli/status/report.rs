@@ -277,6 +277,26 @@ fn upgrade(
     }
 }
 
+/// The next step of a paused extension or of an upgrade waiting for approval
+/// (docs/how-to/upgrade-control.md).
+fn control_step(r: &ExtensionReport, reason: &str) -> Option<String> {
+    if let Some(p) = &r.paused {
+        return Some(format!(
+            "paused since {}: remove annotation {ANNOTATION_PAUSED} to resume (drift is then corrected)",
+            p.since
+        ));
+    }
+    if reason == REASON_APPROVAL_REQUIRED
+        && let Some(t) = &r.target
+    {
+        return Some(format!(
+            "approve the upgrade: `olmv1 approve {} {}` (or set annotation {ANNOTATION_APPROVED_VERSION}: {} in Git)",
+            r.name, t.version, t.version
+        ));
+    }
+    None
+}
+
 /// What to do next: the controller's own blocking message first, then the spec change
 /// that takes the newest excluded upgrade, then what the catalog's graph allows.
 pub fn next_step(r: &ExtensionReport) -> String {
@@ -305,19 +325,8 @@ pub fn next_step(r: &ExtensionReport) -> String {
             r.installer
         );
     }
-    if let Some(p) = &r.paused {
-        return format!(
-            "paused since {}: remove annotation {ANNOTATION_PAUSED} to resume (drift is then corrected)",
-            p.since
-        );
-    }
-    if reason == REASON_APPROVAL_REQUIRED
-        && let Some(t) = &r.target
-    {
-        return format!(
-            "approve the upgrade: `olmv1 approve {} {}` (or set annotation {ANNOTATION_APPROVED_VERSION}: {} in Git)",
-            r.name, t.version, t.version
-        );
+    if let Some(step) = control_step(r, reason) {
+        return step;
     }
     if progressing.is_none() {
         return "wait: the controller has not reported on this extension yet (is it running?)"
