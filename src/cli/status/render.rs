@@ -157,7 +157,7 @@ pub fn detail(r: &ExtensionReport, explain: bool) -> String {
             u.status, u.reason
         ));
         for l in u.message.split(". ") {
-            out.push_str(&format!("  {l}\n"));
+            out.push_str(&format!("  - {l}\n"));
         }
     }
     let taken = r.upgrades.len() - r.available_upgrades;
