@@ -45,6 +45,8 @@ enum Command {
     Status(olmv1::cli::status::StatusArgs),
     /// Switch OLM v0 installations (Subscriptions) to ClusterExtensions: `check` says what the switch would do.
     Migrate(olmv1::cli::migrate::MigrateArgs),
+    /// Approve the upgrade of a ClusterExtension under manual approval (sets its approved-version annotation).
+    Approve(olmv1::cli::approve::ApproveArgs),
     /// Print a shell completion script (bash, zsh, fish).
     Completion(olmv1::cli::docs::CompletionArgs),
     /// Write man pages (one per command and subcommand) into a directory.
@@ -101,6 +103,7 @@ fn main() -> ExitCode {
         Command::Rbac(args) => olmv1::cli::rbac::run(args),
         Command::Status(args) => olmv1::cli::status::run(args),
         Command::Migrate(args) => olmv1::cli::migrate::run(args),
+        Command::Approve(args) => olmv1::cli::approve::run(args),
         Command::Completion(args) => {
             use std::io::Write;
             // a script for a program name with a space would not load: the plugin's

@@ -1,7 +1,8 @@
 //! The subcommands of the `olmv1` binary but `controller`: `catalog`, `resolve`,
 //! `render`, `crd-diff`, `rbac` (offline tools), `status` (the cluster's
-//! ClusterExtensions for a person), `migrate` (OLM v0 Subscriptions to ClusterExtensions), one module each; `completion` and `man` in
-//! [`docs`]; image pull progress on a terminal in [`progress`]. A module here owns the command's clap
+//! ClusterExtensions for a person), `approve` (an upgrade under manual approval),
+//! `migrate` (OLM v0 Subscriptions to ClusterExtensions), one module each; `completion`
+//! and `man` in [`docs`]; image pull progress on a terminal in [`progress`]. A module here owns the command's clap
 //! arguments, reading its inputs (files, images, catalogs, the cluster of the current
 //! kubeconfig) and printing; every decision (which bundle, which objects, is a CRD change
 //! safe, which rules an installer needs) is a call into the domain modules. Nothing
@@ -9,6 +10,7 @@
 //! and terminal output. `catalog validate` lives in [`catalog::validate`]. [`source`] is the `--catalog` source the commands share; [`input_file`] reads
 //! files named on the command line (regular files only, bounded).
 
+pub mod approve;
 pub mod catalog;
 pub mod cluster_content;
 pub mod crd_diff;

@@ -68,6 +68,15 @@ struct ExtensionCondition {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpgradeAvailable {
+    name: String,
+    package: String,
+    installed_version: String,
+    available_version: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CatalogCondition {
     catalog: String,
     r#type: String,
@@ -119,6 +128,7 @@ struct Known {
     resolved_from: HashMap<String, (String, String)>,
     extension_info: HashMap<String, ExtensionInfo>,
     extension_conditions: HashMap<String, Vec<ExtensionCondition>>,
+    upgrades: HashMap<String, UpgradeAvailable>,
     catalog_conditions: HashMap<String, Vec<CatalogCondition>>,
 }
 
@@ -127,6 +137,7 @@ pub struct Metrics {
     registry: Registry,
     extension_info: Family<ExtensionInfo, Gauge>,
     extension_condition: Family<ExtensionCondition, Gauge>,
+    upgrade_available: Family<UpgradeAvailable, Gauge>,
     phase_duration: HistogramFamily<PhaseLabel>,
     reconcile_duration: HistogramFamily<ControllerLabel>,
     errors: Family<ErrorLabels, Counter>,
@@ -158,6 +169,7 @@ impl Metrics {
             registry: Registry::with_prefix("olmv1"),
             extension_info: Family::default(),
             extension_condition: Family::default(),
+            upgrade_available: Family::default(),
             phase_duration: Family::new_with_constructor(duration_histogram),
             reconcile_duration: Family::new_with_constructor(duration_histogram),
             errors: Family::default(),
@@ -192,6 +204,11 @@ impl Metrics {
             "clusterextension_condition",
             "ClusterExtension conditions: 1 for the current status, 0 for the others",
             self.extension_condition.clone(),
+        );
+        r.register(
+            "clusterextension_upgrade_available",
+            "1 when a bundle newer than the installed one exists: the newest, and the UpgradeAvailable reason",
+            self.upgrade_available.clone(),
         );
         r.register_with_unit(
             "clusterextension_phase_duration",
@@ -344,6 +361,25 @@ impl Metrics {
         );
     }
 
+    /// An extension's upgrade notice: (installed, newest available, reason); `None`: none.
+    pub fn upgrade_available(&self, name: &str, package: &str, notice: Option<(&str, &str, &str)>) {
+        let mut known = self.known();
+        let next = notice.map(|(installed, available, reason)| UpgradeAvailable {
+            name: name.to_string(),
+            package: package.to_string(),
+            installed_version: installed.to_string(),
+            available_version: available.to_string(),
+            reason: reason.to_string(),
+        });
+        if let Some(old) = known.upgrades.remove(name) {
+            self.upgrade_available.remove(&old);
+        }
+        if let Some(series) = next {
+            self.upgrade_available.get_or_create(&series).set(1);
+            known.upgrades.insert(name.to_string(), series);
+        }
+    }
+
     /// The extension is gone: drop all its series.
     pub fn forget_extension(&self, name: &str) {
         let mut known = self.known();
@@ -353,6 +389,9 @@ impl Metrics {
         }
         for s in known.extension_conditions.remove(name).unwrap_or_default() {
             self.extension_condition.remove(&s);
+        }
+        if let Some(s) = known.upgrades.remove(name) {
+            self.upgrade_available.remove(&s);
         }
     }
 

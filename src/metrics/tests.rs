@@ -146,3 +146,24 @@ fn catalog_series_errors_and_durations() {
     let text = m.encode().unwrap();
     assert!(!text.contains(r#"catalog="operatorhub""#), "{text}");
 }
+
+#[test]
+fn upgrade_available_names_the_versions_and_goes_when_up_to_date() {
+    let m = Metrics::new();
+    m.upgrade_available("e", "p", Some(("1.0.0", "1.1.0", "ApprovalRequired")));
+    assert_eq!(
+        lines(&m, "olmv1_clusterextension_upgrade_available{"),
+        vec![
+            r#"olmv1_clusterextension_upgrade_available{name="e",package="p",installed_version="1.0.0",available_version="1.1.0",reason="ApprovalRequired"} 1"#
+        ]
+    );
+    m.upgrade_available("e", "p", Some(("1.1.0", "1.2.0", "ExcludedBySpec")));
+    let now = lines(&m, "olmv1_clusterextension_upgrade_available{");
+    assert_eq!(now.len(), 1, "the old series went: {now:?}");
+    assert!(now[0].contains(r#"available_version="1.2.0""#));
+    m.upgrade_available("e", "p", None);
+    assert!(lines(&m, "olmv1_clusterextension_upgrade_available{").is_empty());
+    m.upgrade_available("e", "p", Some(("1.1.0", "1.2.0", "ExcludedBySpec")));
+    m.forget_extension("e");
+    assert!(lines(&m, "olmv1_clusterextension_upgrade_available{").is_empty());
+}

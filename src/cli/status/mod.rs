@@ -80,7 +80,7 @@ pub fn run(args: StatusArgs) -> ExitCode {
 }
 
 async fn run_async(args: &StatusArgs) -> Result<String, StatusError> {
-    let client = kube_client(args).await?;
+    let client = kube_client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let extensions: Api<ClusterExtension> = Api::all(client.clone());
     let list = match &args.name {
         Some(name) => vec![
@@ -162,14 +162,18 @@ fn format_output(args: &StatusArgs, reports: &[ExtensionReport]) -> Result<Strin
     }
 }
 
-/// The kube client for the current (or `--context`) context of the kubeconfig.
-async fn kube_client(args: &StatusArgs) -> Result<kube::Client, StatusError> {
+/// The kube client for the current (or `--context`) context of the kubeconfig
+/// (`--kubeconfig`, else KUBECONFIG, else ~/.kube/config).
+pub(crate) async fn kube_client(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> Result<kube::Client, StatusError> {
     let err = |e: String| StatusError::Kubeconfig(e);
     let options = kube::config::KubeConfigOptions {
-        context: args.context.clone(),
+        context: context.map(str::to_string),
         ..Default::default()
     };
-    let config = match &args.kubeconfig {
+    let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| err(format!("reading {}: {e}", path.display())))?;
@@ -177,7 +181,7 @@ async fn kube_client(args: &StatusArgs) -> Result<kube::Client, StatusError> {
                 .await
                 .map_err(|e| err(format!("{}: {e}", path.display())))?
         }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options)
+        None if context.is_some() => kube::Config::from_kubeconfig(&options)
             .await
             .map_err(|e| err(e.to_string()))?,
         None => kube::Config::infer()

@@ -148,6 +148,18 @@ pub fn detail(r: &ExtensionReport, explain: bool) -> String {
             out.push_str(&format!("  {l}\n"));
         }
     }
+    if let Some(p) = &r.paused {
+        out.push_str(&format!("Paused:      since {}\n", p.since));
+    }
+    if let Some(u) = &r.upgrade_available {
+        out.push_str(&format!(
+            "Notice:      UpgradeAvailable {}/{}\n",
+            u.status, u.reason
+        ));
+        for l in u.message.split(". ") {
+            out.push_str(&format!("  - {l}\n"));
+        }
+    }
     let taken = r.upgrades.len() - r.available_upgrades;
     out.push_str(&format!(
         "Upgrades:    {} available, {} not taken\n",

@@ -7,6 +7,12 @@
 
 use crate::api::{ClusterExtension, conditions};
 use crate::content::CatalogContent;
+use crate::controller::extension::plan::control::{
+    ANNOTATION_APPROVED_VERSION, ANNOTATION_PAUSED, TYPE_PAUSED,
+};
+use crate::controller::extension::plan::notice::{
+    REASON_APPROVAL_REQUIRED, TYPE_UPGRADE_AVAILABLE,
+};
 use crate::controller::extension::plan::resolve_request;
 use crate::resolve::{BundleExplanation, InstalledBundle, Reason, explain};
 use crate::version::BundleVersion;
@@ -30,6 +36,12 @@ pub struct ExtensionReport {
     pub installed_condition: Option<ConditionView>,
     /// The Progressing condition.
     pub progressing: Option<ConditionView>,
+    /// The UpgradeAvailable condition (docs/how-to/upgrade-control.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade_available: Option<ConditionView>,
+    /// The Paused condition while True, with `since` (its lastTransitionTime).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<PausedView>,
     /// What resolution against the served catalogs picks now (the controller's target).
     pub target: Option<BundleView>,
     /// Why resolution picks nothing (the controller's message), or why the catalogs
@@ -74,29 +86,16 @@ pub struct ConditionView {
     pub message: String,
 }
 
-/// Whether a newer bundle can be taken.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Verdict {
-    /// In the spec's channels and range, and a successor of the installed bundle:
-    /// the controller takes the best of these (the target).
-    Available,
-    /// A successor, but outside the spec's version range, channels or catalog
-    /// selector: changing the spec takes it.
-    Excluded,
-    /// Not reachable from the installed bundle (not a successor in the catalog's
-    /// upgrade graph), an unparseable version, or an unavailable catalog.
-    Blocked,
-}
+/// The verdicts the controller's upgrade notice uses too (one definition).
+pub use crate::controller::extension::plan::notice::{Verdict, verdict};
 
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Available => "available",
-            Verdict::Excluded => "excluded",
-            Verdict::Blocked => "blocked",
-        }
-    }
+/// A paused extension: since when, and what the controller reports.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PausedView {
+    /// RFC 3339.
+    pub since: String,
+    pub message: String,
 }
 
 /// One newer bundle.
@@ -171,6 +170,14 @@ pub fn build(
         }),
         installed_condition: condition(conditions::TYPE_INSTALLED),
         progressing: condition(conditions::TYPE_PROGRESSING),
+        upgrade_available: condition(TYPE_UPGRADE_AVAILABLE),
+        paused: status
+            .and_then(|s| conditions::find(&s.conditions, TYPE_PAUSED))
+            .filter(|c| c.status == "True")
+            .map(|c| PausedView {
+                since: c.last_transition_time.0.to_string(),
+                message: c.message.clone(),
+            }),
         events,
         ..Default::default()
     };
@@ -270,29 +277,24 @@ fn upgrade(
     }
 }
 
-/// Not a successor (or unusable) blocks; only spec filters exclude; else available.
-pub fn verdict(reasons: &[Reason]) -> Verdict {
-    let blocked = reasons.iter().any(|r| {
-        matches!(
-            r,
-            Reason::NotSuccessor { .. }
-                | Reason::InvalidVersion { .. }
-                | Reason::CatalogUnavailable
-        )
-    });
-    let excluded = reasons.iter().any(|r| {
-        matches!(
-            r,
-            Reason::OutsideRange { .. } | Reason::NotInChannels { .. } | Reason::CatalogNotSelected
-        )
-    });
-    if blocked {
-        Verdict::Blocked
-    } else if excluded {
-        Verdict::Excluded
-    } else {
-        Verdict::Available
+/// The next step of a paused extension or of an upgrade waiting for approval
+/// (docs/how-to/upgrade-control.md).
+fn control_step(r: &ExtensionReport, reason: &str) -> Option<String> {
+    if let Some(p) = &r.paused {
+        return Some(format!(
+            "paused since {}: remove annotation {ANNOTATION_PAUSED} to resume (drift is then corrected)",
+            p.since
+        ));
     }
+    if reason == REASON_APPROVAL_REQUIRED
+        && let Some(t) = &r.target
+    {
+        return Some(format!(
+            "approve the upgrade: `olmv1 approve {} {}` (or set annotation {ANNOTATION_APPROVED_VERSION}: {} in Git)",
+            r.name, t.version, t.version
+        ));
+    }
+    None
 }
 
 /// What to do next: the controller's own blocking message first, then the spec change
@@ -322,6 +324,9 @@ pub fn next_step(r: &ExtensionReport) -> String {
             "grant the installer ({}) the missing rules Progressing lists{target}; the controller retries as soon as RBAC changes",
             r.installer
         );
+    }
+    if let Some(step) = control_step(r, reason) {
+        return step;
     }
     if progressing.is_none() {
         return "wait: the controller has not reported on this extension yet (is it running?)"

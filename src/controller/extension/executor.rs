@@ -19,7 +19,7 @@ use crate::apply::{
 use crate::controller::common;
 use crate::metrics::Phase;
 use crate::migrate::upstream_helm::{self as helm_release, UpstreamRelease};
-use crate::resolve::{self, Resolution, ResolveError, ResolveRequest};
+use crate::resolve::{self, Explanation, ResolveRequest};
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams};
@@ -148,10 +148,7 @@ impl Executor for KubeExecutor<'_> {
         }
     }
 
-    async fn resolve(
-        &self,
-        request: &ResolveRequest,
-    ) -> Result<Result<Resolution, ResolveError>, kube::Error> {
+    async fn resolve(&self, request: &ResolveRequest) -> Result<Explanation, kube::Error> {
         let started = Instant::now();
         let catalogs = Api::<ClusterCatalog>::all(self.ctx.client.clone())
             .list(&ListParams::default())
@@ -162,15 +159,16 @@ impl Executor for KubeExecutor<'_> {
             .catalog_contents(&catalogs.items, &request.package, request.selector.as_ref())
             .await;
         let inputs: Vec<_> = contents.iter().map(|c| c.input()).collect();
-        let resolved = resolve::resolve(request, &inputs);
+        // The verdict on every bundle too: the upgrade notice (plan::notice).
+        let explained = resolve::explain(request, &inputs);
         self.ctx.metrics.phase(Phase::resolve, started.elapsed());
-        if let Ok(r) = &resolved {
+        if let Ok(r) = &explained.result {
             let name = self.ext.name_any();
             self.ctx
                 .metrics
                 .resolved_from(&name, &r.bundle.name, &r.bundle.catalog);
         }
-        Ok(resolved)
+        Ok(explained)
     }
 
     fn unchanged(&self, fingerprint: &str) -> Option<Installed> {
@@ -234,6 +232,19 @@ impl Executor for KubeExecutor<'_> {
         Ok(installed)
     }
 
+    async fn check_drift(
+        &self,
+        account: &InstallerAccount,
+        rendered: &Rendered,
+    ) -> Result<Vec<String>, String> {
+        let installer = self
+            .ctx
+            .installers
+            .get(&account.namespace, &account.name)
+            .map_err(|e| e.to_string())?;
+        super::dry_run::drifted(&installer, &self.owner, &rendered.objects).await
+    }
+
     fn stop_watches(&self) {
         self.ctx.drift.stop(&self.ext.name_any());
     }
@@ -295,6 +306,14 @@ impl Executor for KubeExecutor<'_> {
             package.map(|c| c.package_name.as_str()).unwrap_or_default(),
             &next,
         );
+        if let Some(n) = &observation.control.upgrade {
+            self.ctx.metrics.upgrade_available(
+                &self.ext.name_any(),
+                package.map(|c| c.package_name.as_str()).unwrap_or_default(),
+                n.newest()
+                    .map(|newest| (n.installed.as_str(), newest, n.reason)),
+            );
+        }
         common::write_status_guarded(&self.api, self.ext, &current, &next).await?;
         Ok(())
     }

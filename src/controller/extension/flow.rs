@@ -17,7 +17,7 @@ use super::status::Observation;
 use crate::api::{self, BundleIdentity, ClusterExtension};
 use crate::apply::{ObjectRef, RevisionHistory, UninstallReport};
 use crate::migrate::upstream_helm::{self as helm_release, UpstreamRelease};
-use crate::resolve::{Resolution, ResolveError, ResolveRequest};
+use crate::resolve::{Explanation, ResolveRequest};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use std::time::Duration;
@@ -35,11 +35,9 @@ pub(crate) trait Executor {
     /// Upstream OLM v1's installation of the extension (its latest Helm release not yet
     /// adopted), for an extension olmv1 has no record of (`Err`: why it cannot be read).
     async fn load_upstream(&self) -> Result<Option<UpstreamRelease>, String>;
-    /// Resolves over the served catalogs (`Err`: the catalogs could not be listed).
-    async fn resolve(
-        &self,
-        request: &ResolveRequest,
-    ) -> Result<Result<Resolution, ResolveError>, kube::Error>;
+    /// Resolves over the served catalogs, with the verdict on every bundle of the
+    /// package (`Err`: the catalogs could not be listed).
+    async fn resolve(&self, request: &ResolveRequest) -> Result<Explanation, kube::Error>;
     /// The last install's result, when it was made of `fingerprint` and nothing drifted
     /// since (the drift watches keep it).
     fn unchanged(&self, fingerprint: &str) -> Option<Installed>;
@@ -61,6 +59,13 @@ pub(crate) trait Executor {
         rendered: &Rendered,
         history: Option<&RevisionHistory>,
     ) -> Result<Installed, InstallFailure>;
+    /// Paused: which of the `rendered` objects the live ones differ from (a server-side
+    /// dry-run apply as `account`: nothing is written); `Err`: why that is unknown.
+    async fn check_drift(
+        &self,
+        account: &InstallerAccount,
+        rendered: &Rendered,
+    ) -> Result<Vec<String>, String>;
     /// Stops following the extension's objects (uninstalled or deleted).
     fn stop_watches(&self);
     /// Deletes what `deletion` names as its installer account.
@@ -106,6 +111,7 @@ pub(crate) async fn reconcile<E: Executor>(
     facts.name = ext.name_any();
     facts.keep_crds = plan::uninstall::keeps_crds(ext);
     facts.progressing = progressing_reason(ext);
+    facts.controls = plan::control::Controls::of(ext);
     loop {
         match plan::decide(&ext.spec, &facts) {
             Plan::AddFinalizer => {
@@ -126,7 +132,10 @@ pub(crate) async fn reconcile<E: Executor>(
             Plan::LoadRecord => facts.record = Some(exec.load_record().await),
             Plan::LoadUpstream => facts.upstream = Some(exec.load_upstream().await),
             Plan::Resolve(request) => match exec.resolve(&request).await {
-                Ok(resolution) => facts.resolution = Some(resolution),
+                Ok(explained) => {
+                    facts.resolution = Some(explained.result);
+                    facts.candidates = explained.bundles;
+                }
                 Err(e) => return ExtensionError::from(e).into(),
             },
             Plan::CheckUpstream(target) => {
@@ -145,6 +154,13 @@ pub(crate) async fn reconcile<E: Executor>(
                 facts.readiness = Some(read);
             }
             Plan::Render(target) => facts.rendered = Some(exec.render(&target).await),
+            Plan::CheckDrift => {
+                let checked = match (&facts.installer, &facts.rendered) {
+                    (Ok(account), Some(Ok(rendered))) => exec.check_drift(account, rendered).await,
+                    _ => Err("nothing was rendered".to_string()),
+                };
+                facts.drifted = Some(checked);
+            }
             Plan::CompareUpstream => facts.upstream_objects = Some(compare_upstream(&facts)),
             Plan::Apply(step) => {
                 let applied = match &facts.rendered {

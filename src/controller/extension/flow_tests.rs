@@ -32,6 +32,10 @@ struct Fake {
     record: Option<Result<Option<RevisionHistory>, String>>,
     upstream: Option<Result<Option<UpstreamRelease>, String>>,
     resolution: Option<Result<Resolution, ResolveError>>,
+    /// Resolution's verdicts on the package's bundles (the upgrade notice).
+    candidates: Vec<crate::resolve::BundleExplanation>,
+    /// What the paused drift check answers.
+    drift: Option<Result<Vec<String>, String>>,
     install: Option<Result<Installed, InstallFailure>>,
     /// What the cache of unchanged installs answers.
     unchanged: Option<Installed>,
@@ -107,12 +111,15 @@ impl Executor for Fake {
     async fn resolve(
         &self,
         request: &ResolveRequest,
-    ) -> Result<Result<Resolution, ResolveError>, kube::Error> {
+    ) -> Result<crate::resolve::Explanation, kube::Error> {
         self.call(&format!(
             "resolve from {:?}",
             request.installed.as_ref().map(|i| i.version.as_str())
         ));
-        Ok(self.resolution.clone().expect("resolution"))
+        Ok(crate::resolve::Explanation {
+            result: self.resolution.clone().expect("resolution"),
+            bundles: self.candidates.clone(),
+        })
     }
     fn unchanged(&self, fingerprint: &str) -> Option<Installed> {
         self.call("unchanged?");
@@ -151,6 +158,14 @@ impl Executor for Fake {
         }
         *self.applied.borrow_mut() = Some(step.clone());
         self.install.clone().expect("install result")
+    }
+    async fn check_drift(
+        &self,
+        _account: &InstallerAccount,
+        rendered: &Rendered,
+    ) -> Result<Vec<String>, String> {
+        self.call(&format!("check_drift of {}", rendered.objects.len()));
+        self.drift.clone().expect("drift result")
     }
     fn stop_watches(&self) {
         self.call("stop_watches");
@@ -1174,3 +1189,6 @@ fn upstream_objects_that_differ_from_the_rendered_ones_are_not_adopted() {
     assert_eq!(fake.events()[0].1, "AdoptionRefused");
     assert_eq!(*fake.errors.borrow(), ["AdoptionRefused"]);
 }
+
+#[path = "control_tests.rs"]
+mod control;

@@ -15,6 +15,7 @@
 
 pub mod certs;
 pub mod drift;
+mod dry_run;
 mod executor;
 mod flow;
 pub mod installer;

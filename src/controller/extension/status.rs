@@ -3,6 +3,8 @@
 //! and the deprecation data of the winning catalog. Messages are capped and cleaned by
 //! [`crate::api::conditions::set_condition`]; transition times only move on flips.
 
+use super::plan::control::{ANNOTATION_PAUSED, REASON_PAUSED, REASON_RESUMED, TYPE_PAUSED};
+use super::plan::notice::{Notice, TYPE_UPGRADE_AVAILABLE};
 use crate::api::conditions::{self, *};
 use crate::api::{
     BundleIdentity, ClusterExtensionInstallStatus, ClusterExtensionStatus, InstallerStatus,
@@ -35,6 +37,12 @@ pub enum Outcome {
     /// The bundle at `version` is applied, but what it installed is not ready yet
     /// (`waiting`: the rollout messages, [`super::rollout`]). Installed stays True.
     RollingOut { version: String, waiting: String },
+    /// Opt-in controls hold the reconcile (docs/how-to/upgrade-control.md): waiting for
+    /// approval (`ApprovalRequired`) or paused (`Paused`). Progressing stays True.
+    Held {
+        reason: &'static str,
+        message: String,
+    },
 }
 
 impl Outcome {
@@ -66,6 +74,19 @@ pub struct Observation {
     pub outcome: Outcome,
     /// The deprecation conditions; `None` when the reconcile did not reach resolution.
     pub deprecation: Option<[DeprecationCondition; 4]>,
+    /// The opt-in upgrade controls' conditions.
+    pub control: ControlStatus,
+}
+
+/// The conditions of the opt-in upgrade controls (docs/how-to/upgrade-control.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ControlStatus {
+    /// The UpgradeAvailable condition; `None`: left as it is (nothing installed, or
+    /// the reconcile did not reach resolution).
+    pub upgrade: Option<Notice>,
+    /// The Paused condition's message while paused; `None`: not paused (a Paused=True
+    /// condition turns False, `Resumed`).
+    pub paused: Option<String>,
 }
 
 /// The status to write.
@@ -100,6 +121,13 @@ pub fn next_status(
         }
     }
 
+    control_conditions(
+        &mut status.conditions,
+        &observation.control,
+        generation,
+        now,
+    );
+
     status.install = observation
         .installed
         .as_ref()
@@ -109,6 +137,49 @@ pub fn next_status(
         });
     status.observed_generation = generation;
     status
+}
+
+/// The UpgradeAvailable and Paused conditions; a Paused condition appears only once
+/// the extension was paused.
+fn control_conditions(
+    list: &mut Vec<Condition>,
+    control: &ControlStatus,
+    generation: Option<i64>,
+    now: &Time,
+) {
+    if let Some(n) = &control.upgrade {
+        let available = !n.versions.is_empty();
+        let c = condition(
+            TYPE_UPGRADE_AVAILABLE,
+            available,
+            n.reason,
+            n.message.clone(),
+            generation,
+        );
+        conditions::set_condition(list, c, now.clone());
+    }
+    let c = match &control.paused {
+        Some(message) => condition(
+            TYPE_PAUSED,
+            true,
+            REASON_PAUSED,
+            message.clone(),
+            generation,
+        ),
+        None if conditions::find(list, TYPE_PAUSED).is_some_and(|c| c.status == "True") => {
+            condition(
+                TYPE_PAUSED,
+                false,
+                REASON_RESUMED,
+                format!(
+                    "resumed: annotation {ANNOTATION_PAUSED} removed; the controller applies and upgrades again"
+                ),
+                generation,
+            )
+        }
+        None => return,
+    };
+    conditions::set_condition(list, c, now.clone());
 }
 
 /// The Installed condition: True with the installed bundle's image, False without one,
@@ -170,6 +241,9 @@ fn progressing_condition(outcome: &Outcome, generation: Option<i64>) -> Conditio
             rolling_out(version, waiting),
             generation,
         ),
+        Outcome::Held { reason, message } => {
+            condition(TYPE_PROGRESSING, true, reason, message.clone(), generation)
+        }
         Outcome::DeadlineExceeded { minutes, last } => condition(
             TYPE_PROGRESSING,
             false,
@@ -237,6 +311,7 @@ mod tests {
     fn success_matches_the_seed_example() {
         let obs = Observation {
             installer: None,
+            control: Default::default(),
             generation: Some(1),
             installed: Some(bundle()),
             outcome: Outcome::Succeeded,
@@ -292,6 +367,7 @@ mod tests {
     fn retrying_without_an_installed_bundle() {
         let obs = Observation {
             installer: None,
+            control: Default::default(),
             generation: Some(2),
             installed: None,
             outcome: Outcome::Retrying("no bundles found for package \"p\"".into()),
@@ -325,6 +401,7 @@ mod tests {
     fn failures_keep_the_installed_bundle_reported() {
         let obs = Observation {
             installer: None,
+            control: Default::default(),
             generation: Some(3),
             installed: Some(bundle()),
             outcome: Outcome::Blocked {
@@ -351,6 +428,7 @@ mod tests {
         let msg = validation_failed(&["service account \"sa\" not found in namespace \"ns\": unable to authenticate with the Kubernetes cluster.".into()]);
         let obs = Observation {
             installer: None,
+            control: Default::default(),
             generation: Some(1),
             installed: None,
             outcome: Outcome::ValidationFailed(msg.clone()),
@@ -374,6 +452,7 @@ mod tests {
     fn deadline_message() {
         let obs = Observation {
             installer: None,
+            control: Default::default(),
             generation: Some(1),
             installed: None,
             outcome: Outcome::DeadlineExceeded {
@@ -397,6 +476,7 @@ mod tests {
     fn rolling_out_keeps_installed_true_and_names_what_is_not_ready() {
         let obs = Observation {
             installer: None,
+            control: Default::default(),
             generation: Some(2),
             installed: Some(bundle()),
             outcome: Outcome::RollingOut {
@@ -421,6 +501,7 @@ mod tests {
     fn maintained_without_catalog_says_why() {
         let obs = Observation {
             installer: None,
+            control: Default::default(),
             generation: Some(2),
             installed: Some(bundle()),
             outcome: Outcome::Maintained(
@@ -444,6 +525,7 @@ mod tests {
     fn unchanged_observation_writes_nothing_new() {
         let obs = Observation {
             installer: None,
+            control: Default::default(),
             generation: Some(1),
             installed: Some(bundle()),
             outcome: Outcome::Succeeded,

@@ -12,14 +12,25 @@ use kube::{Resource, ResourceExt};
 use std::collections::HashMap;
 
 /// What of a ClusterExtension asks for a reconcile: its generation (spec, and deletion:
-/// the API server bumps it when setting `deletionTimestamp`), finalizers and whether it
-/// is being deleted. Status and annotation updates do not.
+/// the API server bumps it when setting `deletionTimestamp`), finalizers, whether it
+/// is being deleted, and the upgrade-control annotations (docs/how-to/upgrade-control.md:
+/// approving, pausing, resuming). Status and other annotation updates do not.
 pub fn extension_trigger(e: &ClusterExtension) -> Option<u64> {
+    use super::plan::control::{
+        ANNOTATION_APPROVED_VERSION, ANNOTATION_PAUSED, ANNOTATION_UPGRADE_APPROVAL,
+    };
     let meta = e.meta();
+    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key));
     Some(hash_of(&(
         meta.generation,
         meta.deletion_timestamp.is_some(),
         &meta.finalizers,
+        [
+            ANNOTATION_UPGRADE_APPROVAL,
+            ANNOTATION_APPROVED_VERSION,
+            ANNOTATION_PAUSED,
+        ]
+        .map(annotation),
     )))
 }
 
@@ -150,6 +161,14 @@ mod tests {
         let mut deleting = ext(json!({}), 1);
         deleting.metadata.deletion_timestamp = Some(now());
         assert_ne!(base, extension_trigger(&deleting));
+        let annotated = |key: &str| {
+            let mut e = ext(json!({}), 1);
+            e.metadata.annotations = Some([(key.to_string(), "x".to_string())].into());
+            extension_trigger(&e)
+        };
+        assert_eq!(base, annotated("example.com/other"));
+        assert_ne!(base, annotated("olm.operatorframework.io/approved-version"));
+        assert_ne!(base, annotated("olm.operatorframework.io/paused"));
     }
 
     #[test]

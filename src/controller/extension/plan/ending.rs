@@ -171,6 +171,7 @@ mod tests {
                 generation: Some(1),
                 installed: None,
                 installer: None,
+                control: Default::default(),
                 outcome,
                 deprecation: None,
             },

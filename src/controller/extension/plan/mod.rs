@@ -12,12 +12,18 @@
 //!   installed is not ready, [`super::rollout`]); failures → conditions;
 //! - [`ending`]: `progressDeadlineMinutes`, the requeue, and what the failure
 //!   bookkeeping records ([`Standing`] in, [`Tally`] out);
-//! - [`uninstall`]: what an uninstall deletes, whether CRDs stay, what it reports.
+//! - [`uninstall`]: what an uninstall deletes, whether CRDs stay, what it reports;
+//! - [`notice`], [`control`], [`paused`]: the opt-in upgrade controls
+//!   (docs/how-to/upgrade-control.md) — the UpgradeAvailable condition and its Events,
+//!   manual approval, pause.
 //!
 //! The I/O for each step is done by the [`super::flow::Executor`]; nothing here waits on
 //! anything.
 
+pub mod control;
 pub mod ending;
+pub mod notice;
+pub mod paused;
 pub mod report;
 pub mod target;
 pub mod uninstall;
@@ -29,13 +35,15 @@ pub use uninstall::{DeleteFailure, Deletion};
 
 use super::installer::InstallerAccount;
 use super::rollout::Readiness;
-use super::status::{Observation, Outcome, validation_failed};
+use super::status::{ControlStatus, Observation, Outcome, validation_failed};
 use crate::api::conditions::REASON_BLOCKED;
 use crate::api::{BundleIdentity, ClusterExtensionSpec, InstallerStatus, UpgradeConstraintPolicy};
 use crate::apply::{ObjectRef, RevisionHistory, UninstallReport};
 use crate::migrate::upstream_helm::UpstreamRelease;
 use crate::resolve::deprecation::{CatalogData, DeprecationCondition, deprecation_conditions};
-use crate::resolve::{Resolution, ResolveError, ResolveRequest, UpgradePolicy};
+use crate::resolve::{BundleExplanation, Resolution, ResolveError, ResolveRequest, UpgradePolicy};
+use control::{Controls, Held};
+use notice::{Hold, REASON_APPROVAL_REQUIRED};
 
 /// What one reconcile knows so far; `None`: not looked up yet.
 #[derive(Debug)]
@@ -62,6 +70,13 @@ pub struct Facts {
     /// Helm release), or why it could not be read.
     pub upstream: Option<Result<Option<UpstreamRelease>, String>>,
     pub resolution: Option<Result<Resolution, ResolveError>>,
+    /// Resolution's verdict on every bundle of the package (the upgrade notice).
+    pub candidates: Vec<BundleExplanation>,
+    /// The opt-in upgrade controls (annotations) and what the status said of them.
+    pub controls: Controls,
+    /// Paused: which installed objects differ from the installed revision (`Err`: why
+    /// that could not be checked).
+    pub drifted: Option<Result<Vec<String>, String>>,
     /// The reason of the Progressing condition before this reconcile (Events on
     /// rollout transitions).
     pub progressing: Option<String>,
@@ -107,6 +122,9 @@ impl Facts {
             record: None,
             upstream: None,
             resolution: None,
+            candidates: Vec::new(),
+            controls: Controls::default(),
+            drifted: None,
             progressing: None,
             upstream_bundle: None,
             unchanged: None,
@@ -185,6 +203,8 @@ pub enum Plan {
     /// Pull and render this bundle (an install begins: the last unchanged install is
     /// forgotten).
     Render(BundleIdentity),
+    /// Paused: find which rendered objects differ from the live ones, writing nothing.
+    CheckDrift,
     /// Compare the objects of the upstream release being adopted with the rendered ones.
     CompareUpstream,
     /// Run the preflights (when asked) and apply the rendered bundle.
@@ -205,6 +225,8 @@ pub struct Install {
     /// Upstream OLM v1's release whose objects this install adopts (in place) when they
     /// are exactly the objects olmv1 renders.
     pub adopt: Option<UpstreamRelease>,
+    /// The resolved bundle waits for approval; `target` is the installed one.
+    pub held: Option<Held>,
 }
 
 /// How a reconcile ends, before `progressDeadlineMinutes` and the requeue
@@ -261,6 +283,18 @@ pub enum InstallFailure {
     AdoptionRefused(String),
 }
 
+impl InstallFailure {
+    /// What went wrong.
+    pub fn message(&self) -> &str {
+        match self {
+            InstallFailure::Retry(m)
+            | InstallFailure::InvalidConfiguration(m)
+            | InstallFailure::Blocked(m)
+            | InstallFailure::AdoptionRefused(m) => m,
+        }
+    }
+}
+
 /// What a successful install did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Installed {
@@ -277,6 +311,9 @@ pub struct Installed {
 /// The next step, given what is known.
 pub fn decide(spec: &ClusterExtensionSpec, facts: &Facts) -> Plan {
     if facts.deleting {
+        if facts.controls.paused && facts.has_finalizer {
+            return paused::deletion(spec, facts);
+        }
         return uninstall::decide(facts);
     }
     if !facts.has_finalizer {
@@ -379,12 +416,53 @@ fn end(spec: &ClusterExtensionSpec, facts: &Facts, report: Report) -> Plan {
     let Some(standing) = &facts.standing else {
         return Plan::LookUpStanding;
     };
+    let mut report = report;
+    attach_notice(spec, facts, &mut report);
+    paused::attach(facts, &mut report);
     Plan::End(Box::new(ending::end(
         report,
         standing,
         spec.progress_deadline_minutes,
         facts.progressing.as_deref(),
     )))
+}
+
+/// The UpgradeAvailable condition and its Events, once resolution ran and a bundle is
+/// installed (docs/how-to/upgrade-control.md).
+fn attach_notice(spec: &ClusterExtensionSpec, facts: &Facts, report: &mut Report) {
+    let (Some(resolution), Some(installed)) = (&facts.resolution, &report.observation.installed)
+    else {
+        return;
+    };
+    let target = resolution
+        .as_ref()
+        .ok()
+        .map(|r| r.bundle.version.to_string());
+    let hold = match &report.observation.outcome {
+        _ if facts.controls.paused => Hold::Paused,
+        Outcome::Held { reason, .. } if *reason == REASON_APPROVAL_REQUIRED => Hold::Approval,
+        _ => Hold::None,
+    };
+    let range = spec
+        .source
+        .catalog
+        .as_ref()
+        .and_then(|c| c.version.as_deref());
+    let n = notice::notice(
+        (&installed.version, installed.release.as_deref()),
+        &facts.candidates,
+        target.as_deref(),
+        hold,
+        range,
+    );
+    for (version, sentence) in notice::new_versions(&n, &facts.controls.announced) {
+        report.events.push(normal(
+            "UpgradeAvailable",
+            "Resolve",
+            format!("{sentence} (installed: {}, newer: {version})", n.installed),
+        ));
+    }
+    report.observation.control.upgrade = Some(n);
 }
 
 fn blocked_without_catalog() -> Outcome {
@@ -446,6 +524,7 @@ fn observe(
         installed,
         outcome,
         deprecation,
+        control: ControlStatus::default(),
     }
 }
 

@@ -3,6 +3,7 @@
 //! not ready, [`crate::controller::extension::rollout`], with Events on rollout
 //! transitions); [`classify`] maps an install failure to its condition.
 
+use super::notice::REASON_APPROVAL_REQUIRED;
 use super::{
     Facts, Install, InstallFailure, Installed, Next, Note, Report, deprecation, failed_report,
     normal, observe, warning,
@@ -53,9 +54,14 @@ pub fn after_install(
         }
         Readiness::Ready => {
             events.extend(rollout_event(facts, same, &bundle.version, None));
-            let outcome = install
-                .maintained
-                .map_or(Outcome::Succeeded, Outcome::Maintained);
+            let outcome = match (&install.held, install.maintained) {
+                (Some(held), _) => Outcome::Held {
+                    reason: REASON_APPROVAL_REQUIRED,
+                    message: held.message(&facts.name, Some(&bundle.version)),
+                },
+                (None, Some(why)) => Outcome::Maintained(why),
+                (None, None) => Outcome::Succeeded,
+            };
             (outcome, Next::Done)
         }
     };

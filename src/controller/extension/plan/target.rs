@@ -6,9 +6,11 @@
 //! since ([`fingerprint`]), then only readiness is read again; otherwise pull and render,
 //! the preflights (skipped for the installed revision again), apply.
 
+use super::control::{Held, held};
+use super::notice::REASON_APPROVAL_REQUIRED;
 use super::{
-    Facts, Install, InstallFailure, Next, Plan, adoption_refused, after_install, deprecation, end,
-    failed_report, warning,
+    Facts, Install, InstallFailure, Next, Plan, Report, adoption_refused, after_install,
+    deprecation, end, failed_report, observe, warning,
 };
 use crate::api::{BundleIdentity, ClusterExtensionSpec, CrdUpgradeSafetyEnforcement};
 use crate::controller::extension::installer::InstallerAccount;
@@ -57,10 +59,19 @@ pub(super) fn decide(
     facts: &Facts,
     resolution: &Result<Resolution, ResolveError>,
 ) -> Plan {
+    if facts.controls.paused {
+        return super::paused::decide(spec, facts);
+    }
     let installed = facts.installed();
     let install = match resolution {
         Ok(resolution) => {
-            let target = resolution.bundle.identity();
+            let resolved = resolution.bundle.identity();
+            let held = held(&facts.controls, installed, &resolved);
+            let target = match (&held, installed) {
+                (None, _) => resolved,
+                (Some(_), Some(installed)) => installed.clone(),
+                (Some(h), None) => return awaiting_install(spec, facts, h),
+            };
             if let Some(release) = facts.adopting() {
                 match &facts.upstream_bundle {
                     None => return Plan::CheckUpstream(target),
@@ -72,6 +83,7 @@ pub(super) fn decide(
                 target,
                 maintained: None,
                 adopt: facts.adopting().cloned(),
+                held,
             }
         }
         Err(e) => match maintained(spec, installed, e) {
@@ -214,7 +226,24 @@ fn maintained(
             installed.package, installed.name, installed.version
         )),
         adopt: None,
+        held: None,
     })
+}
+
+/// Nothing installed and the first install waits for approval
+/// (`ManualIncludingInstall`).
+fn awaiting_install(spec: &ClusterExtensionSpec, facts: &Facts, held: &Held) -> Plan {
+    let outcome = Outcome::Held {
+        reason: REASON_APPROVAL_REQUIRED,
+        message: held.message(&facts.name, None),
+    };
+    let report = Report {
+        observation: observe(facts, None, outcome, Some(deprecation(spec, facts, None))),
+        events: Vec::new(),
+        error: None,
+        next: Next::AwaitChange,
+    };
+    end(spec, facts, report)
 }
 
 /// What an install of `target` for the extension of `facts` (uid, generation: any spec
