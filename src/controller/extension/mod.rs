@@ -149,6 +149,7 @@ impl ExtensionContext {
             pending_for,
             backoff,
             minute: self.settings.minute,
+            watched: self.settings.wait_for_rollout && self.drift.follows(name),
         }
     }
 
