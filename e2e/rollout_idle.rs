@@ -22,11 +22,11 @@ use support::extensions::{
 use support::pods::{pods, set_pod_status};
 
 /// Extensions stuck rolling out.
-const STUCK: usize = 8;
+const STUCK: usize = 6;
 /// The idle window over which requests are counted.
 const WINDOW: Duration = Duration::from_secs(20);
 
-/// A catalog that is not polled (polling is traffic of its own, not the rollouts').
+/// A catalog that is not polled (tag polls are traffic of their own, not the rollouts').
 async fn create_unpolled_catalog(admin: &kube::Client, name: &str, image: &str) {
     let catalog: ClusterCatalog = serde_json::from_value(json!({
         "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog",
@@ -44,27 +44,27 @@ async fn create_unpolled_catalog(admin: &kube::Client, name: &str, image: &str) 
 async fn stuck_rollouts_send_no_requests_and_readiness_comes_from_events() {
     let controller = support::controller_with(|args| args.skip_rollout_wait = false);
     let admin = support::cluster().admin().await;
-    let package = support::unique("idle");
-    let v1 = BundleSpec::new(&package, "1.0.0");
-    let catalog = support::unique("cat");
-    let image = publish(&catalog, &package, std::slice::from_ref(&v1)).await;
-    create_unpolled_catalog(&admin, &catalog, &image).await;
-
     let api: Api<ClusterExtension> = Api::all(admin.clone());
+    // One package each (bundles hold cluster-scoped objects: CRDs, ClusterRoles).
     let mut stuck = Vec::new();
     for _ in 0..STUCK {
+        let package = support::unique("idle");
+        let bundle = BundleSpec::new(&package, "1.0.0");
+        let catalog = support::unique("cat");
+        let image = publish(&catalog, &package, std::slice::from_ref(&bundle)).await;
+        create_unpolled_catalog(&admin, &catalog, &image).await;
         let ns = support::namespace(&admin, "idle").await;
         let name = support::unique("ext");
-        grant_installer(&ns, &name, &[bundles::render(&v1, &ns)]).await;
+        grant_installer(&ns, &name, &[bundles::render(&bundle, &ns)]).await;
         api.create(
             &PostParams::default(),
             &extension(&name, &ns, &package, json!({})),
         )
         .await
         .expect("create");
-        stuck.push((ns, name));
+        stuck.push((ns, name, bundle));
     }
-    for (_, name) in &stuck {
+    for (_, name, _) in &stuck {
         wait_progressing_message(&api, name, "Revision 1.0.0 is rolling out").await;
     }
     // The check after each apply comes 15 s later (the watches may not have seen what
@@ -81,7 +81,7 @@ async fn stuck_rollouts_send_no_requests_and_readiness_comes_from_events() {
     let rate = sent as f64 / WINDOW.as_secs_f64();
     eprintln!("{STUCK} stuck rollouts: {sent} API requests in {WINDOW:?} ({rate:.3}/s)");
     assert!(rate <= 0.1, "{sent} requests in {WINDOW:?}");
-    for (_, name) in &stuck {
+    for (_, name, _) in &stuck {
         let e = api.get(name).await.expect("get");
         assert_eq!(
             condition(&e, "Progressing").map(|c| c.reason).as_deref(),
@@ -91,8 +91,8 @@ async fn stuck_rollouts_send_no_requests_and_readiness_comes_from_events() {
     }
 
     // The Deployment of one becomes available: that extension is Succeeded at once.
-    let (ns, name) = &stuck[0];
-    let deployment = v1.deployment_name();
+    let (ns, name, bundle) = &stuck[0];
+    let deployment = bundle.deployment_name();
     for pod in pods(&admin, ns, &deployment).await {
         set_pod_status(&admin, ns, &pod, None).await;
     }
