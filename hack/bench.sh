@@ -3,15 +3,16 @@
 # beside its target. Not part of hack/test.sh (it takes a while and its figures depend on
 # the machine). Usage:
 #   hack/bench.sh                  # everything
-#   hack/bench.sh --skip install,scale,lease   # without the benchmarks that need a control plane
+#   hack/bench.sh --skip install,scale,lease,rollout   # without the benchmarks that need a control plane
 #   hack/bench.sh --only serve,render
+#   BENCH_ROLLOUT_IDLE=60 hack/bench.sh --only rollout   # a quicker stuck-rollout run
 # Benchmarks: catalog (ingest + metas), serve (catalog HTTP API, plain/TLS, /all and
 # metas), content, resolve, render, crd (CRD upgrade safety), install (controller on a
-# local control plane), scale (1,000 extensions and ten catalogs, 5 minutes of them idle, ~15 minutes) and
-# lease (the ignored test measure_the_defaults in tests/lease.rs), rollout (100 extensions whose
+# local control plane), scale (1,000 extensions and ten catalogs, 5 minutes of them idle, ~15 minutes),
+# lease (the ignored test measure_the_defaults in tests/lease.rs) and rollout (100 extensions whose
 # Deployments never become ready: idle API requests over BENCH_ROLLOUT_IDLE seconds, default
-# 300, and readiness latency once one becomes available). Large inputs come from ../shared (OLMV1_SHARED_DIR overrides it); the
-# full logs are kept in target/bench-logs/.
+# 300, then the readiness latency once one becomes available). Large inputs come from ../shared
+# (OLMV1_SHARED_DIR overrides it); the full logs are kept in target/bench-logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +22,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --skip) skip=",$2,"; shift 2 ;;
     --only) only=",$2,"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
