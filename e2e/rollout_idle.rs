@@ -67,9 +67,9 @@ async fn stuck_rollouts_send_no_requests_and_readiness_comes_from_events() {
     for (_, name, _) in &stuck {
         wait_progressing_message(&api, name, "Revision 1.0.0 is rolling out").await;
     }
-    // The check after each apply comes 15 s later (the watches may not have seen what
-    // was just applied); after that, only events or the 10-minute safety re-check.
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    // In a rollout's first minute it is checked every 15 s (pod waiting reasons are not
+    // watched); after that, only events or the 10-minute safety re-check.
+    tokio::time::sleep(Duration::from_secs(80)).await;
     let metrics = controller
         .observers
         .metrics

@@ -1113,8 +1113,11 @@ fn a_watched_rollout_waits_for_events_not_polling() {
         (fake, action)
     };
     // Readiness read again while watches follow it: only the safety re-check.
-    let (fake, action) = rolling(json!({}), 30, true);
+    let (fake, action) = rolling(json!({}), 90, true);
     assert_eq!(action, Action::requeue(SAFETY_RECHECK));
+    // In its first minute, pod waiting reasons (not watched) are picked up.
+    let (_, action) = rolling(json!({}), 30, true);
+    assert_eq!(action, Action::requeue(Duration::from_secs(15)));
     assert_eq!(SAFETY_RECHECK, Duration::from_secs(600));
     assert!(matches!(fake.outcome(), Outcome::RollingOut { .. }));
     assert!(fake.calls().contains(&"rolling_out".to_string()));

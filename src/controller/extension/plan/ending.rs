@@ -1,7 +1,7 @@
 //! How a reconcile ends: `progressDeadlineMinutes` applied to a failure or a rollout
 //! ([`deadline`], with its Warning Event), the requeue (backoff, a rollout checked again
-//! after [`rollout_recheck`] or, while watches follow its readiness, only as the
-//! [`SAFETY_RECHECK`], or waiting for a change), and what the failure bookkeeping
+//! after [`rollout_recheck`] or, while watches follow its readiness and past its first
+//! minute, only as the [`SAFETY_RECHECK`], or waiting for a change), and what the failure bookkeeping
 //! records. The bookkeeping is plain state: read before the ending ([`Standing`]),
 //! written after it ([`Tally`]) by the caller of the flow.
 
@@ -73,6 +73,12 @@ pub struct Ending {
 /// Deployment. A stuck rollout costs no API request in between.
 pub const SAFETY_RECHECK: Duration = Duration::from_secs(600);
 
+/// How long a rollout is checked on the [`rollout_recheck`] schedule even while watched:
+/// the pods' waiting reasons (`ImagePullBackOff`…) appear in its first minute and are
+/// not watched (they do not change the Deployment). A bounded cost per rollout, none
+/// while a stuck rollout idles.
+pub const YOUNG_ROLLOUT: Duration = Duration::from_secs(60);
+
 /// How soon a rollout in progress is checked again when no watch follows its readiness
 /// yet (the install of this reconcile, or watches that have not listed): every 15 s at
 /// first, then a quarter of how long it has been rolling out, at most every 2 minutes.
@@ -109,7 +115,9 @@ pub fn end(
         Next::Done => (None, Count::Succeeded),
         Next::AwaitChange => (None, Count::Keep),
         Next::Retry => (Some(standing.backoff), Count::Failed),
-        Next::RollingOut if standing.watched => (Some(capped(SAFETY_RECHECK)), Count::RollingOut),
+        Next::RollingOut if standing.watched && standing.pending_for >= YOUNG_ROLLOUT => {
+            (Some(capped(SAFETY_RECHECK)), Count::RollingOut)
+        }
         Next::RollingOut => (
             Some(capped(rollout_recheck(standing.pending_for))),
             Count::RollingOut,
@@ -255,6 +263,16 @@ mod tests {
         };
         let e = end(rolling(), &watched, None, None);
         assert_eq!(e.requeue, Some(SAFETY_RECHECK));
+        let young = Standing {
+            pending_for: Duration::from_secs(20),
+            ..watched
+        };
+        let e = end(rolling(), &young, None, None);
+        assert_eq!(
+            e.requeue,
+            Some(Duration::from_secs(15)),
+            "pod reasons first"
+        );
         assert_eq!(e.tally.count, Count::RollingOut);
         // 100 s rolling out, 2 minutes allowed: checked again when the deadline passes.
         let e = end(rolling(), &watched, Some(2), None);
