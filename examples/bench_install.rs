@@ -12,6 +12,12 @@
 //! - API requests per second while nothing changes (the controller's own count,
 //!   `olmv1_kube_api_requests_total`, which includes the installer clients).
 //!
+//! With `BENCH_ROLLOUT_WAIT=1` the controller waits for rollouts (no
+//! `--skip-rollout-wait`): every Deployment stays not ready (no node), so the idle
+//! figure is that of stuck rollouts (docs/concepts/rollout-status.md, "Readiness from
+//! events"); then the pods of one extension are marked ready (as a kubelet would) and
+//! the time from its Deployment becoming available to `Progressing=Succeeded` is printed.
+//!
 //! Needs the cached Kubernetes binaries (hack/build-kube.sh) and `docker-registry`.
 //! `cargo build --release --bin olmv1 --example bench_install && target/release/examples/bench_install [<sequential> <concurrent> <crds per bundle> <idle seconds>]`
 
@@ -74,6 +80,67 @@ async fn installed(api: &Api<ClusterExtension>, name: &str) -> bool {
             .as_ref()
             .and_then(|s| conditions::find(&s.conditions, "Installed").map(|c| c.status == "True"))
     }) == Some(true)
+}
+
+/// Marks the pods of `pkg`'s Deployment ready (as a kubelet would; kube-controller-manager
+/// makes the Deployment available) and returns the time from the Deployment being
+/// available to the extension's `Progressing=Succeeded`.
+async fn readiness_latency(
+    admin: &kube::Client,
+    api: &Api<ClusterExtension>,
+    pkg: &str,
+    crds: usize,
+) -> anyhow::Result<Duration> {
+    use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+    use kube::api::{ListParams, Patch, PatchParams};
+    let ns = format!("ns-{pkg}");
+    let deployment = spec(pkg, crds).deployment_name();
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
+    let now = jiff::Timestamp::now().to_string();
+    let ready = json!({"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": now},
+        {"type": "ContainersReady", "status": "True", "lastTransitionTime": now}],
+        "containerStatuses": [{"name": "manager", "image": "example.com/manager:1",
+            "imageID": "", "ready": true, "restartCount": 0, "started": true,
+            "state": {"running": {"startedAt": now}}}]}});
+    let selector = format!("app={deployment}");
+    for pod in pods
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items
+    {
+        let name = pod.metadata.name.unwrap_or_default();
+        pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&ready))
+            .await?;
+    }
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &ns);
+    let start = Instant::now();
+    while deployments
+        .get(&deployment)
+        .await?
+        .status
+        .and_then(|s| s.available_replicas)
+        .unwrap_or(0)
+        < 1
+    {
+        anyhow::ensure!(start.elapsed() < Duration::from_secs(60), "never available");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let available = Instant::now();
+    loop {
+        let e = api.get(pkg).await?;
+        let succeeded = e.status.as_ref().and_then(|s| {
+            conditions::find(&s.conditions, "Progressing").map(|c| c.reason == "Succeeded")
+        });
+        if succeeded == Some(true) {
+            return Ok(available.elapsed());
+        }
+        anyhow::ensure!(
+            available.elapsed() < Duration::from_secs(60),
+            "not rolled out"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Namespace, installer RBAC and the ClusterExtension for package `pkg`.
@@ -142,14 +209,22 @@ async fn main() -> anyhow::Result<()> {
     let concurrent = argv.get(1).copied().unwrap_or(100);
     let crds = argv.get(2).copied().unwrap_or(5).max(1);
     let idle_seconds = argv.get(3).copied().unwrap_or(60) as u64;
-    let olmv1_bin = std::env::current_exe()?
-        .parent()
-        .and_then(|examples| examples.parent())
-        .map(|dir| dir.join("olmv1"))
-        .filter(|p| p.exists())
-        .ok_or_else(|| {
-            anyhow::anyhow!("the olmv1 binary is missing: cargo build --release --bin olmv1")
-        })?;
+    let rollout_wait = std::env::var_os("BENCH_ROLLOUT_WAIT").is_some_and(|v| v == "1");
+    // BENCH_OLMV1_BIN: another controller binary (e.g. main's, for a before/after).
+    let olmv1_bin = std::env::var_os("BENCH_OLMV1_BIN")
+        .map(PathBuf::from)
+        .filter(|p| p.exists());
+    let olmv1_bin = match olmv1_bin {
+        Some(bin) => bin,
+        None => std::env::current_exe()?
+            .parent()
+            .and_then(|examples| examples.parent())
+            .map(|dir| dir.join("olmv1"))
+            .filter(|p| p.exists())
+            .ok_or_else(|| {
+                anyhow::anyhow!("the olmv1 binary is missing: cargo build --release --bin olmv1")
+            })?,
+    };
 
     let tmp = tempfile::tempdir()?;
     // `_cp` keeps the control plane running until the end of main.
@@ -202,9 +277,7 @@ async fn main() -> anyhow::Result<()> {
             "controller".to_string(),
             "--leader-elect".to_string(),
             // No node runs the operators here: their Deployments never become
-            // available, and a rollout in progress is re-checked every 15 s to 2 min
-            // (not idle). The node suite measures rollouts (e2e/node.rs).
-            "--skip-rollout-wait".to_string(),
+            // available; BENCH_ROLLOUT_WAIT=1 measures exactly that (stuck rollouts).
             "--log-format=json".to_string(),
             format!("--kubeconfig={}", controller_kubeconfig.display()),
             format!("--health-probe-bind-address=127.0.0.1:{health}"),
@@ -216,6 +289,7 @@ async fn main() -> anyhow::Result<()> {
             format!("--cache-dir={}", cache.display()),
             format!("--insecure-registry={}", reg.host()),
         ])
+        .args((!rollout_wait).then_some("--skip-rollout-wait"))
         .stdout(log.try_clone()?)
         .stderr(log)
         .kill_on_drop(true)
@@ -371,6 +445,10 @@ async fn main() -> anyhow::Result<()> {
         after - before,
         (after - before) / t.elapsed().as_secs_f64()
     );
+    if rollout_wait && let Some(pkg) = packages.get(sequential) {
+        let latency = readiness_latency(&admin, &api, pkg, crds).await?;
+        println!("readiness reported {latency:?} after the Deployment became available");
+    }
     println!(
         "controller RSS at the end: {:.1} MiB (anonymous {:.1} MiB, file-backed {:.1} MiB; peak {:.1} MiB)",
         proc_mib(pid, "VmRSS:"),

@@ -3,14 +3,17 @@
 # beside its target. Not part of hack/test.sh (it takes a while and its figures depend on
 # the machine). Usage:
 #   hack/bench.sh                  # everything
-#   hack/bench.sh --skip install,scale,lease   # without the benchmarks that need a control plane
+#   hack/bench.sh --skip install,scale,lease,rollout   # without the benchmarks that need a control plane
 #   hack/bench.sh --only serve,render
+#   BENCH_ROLLOUT_IDLE=60 hack/bench.sh --only rollout   # a quicker stuck-rollout run
 # Benchmarks: catalog (ingest + metas), serve (catalog HTTP API, plain/TLS, /all and
 # metas), content, resolve, render, crd (CRD upgrade safety), install (controller on a
-# local control plane), scale (1,000 extensions and ten catalogs, 5 minutes of them idle, ~15 minutes) and
-# lease (the ignored test measure_the_defaults in tests/lease.rs), coverage (`olmv1 catalog coverage`
-# over the fixture bundles: how many install, refusals per reason). Large inputs come from ../shared (OLMV1_SHARED_DIR overrides it); the
-# full logs are kept in target/bench-logs/.
+# local control plane), scale (1,000 extensions and ten catalogs, 5 minutes of them idle, ~15 minutes),
+# lease (the ignored test measure_the_defaults in tests/lease.rs), rollout (100 extensions whose
+# Deployments never become ready: idle API requests over BENCH_ROLLOUT_IDLE seconds, default
+# 300, then the readiness latency once one becomes available) and coverage (`olmv1 catalog
+# coverage` over the fixture bundles: how many install, refusals per reason). Large inputs
+# come from ../shared (OLMV1_SHARED_DIR overrides it); the full logs are kept in target/bench-logs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,7 +23,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --skip) skip=",$2,"; shift 2 ;;
     --only) only=",$2,"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -42,7 +45,7 @@ for b in catalog serve content resolve render crd; do
     case $b in crd) examples+=(--example bench_crd_safety) ;; *) examples+=(--example "bench_$b") ;; esac
   fi
 done
-if wanted install; then examples+=(--example bench_install --bin olmv1); fi
+if wanted install || wanted rollout; then examples+=(--example bench_install --bin olmv1); fi
 if wanted scale; then examples+=(--example bench_scale --bin olmv1); fi
 if wanted coverage; then examples+=(--bin olmv1); fi
 if [ ${#examples[@]} -gt 0 ]; then
@@ -132,6 +135,12 @@ if wanted install && run install target/release/examples/bench_install; then
   row install "controller RSS, extensions + both catalogs" "$(first '.*extensions and both catalogs: ([0-9.]+ MiB).*' "$l")" "≤ 64 MiB"
   row install "idle API requests (60 s)" "$(first '.* = ([0-9.]+ req\/s).*' "$l")" "≤ 0.066 req/s (upstream)"
 else wanted install && failed=1; fi
+
+if wanted rollout && BENCH_ROLLOUT_WAIT=1 run rollout target/release/examples/bench_install 1 100 5 "${BENCH_ROLLOUT_IDLE:-300}"; then
+  l=$logs/rollout.log
+  row rollout "100 stuck rollouts: idle API requests ($(first '^idle for ([0-9]+)[.0-9]*s.*' "$l") s)" "$(first '.* = ([0-9.]+ req\/s).*' "$l")" "≤ 0.1 req/s"
+  row rollout "Deployment available → Succeeded" "$(first '^readiness reported (.*) after.*' "$l")" "≤ 1 s"
+else wanted rollout && failed=1; fi
 
 if wanted scale && run scale target/release/examples/bench_scale; then
   l=$logs/scale.log

@@ -167,6 +167,16 @@ async fn catalog_becomes_serving_with_the_image_content() {
     assert_eq!(code, 200);
     assert_eq!(bundles.lines().count(), 2);
     assert!(bundles.contains("foo.v1.1.0"));
+    // Serving first, extras after (docs/concepts/catalogs.md §9.2): the gzip copy of
+    // `all` is written by a background task once the content is served.
+    let stored = support::controller().cache_dir.join("catalogs").join(&name);
+    support::eventually(30, "the gzip copy of all", || async {
+        stored
+            .join(olmv1::fbc::store::CATALOG_GZIP_FILE)
+            .exists()
+            .then_some(())
+    })
+    .await;
 }
 
 use kube::ResourceExt;

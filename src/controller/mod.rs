@@ -87,10 +87,12 @@ pub const LEASE_NAME: &str = "olmv1-controller";
 
 /// What a program embedding the controller (the integration tests) can read of it
 /// while it runs; clones share the values.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Observers {
     /// What the drift watches did and hold (`tests/drift.rs`).
     pub drift: extension::drift::Counters,
+    /// The process's metrics, once it runs (its API request count, e2e/rollout_idle.rs).
+    pub metrics: Arc<std::sync::OnceLock<Arc<Metrics>>>,
 }
 
 /// Runs the controller until a termination signal arrives (or, with
@@ -103,6 +105,7 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
 pub async fn run_observed(args: ControllerArgs, observers: Observers) -> Result<()> {
     check(&args)?;
     let metrics = Arc::new(Metrics::new());
+    let _ = observers.metrics.set(metrics.clone());
     let (config, plain_client) = connect_with_config(args.kubeconfig.as_deref()).await?;
     if let Some(host) = config.cluster_url.authority() {
         metrics.upstream.set_api_host(host.as_str());

@@ -1,6 +1,6 @@
 //! On-disk storage of ingested catalogs (docs/concepts/catalogs.md §9.2). Each catalog lives in
 //! `<root>/<name>/` with `catalog.jsonl` (every blob as one compact JSON line, in walk
-//! order), its gzip copy `catalog.jsonl.gz` (for the catalog server) and `index.json` (`by_schema`/`by_package`/`by_name` → `[offset, length]`
+//! order) and `index.json` (`by_schema`/`by_package`/`by_name` → `[offset, length]`
 //! sections, catalogd's layout). `<root>/<name>` is a symbolic link to a version
 //! directory `<root>/.<name>_<version>`; an ingest streams into a fresh version
 //! directory while parsing and validating, and only when everything succeeded the link
@@ -21,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub const CATALOG_FILE: &str = "catalog.jsonl";
 pub const INDEX_FILE: &str = "index.json";
-/// The gzip copy of [`CATALOG_FILE`], written during the ingest ([`super::precompress`]).
+/// The gzip copy of [`CATALOG_FILE`], written after the store ([`super::precompress`]).
 pub const CATALOG_GZIP_FILE: &str = "catalog.jsonl.gz";
 
 /// `[offset, length]` of one blob line (the length includes the newline).
@@ -203,8 +203,6 @@ fn write_version(
     let file_path = dir.join(CATALOG_FILE);
     let file = std::fs::File::create(&file_path).map_err(io(&file_path))?;
     let mut out = BufWriter::with_capacity(256 << 10, file);
-    let gzip_path = dir.join(CATALOG_GZIP_FILE);
-    let mut gzip = super::precompress::GzipTee::create(&gzip_path).map_err(io(&gzip_path))?;
     let mut index = Index::default();
     let mut validator = Validator::default();
     let mut offset = 0u64;
@@ -218,9 +216,6 @@ fn write_version(
         out.write_all(blob.json)
             .and_then(|_| out.write_all(b"\n"))
             .map_err(io(&file_path))?;
-        gzip.write(blob.json)
-            .and_then(|_| gzip.write(b"\n"))
-            .map_err(io(&gzip_path))?;
         let section = [offset, blob.json.len() as u64 + 1];
         offset += section[1];
         Index::add(&mut index.by_schema, blob.view.schema(), section);
@@ -240,7 +235,6 @@ fn write_version(
         path: file_path.clone(),
         source: e.into_error(),
     })?;
-    gzip.finish().map_err(io(&gzip_path))?;
     let index_path = dir.join(INDEX_FILE);
     let index_file = std::fs::File::create(&index_path).map_err(io(&index_path))?;
     let mut w = BufWriter::new(index_file);

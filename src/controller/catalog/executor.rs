@@ -273,6 +273,8 @@ pub(super) async fn store_content(
     );
     ctx.metrics
         .catalog_ingested(name, started.elapsed(), stored.size);
+    // Off the path to Serving: what only speeds up answers comes after.
+    ctx.extras.start(name, stored.dir.clone());
     Ok((
         status::truncate_to_seconds(stored.last_modified),
         stored.warnings,
@@ -281,6 +283,7 @@ pub(super) async fn store_content(
 
 pub(super) fn remove_content(ctx: &CatalogContext, name: &str) {
     ctx.set_record(name, None);
+    ctx.extras.cancel(name);
     if let Err(e) = fbc::store::delete(&ctx.settings.storage_dir, name) {
         tracing::warn!(catalog = %name, error = %e, "removing stored catalog content");
     }

@@ -12,6 +12,7 @@
 //! beside it), and the executor does its I/O; [`status`] says what the status becomes.
 
 mod executor;
+pub mod extras;
 pub mod follower;
 mod plan;
 pub mod status;
@@ -88,6 +89,8 @@ pub struct CatalogContext {
     /// the ingest peak does not add up over catalogs. Pulls and tag polls stay
     /// concurrent (a slow registry holds no other catalog back).
     ingests: Arc<tokio::sync::Semaphore>,
+    /// What is written after a catalog is Serving ([`extras`]).
+    pub extras: extras::Extras,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +118,7 @@ impl CatalogContext {
             failures: Failures::default(),
             metrics: Arc::new(Metrics::new()),
             ingests: Arc::new(tokio::sync::Semaphore::new(1)),
+            extras: extras::Extras::default(),
         }
     }
 

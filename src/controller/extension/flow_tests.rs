@@ -19,7 +19,10 @@ use crate::resolve::{CatalogStats, NoUniqueBundle, ResolvedBundle};
 use crate::resolve::{Resolution, ResolveError, ResolveRequest};
 use crate::version::BundleVersion;
 use kube::runtime::controller::Action;
-use plan::{Apply, DeleteFailure, Deletion, Installed, Rendered, Standing, Tally, rollout_recheck};
+use plan::{
+    Apply, DeleteFailure, Deletion, Installed, Rendered, SAFETY_RECHECK, Standing, Tally,
+    rollout_recheck,
+};
 use serde_json::json;
 use std::cell::RefCell;
 
@@ -45,6 +48,8 @@ struct Fake {
     rendered: Vec<serde_json::Value>,
     deleted: Option<Result<UninstallReport, DeleteFailure>>,
     failing_for: Duration,
+    /// Whether watches follow the readiness of what the extension installed.
+    watched: bool,
     calls: RefCell<Vec<String>>,
     fingerprint: RefCell<Option<String>>,
     applied: RefCell<Option<Apply>>,
@@ -204,6 +209,7 @@ fn standing(fake: &Fake) -> Standing {
         pending_for: fake.failing_for,
         backoff: Duration::from_secs(4),
         minute: Duration::from_secs(60),
+        watched: fake.watched,
     }
 }
 
@@ -1103,6 +1109,46 @@ fn an_unchanged_install_rolling_out_only_reads_readiness_again() {
         unreadable.calls().last().map(String::as_str),
         Some("rolling_out")
     );
+}
+
+#[test]
+fn a_watched_rollout_waits_for_events_not_polling() {
+    let rolling = |spec: serde_json::Value, failing_for: u64, unchanged: bool| {
+        let fake = Fake {
+            record: record("1.0.0"),
+            resolution: Some(resolved_by_digest("1.0.0")),
+            unchanged: unchanged.then(|| not_ready_install("1.0.0")),
+            install: Some(Ok(not_ready_install("1.0.0"))),
+            readiness: Some(not_ready_install("1.0.0").readiness),
+            failing_for: Duration::from_secs(failing_for),
+            watched: true,
+            ..Fake::default()
+        };
+        let action = run(&with_progressing(extension(spec), "RollingOut"), &fake);
+        (fake, action)
+    };
+    // Readiness read again while watches follow it: only the safety re-check.
+    let (fake, action) = rolling(json!({}), 90, true);
+    assert_eq!(action, Action::requeue(SAFETY_RECHECK));
+    // In its first minute, pod waiting reasons (not watched) are picked up.
+    let (_, action) = rolling(json!({}), 30, true);
+    assert_eq!(action, Action::requeue(Duration::from_secs(15)));
+    assert_eq!(SAFETY_RECHECK, Duration::from_secs(600));
+    assert!(matches!(fake.outcome(), Outcome::RollingOut { .. }));
+    assert!(fake.calls().contains(&"rolling_out".to_string()));
+    // A deadline comes first: checked again when it passes, from the clock alone.
+    let (_, action) = rolling(json!({"progressDeadlineMinutes": 10}), 595, true);
+    assert_eq!(
+        action,
+        Action::requeue(Duration::from_secs(5) + Duration::from_millis(100))
+    );
+    let (late, action) = rolling(json!({"progressDeadlineMinutes": 10}), 600, true);
+    assert!(matches!(late.outcome(), Outcome::DeadlineExceeded { .. }));
+    assert_eq!(action, Action::requeue(SAFETY_RECHECK));
+    // Applied in this reconcile: its watches may not have seen the new objects yet.
+    let (applied, action) = rolling(json!({}), 0, false);
+    assert!(applied.calls().contains(&"install 1.0.0".to_string()));
+    assert_eq!(action, Action::requeue(Duration::from_secs(15)));
 }
 
 #[test]

@@ -150,6 +150,7 @@ impl ExtensionContext {
             pending_for,
             backoff,
             minute: self.settings.minute,
+            watched: self.settings.wait_for_rollout && self.drift.follows(name),
         }
     }
 

@@ -151,8 +151,8 @@ pub fn router(root: impl Into<PathBuf>) -> Router {
         bodies: std::sync::Mutex::new(BodyCache::default()),
     });
     let compress = SizeAbove::new(GZIP_MIN_SIZE).and(
-        |status: StatusCode, _: http::Version, _: &HeaderMap, _: &http::Extensions| {
-            status == StatusCode::OK
+        |status: StatusCode, _: http::Version, _: &HeaderMap, ext: &http::Extensions| {
+            status == StatusCode::OK && ext.get::<Uncompressed>().is_none()
         },
     );
     Router::new()
@@ -214,6 +214,8 @@ impl Shared {
         if let Ok(cache) = self.cache.read()
             && let Some(l) = cache.get(name)
             && l.dir == dir
+            // The gzip copy is written after the content is served: look for it again.
+            && (l.gzip.is_some() || !dir.join(CATALOG_GZIP_FILE).exists())
         {
             return Ok(l.clone());
         }
@@ -256,8 +258,8 @@ fn load(dir: &Path) -> Result<Loaded, ApiError> {
         }
         Err(e) => return Err(ApiError::Internal(e.to_string())),
     };
-    // Written by the ingest; content stored by an older version has none (then `all`
-    // is compressed on the fly).
+    // Written after the content is stored ([`crate::fbc::precompress`]); until it
+    // exists, `all` answers uncompressed.
     let gzip = File::open(dir.join(CATALOG_GZIP_FILE))
         .and_then(|f| f.metadata().map(|m| (Arc::new(f), m.len())))
         .ok();
@@ -285,6 +287,11 @@ fn load(dir: &Path) -> Result<Loaded, ApiError> {
         gzip,
     })
 }
+
+/// Marks a response the compression layer leaves as it is (`all` before its gzip copy
+/// exists).
+#[derive(Clone, Copy)]
+struct Uncompressed;
 
 /// Which encoding of a body a response carries: its ETag differs per representation.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -347,7 +354,9 @@ async fn all(
         .filter(|_| if_range_holds(&headers, &l));
     let encoding = match range {
         Some(_) => Encoding::Identity,
-        None => Encoding::select(&headers, l.size),
+        None if l.gzip.is_some() => Encoding::select(&headers, l.size),
+        // No gzip copy yet: uncompressed rather than compressing it all on the fly.
+        None => Encoding::Identity,
     };
     let etag = encoding.etag(&l);
     if let Some(r) = precondition_response(check_preconditions(&headers, &l, etag), &l, encoding) {
@@ -370,7 +379,7 @@ async fn all(
     }
     let mut status = StatusCode::OK;
     let mut section: Section = [0, l.size];
-    // Identity, or gzip compressed on the fly (content stored without the copy).
+    // Identity (a range, no gzip accepted, or no gzip copy yet).
     let mut builder =
         base_response(StatusCode::OK, &l, encoding).header(header::ACCEPT_RANGES, "bytes");
     if let Some(range) = range {
@@ -394,7 +403,8 @@ async fn all(
     let builder = builder
         .status(status)
         .header(header::CONTENT_TYPE, CONTENT_TYPE_JSONL)
-        .header(header::CONTENT_LENGTH, section[1]);
+        .header(header::CONTENT_LENGTH, section[1])
+        .extension(Uncompressed);
     let body = if method == Method::HEAD {
         Body::empty()
     } else {

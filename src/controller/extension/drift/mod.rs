@@ -157,6 +157,12 @@ impl DriftWatches {
         self.runner.clean.note_readiness(extension, readiness);
     }
 
+    /// Whether watches that have listed follow the readiness of what `extension`
+    /// installed (every readiness change of it then triggers a reconcile).
+    pub fn follows(&self, extension: &str) -> bool {
+        self.runner.readiness && self.runner.synced(extension)
+    }
+
     /// Forgets that `extension` is clean: its next reconcile installs again.
     pub fn forget_clean(&self, extension: &str) {
         self.runner.clean.forget(extension);

@@ -1,6 +1,7 @@
 //! How a reconcile ends: `progressDeadlineMinutes` applied to a failure or a rollout
 //! ([`deadline`], with its Warning Event), the requeue (backoff, a rollout checked again
-//! after [`rollout_recheck`], or waiting for a change), and what the failure bookkeeping
+//! after [`rollout_recheck`] or, while watches follow its readiness and past its first
+//! minute, only as the [`SAFETY_RECHECK`], or waiting for a change), and what the failure bookkeeping
 //! records. The bookkeeping is plain state: read before the ending ([`Standing`]),
 //! written after it ([`Tally`]) by the caller of the flow.
 
@@ -20,6 +21,9 @@ pub struct Standing {
     pub backoff: Duration,
     /// The length of one minute of `progressDeadlineMinutes` (shorter in tests).
     pub minute: Duration,
+    /// Watches that have listed follow the readiness of what the extension installed:
+    /// a change of it triggers a reconcile, so a rollout in progress needs no polling.
+    pub watched: bool,
 }
 
 /// What happens to the count of consecutive failures.
@@ -62,11 +66,22 @@ pub struct Ending {
     pub requeue: Option<Duration>,
 }
 
-/// How soon a rollout in progress is checked again when nothing triggered a reconcile
-/// (readiness changes of the installed objects trigger one at once; this is the safety
-/// net, and what refreshes pod waiting reasons, which do not change the Deployment):
-/// every 15 s at first, then a quarter of how long it has been rolling out, at most
-/// every 2 minutes (a rollout stuck for days costs little).
+/// How soon a rollout in progress whose readiness watches follow
+/// ([`Standing::watched`]) is checked again when nothing triggered a reconcile: a safety
+/// net in case a watch missed a change (docs/concepts/rollout-status.md, "Readiness
+/// from events"), and what refreshes pod waiting reasons, which do not change the
+/// Deployment. A stuck rollout costs no API request in between.
+pub const SAFETY_RECHECK: Duration = Duration::from_secs(600);
+
+/// How long a rollout is checked on the [`rollout_recheck`] schedule even while watched:
+/// the pods' waiting reasons (`ImagePullBackOff`…) appear in its first minute and are
+/// not watched (they do not change the Deployment). A bounded cost per rollout, none
+/// while a stuck rollout idles.
+pub const YOUNG_ROLLOUT: Duration = Duration::from_secs(60);
+
+/// How soon a rollout in progress is checked again when no watch follows its readiness
+/// yet (the install of this reconcile, or watches that have not listed): every 15 s at
+/// first, then a quarter of how long it has been rolling out, at most every 2 minutes.
 pub fn rollout_recheck(rolling_for: Duration) -> Duration {
     (rolling_for / 4).clamp(Duration::from_secs(15), Duration::from_secs(120))
 }
@@ -100,6 +115,9 @@ pub fn end(
         Next::Done => (None, Count::Succeeded),
         Next::AwaitChange => (None, Count::Keep),
         Next::Retry => (Some(standing.backoff), Count::Failed),
+        Next::RollingOut if standing.watched && standing.pending_for >= YOUNG_ROLLOUT => {
+            (Some(capped(SAFETY_RECHECK)), Count::RollingOut)
+        }
         Next::RollingOut => (
             Some(capped(rollout_recheck(standing.pending_for))),
             Count::RollingOut,
@@ -185,6 +203,7 @@ mod tests {
         pending_for: Duration::from_secs(100),
         backoff: Duration::from_secs(8),
         minute: Duration::from_secs(60),
+        watched: false,
     };
 
     #[test]
@@ -227,6 +246,46 @@ mod tests {
         assert_eq!(
             ending(rolling, Next::RollingOut),
             (Some(Duration::from_secs(25)), true, Count::RollingOut)
+        );
+    }
+
+    #[test]
+    fn a_watched_rollout_waits_for_events_with_a_safety_recheck_capped_by_the_deadline() {
+        let rolling = || {
+            let outcome = Outcome::RollingOut {
+                version: "1".into(),
+                waiting: "w".into(),
+            };
+            report(outcome, Next::RollingOut)
+        };
+        let watched = Standing {
+            watched: true,
+            ..STANDING
+        };
+        let e = end(rolling(), &watched, None, None);
+        assert_eq!(e.requeue, Some(SAFETY_RECHECK));
+        let young = Standing {
+            pending_for: Duration::from_secs(20),
+            ..watched
+        };
+        let e = end(rolling(), &young, None, None);
+        assert_eq!(
+            e.requeue,
+            Some(Duration::from_secs(15)),
+            "pod reasons first"
+        );
+        assert_eq!(e.tally.count, Count::RollingOut);
+        // 100 s rolling out, 2 minutes allowed: checked again when the deadline passes.
+        let e = end(rolling(), &watched, Some(2), None);
+        assert_eq!(
+            e.requeue,
+            Some(Duration::from_secs(20) + Duration::from_millis(100))
+        );
+        let failed = report(Outcome::Retrying("x".into()), Next::Failed);
+        assert_eq!(
+            end(failed, &watched, None, None).requeue,
+            Some(Duration::from_secs(8)),
+            "failures keep their backoff"
         );
     }
 

@@ -28,7 +28,9 @@ pub mod report;
 pub mod target;
 pub mod uninstall;
 
-pub use ending::{Count, Ending, Standing, Tally, deadline, deadline_event, rollout_recheck};
+pub use ending::{
+    Count, Ending, SAFETY_RECHECK, Standing, Tally, deadline, deadline_event, rollout_recheck,
+};
 pub use report::{adoption_refused, after_install, classify};
 pub use target::{Apply, Rendered, fingerprint};
 pub use uninstall::{DeleteFailure, Deletion};
@@ -419,9 +421,15 @@ fn end(spec: &ClusterExtensionSpec, facts: &Facts, report: Report) -> Plan {
     let mut report = report;
     attach_notice(spec, facts, &mut report);
     paused::attach(facts, &mut report);
+    // Readiness read right after an apply may predate the watches of what it applied:
+    // the next check comes soon (docs/concepts/rollout-status.md).
+    let standing = Standing {
+        watched: standing.watched && facts.rendered.is_none(),
+        ..*standing
+    };
     Plan::End(Box::new(ending::end(
         report,
-        standing,
+        &standing,
         spec.progress_deadline_minutes,
         facts.progressing.as_deref(),
     )))
