@@ -11,10 +11,16 @@
 //! (removing series of deleted objects or of a replaced installed version) live here.
 
 pub mod auth;
+mod labels;
 pub mod profiling;
 pub mod serving;
 pub mod tls;
 pub mod upstream;
+
+use labels::{
+    CatalogCondition, CatalogLabel, CodeLabel, ControllerLabel, ErrorLabels, ExtensionCondition,
+    ExtensionInfo, PhaseLabel, UpgradeAvailable, VerbLabel,
+};
 
 use crate::api::{ClusterCatalogStatus, ClusterExtensionStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -49,69 +55,6 @@ pub enum Phase {
     render,
     preflight,
     apply,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ExtensionInfo {
-    name: String,
-    package: String,
-    version: String,
-    bundle: String,
-    catalog: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ExtensionCondition {
-    name: String,
-    r#type: String,
-    status: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct UpgradeAvailable {
-    name: String,
-    package: String,
-    installed_version: String,
-    available_version: String,
-    reason: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CatalogCondition {
-    catalog: String,
-    r#type: String,
-    status: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CatalogLabel {
-    catalog: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PhaseLabel {
-    phase: Phase,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ControllerLabel {
-    controller: Controller,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ErrorLabels {
-    controller: Controller,
-    reason: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CodeLabel {
-    code: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct VerbLabel {
-    verb: String,
 }
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
