@@ -28,20 +28,7 @@ pub struct ApproveArgs {
 }
 
 pub fn run(args: ApproveArgs) -> ExitCode {
-    match super::block_on(approve(&args)) {
-        Ok(Ok(out)) => {
-            println!("{out}");
-            ExitCode::SUCCESS
-        }
-        Ok(Err(e)) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    super::exit_with(super::block_on(approve(&args)), |out| println!("{out}"))
 }
 
 async fn approve(args: &ApproveArgs) -> Result<String, StatusError> {

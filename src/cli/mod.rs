@@ -36,6 +36,28 @@ pub(crate) fn block_on<T>(fut: impl std::future::Future<Output = T>) -> Result<T
     Ok(rt.block_on(fut))
 }
 
+/// The exit of a command whose work ran in [`block_on`]: its output printed by `print`
+/// and success, or the error (of the command or of the runtime) on stderr and failure.
+pub(crate) fn exit_with<E: std::fmt::Display>(
+    outcome: Result<Result<String, E>, String>,
+    print: impl FnOnce(&str),
+) -> std::process::ExitCode {
+    match outcome {
+        Ok(Ok(out)) => {
+            print(&out);
+            std::process::ExitCode::SUCCESS
+        }
+        Ok(Err(e)) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Rows as aligned columns: every column but the last padded to its widest cell and
 /// followed by `gap`; trailing blanks trimmed, one line per row.
 pub(crate) fn format_table(rows: &[Vec<String>], gap: &str) -> String {

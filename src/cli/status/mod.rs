@@ -63,20 +63,7 @@ pub enum StatusError {
 }
 
 pub fn run(args: StatusArgs) -> ExitCode {
-    match super::block_on(run_async(&args)) {
-        Ok(Ok(out)) => {
-            print!("{out}");
-            ExitCode::SUCCESS
-        }
-        Ok(Err(e)) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    super::exit_with(super::block_on(run_async(&args)), |out| print!("{out}"))
 }
 
 async fn run_async(args: &StatusArgs) -> Result<String, StatusError> {
