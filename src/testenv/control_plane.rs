@@ -106,8 +106,57 @@ struct ComponentSpec {
     starts: u32,
 }
 
-/// Reserves a free loopback port (released immediately; the race is accepted).
+/// Lowest port handed out by [`free_port`]; the ports below the kernel's ephemeral
+/// range (`net.ipv4.ip_local_port_range`, 32768 by default) down to this one.
+const FIRST_PORT: u16 = 10_000;
+
+/// How often [`ControlPlane::start`] starts again on other ports when one was taken.
+const PORT_ATTEMPTS: u32 = 3;
+
+/// Reserves a free loopback port for a server a test starts (released at once; the
+/// server binds it later).
+///
+/// A port the kernel hands out for `bind(:0)` lies in its ephemeral range, which is
+/// also where the local end of every outgoing connection comes from: between the
+/// release and the server's own bind, any client on the machine could take it (CI saw
+/// kube-apiserver fail with "address already in use" that way). So the port is drawn
+/// at random *below* the ephemeral range, never twice in one process, and checked free
+/// on loopback and on all addresses (the node suite binds 0.0.0.0).
 pub fn free_port() -> Result<u16, TestEnvError> {
+    use rand::Rng;
+    use std::collections::BTreeSet;
+    use std::sync::Mutex;
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let below = ephemeral_low().unwrap_or(32_768);
+    if below <= FIRST_PORT + 1_000 {
+        return kernel_port();
+    }
+    let mut rng = rand::rng();
+    for _ in 0..200 {
+        let port = rng.random_range(FIRST_PORT..below);
+        let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+        if handed.contains(&port) {
+            continue;
+        }
+        // One after the other: a listener on 127.0.0.1 would hold the port from 0.0.0.0.
+        let loopback_free = TcpListener::bind(("127.0.0.1", port)).is_ok();
+        let all_free = loopback_free && TcpListener::bind(("0.0.0.0", port)).is_ok();
+        if all_free {
+            handed.insert(port);
+            return Ok(port);
+        }
+    }
+    kernel_port()
+}
+
+/// The first port of the kernel's ephemeral range, when readable.
+fn ephemeral_low() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
+}
+
+/// A port the kernel picks (the fallback when no range lies below its ephemeral one).
+fn kernel_port() -> Result<u16, TestEnvError> {
     let listener =
         TcpListener::bind("127.0.0.1:0").map_err(|e| TestEnvError::Port(e.to_string()))?;
     let port = listener
@@ -155,11 +204,23 @@ impl ControlPlane {
             processes: Vec::new(),
             specs: Vec::new(),
         };
-        match cp.start_processes(&opts, &tokens, &kcm_token).await {
-            Ok(()) => Ok(cp),
-            Err(e) => {
-                cp.stop();
-                Err(e)
+        let mut attempt = 1;
+        loop {
+            match cp.start_processes(&opts, &tokens, &kcm_token).await {
+                Ok(()) => return Ok(cp),
+                Err(e) if attempt < PORT_ATTEMPTS && e.port_taken() => {
+                    // Another program took a port between `free_port` and the bind:
+                    // start everything again on other ports, with empty etcd data.
+                    eprintln!("test control plane: {e}\nstarting it again on other ports");
+                    cp.stop_processes();
+                    let etcd_data = opts.data_dir.join("etcd");
+                    let _ = std::fs::remove_dir_all(&etcd_data);
+                    attempt += 1;
+                }
+                Err(e) => {
+                    cp.stop();
+                    return Err(e);
+                }
             }
         }
     }
@@ -443,13 +504,19 @@ impl ControlPlane {
 
     /// Stops every process (supervised ones are also stopped when this process exits).
     pub fn stop(&mut self) {
+        self.stop_processes();
+        if let Some(b) = self.node_binaries.take() {
+            super::node::reset(Some(&b.kube_proxy));
+        }
+    }
+
+    /// Stops every process started so far, the last started first.
+    fn stop_processes(&mut self) {
         for p in self.processes.iter_mut().rev() {
             p.stop();
         }
         self.processes.clear();
-        if let Some(b) = self.node_binaries.take() {
-            super::node::reset(Some(&b.kube_proxy));
-        }
+        self.specs.clear();
     }
 
     /// Hands the processes over: they keep running after this value is dropped (used

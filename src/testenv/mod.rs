@@ -84,6 +84,16 @@ impl TestEnvError {
             source,
         }
     }
+
+    /// A component stopped because its port was taken (its log says so).
+    pub fn port_taken(&self) -> bool {
+        match self {
+            TestEnvError::Exited { tail, .. } | TestEnvError::NotReady { tail, .. } => {
+                tail.contains("address already in use")
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The project's root directory (where `config/` and `crds/` are).

@@ -67,8 +67,7 @@ pub(super) fn registry_binary() -> anyhow::Result<PathBuf> {
 }
 
 fn free_port() -> anyhow::Result<u16> {
-    let l = TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
+    Ok(super::control_plane::free_port()?)
 }
 
 fn openssl(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
