@@ -613,3 +613,41 @@ pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client, TestEnv
             .map_err(|e| TestEnvError::Kube(format!("{}: {e}", path.display())))?;
     kube::Client::try_from(config).map_err(|e| TestEnvError::Kube(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
+        let below = ephemeral_low().unwrap_or(32_768);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..50 {
+            let port = free_port().unwrap_or_else(|e| panic!("{e}"));
+            assert!(seen.insert(port), "port {port} handed out twice");
+            if below > FIRST_PORT + 1_000 {
+                assert!(
+                    (FIRST_PORT..below).contains(&port),
+                    "port {port} outside {FIRST_PORT}..{below}"
+                );
+            }
+            TcpListener::bind(("127.0.0.1", port))
+                .unwrap_or_else(|e| panic!("port {port} not bindable: {e}"));
+        }
+    }
+
+    #[test]
+    fn only_a_taken_port_counts_as_port_taken() {
+        let exited = |tail: &str| TestEnvError::Exited {
+            name: "kube-apiserver".into(),
+            status: "exit status: 1".into(),
+            log: PathBuf::from("/tmp/kube-apiserver.log"),
+            tail: tail.into(),
+        };
+        assert!(
+            exited("listen tcp 127.0.0.1:37541: bind: address already in use").port_taken()
+        );
+        assert!(!exited("etcd cluster is unavailable").port_taken());
+        assert!(!TestEnvError::Port("none".into()).port_taken());
+    }
+}
