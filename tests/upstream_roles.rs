@@ -197,6 +197,8 @@ async fn catalogd_starts_with_upstreams_deployment_arguments() {
         format!("--catalogs-server-addr=:{catalogs}"),
         format!("--system-namespace={NAMESPACE}"),
         format!("--cache-dir={}", d("cache")),
+        // a free port in place of the default 9443 (the webhook is served with the certs)
+        format!("--webhook-server-port={}", free_port()),
         "--some-newer-upstream-flag=1".into(),
     ];
     let mut process = spawn(dir.clone(), "catalogd", &args);
