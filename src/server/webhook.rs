@@ -204,9 +204,15 @@ async fn handle(headers: HeaderMap, body: Bytes) -> axum::Json<Value> {
     axum::Json(answer)
 }
 
+/// Largest AdmissionReview read (controller-runtime's webhook limit: an UPDATE carries
+/// the object twice, each up to etcd's 1.5 MiB).
+pub const MAX_REQUEST_BYTES: usize = 7 << 20;
+
 /// The webhook's HTTP routes: `POST` [`PATH`].
 pub fn router() -> Router {
-    Router::new().route(PATH, axum::routing::post(handle))
+    Router::new()
+        .route(PATH, axum::routing::post(handle))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_REQUEST_BYTES))
 }
 
 #[cfg(test)]
