@@ -7,21 +7,35 @@
 //! serving catalogs over HTTPS. And `--global-pull-secret <namespace>/<name>` (here with
 //! our own `olmv1 controller`) pulls a private catalog and bundle through a Secret in
 //! another namespace than the controller's; upstream's metric names are then served,
-//! readable with upstream's `operator-controller-metrics-reader` ClusterRole.
+//! readable with upstream's `operator-controller-metrics-reader` ClusterRole. catalogd's
+//! mutating webhook, registered with upstream's MutatingWebhookConfiguration, labels a
+//! ClusterCatalog at admission; upstream's two programs together install an extension
+//! that names a missing ServiceAccount as the controller's own identity (upstream's
+//! model). Every test that runs a reconciler holds [`serial`]: the processes reconcile
+//! every object of the shared API server.
 
 mod support;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension};
 use olmv1::testenv::registry::{TEST_PASSWORD, TEST_USER};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use support::bundles::{self, BundleSpec};
 use support::extensions;
 use support::process::{ControllerProcess, NAMESPACE};
+
+const LABEL: &str = "olm.operatorframework.io/metadata.name";
+
+/// One reconciling process of this binary at a time (each would reconcile the other
+/// tests' objects too).
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SERIAL.lock().await
+}
 
 fn free_port() -> u16 {
     olmv1::testenv::control_plane::free_port().unwrap_or_else(|e| panic!("{e}"))
@@ -126,6 +140,7 @@ fn https_client(dir: &Path) -> reqwest::Client {
 
 #[tokio::test]
 async fn operator_controller_starts_with_upstreams_deployment_arguments() {
+    let _serial = serial().await;
     let dir = prepare("operator-controller", "tls.cert");
     let d = |p: &str| dir.join(p).display().to_string();
     let (health, metrics) = (free_port(), free_port());
@@ -166,6 +181,7 @@ async fn operator_controller_starts_with_upstreams_deployment_arguments() {
 
 #[tokio::test]
 async fn catalogd_starts_with_upstreams_deployment_arguments() {
+    let _serial = serial().await;
     let dir = prepare("catalogd", "tls.crt");
     let d = |p: &str| dir.join(p).display().to_string();
     let (health, metrics, catalogs) = (free_port(), free_port(), free_port());
@@ -181,6 +197,8 @@ async fn catalogd_starts_with_upstreams_deployment_arguments() {
         format!("--catalogs-server-addr=:{catalogs}"),
         format!("--system-namespace={NAMESPACE}"),
         format!("--cache-dir={}", d("cache")),
+        // a free port in place of the default 9443 (the webhook is served with the certs)
+        format!("--webhook-server-port={}", free_port()),
         "--some-newer-upstream-flag=1".into(),
     ];
     let mut process = spawn(dir.clone(), "catalogd", &args);
@@ -209,6 +227,7 @@ fn dockerconfigjson(host: &str) -> String {
 
 #[tokio::test]
 async fn global_pull_secret_in_another_namespace_pulls_a_private_bundle() {
+    let _serial = serial().await;
     let admin = support::cluster().admin().await;
     let auth = support::auth_registry();
     let host = auth.host().to_string();
@@ -317,8 +336,265 @@ async fn global_pull_secret_in_another_namespace_pulls_a_private_bundle() {
         r#"workqueue_adds_total{controller="clustercatalog",name="clustercatalog"}"#,
         r#"rest_client_requests_total{code="200",host="127.0.0.1:"#,
         r#"catalogd_http_request_duration_seconds_bucket{le="0.1",code="200"}"#,
+        // the reconcile scheduler's state: nothing waits or runs once installed
+        r#"workqueue_depth{controller="clusterextension",name="clusterextension"} 0"#,
+        r#"workqueue_queue_duration_seconds_count{controller="clusterextension",name="clusterextension"}"#,
+        r#"workqueue_queue_duration_seconds_count{controller="clustercatalog",name="clustercatalog"}"#,
+        r#"workqueue_unfinished_work_seconds{controller="clustercatalog",name="clustercatalog"}"#,
+        r#"workqueue_longest_running_processor_seconds{controller="clusterextension",name="clusterextension"}"#,
     ] {
         assert!(text.contains(needle), "no {needle} in\n{text}");
     }
     let _ = std::fs::remove_file(&ca);
+}
+
+/// The arguments of upstream's catalogd Deployment with free ports, `dir`'s
+/// certificate (`certs/tls.crt`) and `extra`; returns them with the webhook port.
+fn catalogd_args(dir: &Path, health: u16, catalogs: u16, extra: &[String]) -> (Vec<String>, u16) {
+    let d = |p: &str| dir.join(p).display().to_string();
+    let webhook = free_port();
+    let mut args: Vec<String> = vec![
+        format!("--metrics-bind-address=:{}", free_port()),
+        format!("--external-address=localhost:{catalogs}"),
+        format!("--tls-cert={}", d("certs/tls.crt")),
+        format!("--tls-key={}", d("certs/tls.key")),
+        format!("--health-probe-bind-address=:{health}"),
+        format!("--catalogs-server-addr=:{catalogs}"),
+        format!("--webhook-server-port={webhook}"),
+        format!("--system-namespace={NAMESPACE}"),
+        format!("--cache-dir={}", d("cache")),
+    ];
+    args.extend(extra.iter().cloned());
+    (args, webhook)
+}
+
+/// Upstream's MutatingWebhookConfiguration (config/base/catalogd/manager/webhook with
+/// the TLS component's patch: rules, failurePolicy, path), pointed at `port` on the
+/// loopback with `dir`'s CA, and limited to catalogs labelled `selector`.
+fn upstream_webhook_configuration(name: &str, port: u16, dir: &Path, selector: &str) -> Value {
+    let ca = std::fs::read(dir.join("certs/ca.crt")).expect("ca");
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": {
+                "url": format!("https://127.0.0.1:{port}/mutate-olm-operatorframework-io-v1-clustercatalog"),
+                "caBundle": data_encoding::BASE64.encode(&ca),
+            },
+            "failurePolicy": "Fail",
+            "name": "inject-metadata-name.olm.operatorframework.io",
+            "rules": [{"apiGroups": ["olm.operatorframework.io"], "apiVersions": ["v1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": ["clustercatalogs"]}],
+            "sideEffects": "None",
+            "timeoutSeconds": 10,
+            "objectSelector": {"matchLabels": {"olmv1-test/webhook": selector}},
+        }],
+    })
+}
+
+#[tokio::test]
+async fn catalogd_labels_clustercatalogs_at_admission() {
+    let _serial = serial().await;
+    let admin = support::cluster().admin().await;
+    let dir = prepare("catalogd", "tls.crt");
+    let (health, catalogs) = (free_port(), free_port());
+    let (args, port) = catalogd_args(&dir, health, catalogs, &[]);
+    let mut process = spawn(dir.clone(), "catalogd", &args);
+    wait_ready(&mut process, health).await;
+    let selector = support::unique("wh");
+    let hooks: Api<DynamicObject> = Api::all_with(
+        admin.clone(),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingWebhookConfiguration",
+        )),
+    );
+    let config: DynamicObject = serde_json::from_value(upstream_webhook_configuration(
+        &selector, port, &dir, &selector,
+    ))
+    .expect("configuration");
+    hooks
+        .create(&PostParams::default(), &config)
+        .await
+        .expect("create the MutatingWebhookConfiguration");
+
+    let catalogs_api: Api<ClusterCatalog> = Api::all(admin.clone());
+    let name = support::unique("labelled");
+    let catalog: ClusterCatalog = serde_json::from_value(json!({
+        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog",
+        "metadata": {"name": name, "labels": {"olmv1-test/webhook": selector}},
+        "spec": {"source": {"type": "Image", "image": {"ref": "registry.invalid/none:latest"}}},
+    }))
+    .expect("catalog");
+    let label = |c: &ClusterCatalog| c.metadata.labels.as_ref()?.get(LABEL).cloned();
+    // The API server sees a new configuration within a moment: dry runs until it calls.
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    support::eventually(30, "the webhook called at admission", || async {
+        let answer = catalogs_api.create(&dry, &catalog).await.ok()?;
+        label(&answer).is_some().then_some(())
+    })
+    .await;
+    let created = catalogs_api
+        .create(&PostParams::default(), &catalog)
+        .await
+        .expect("create the catalog");
+    // The object the create returns: labelled by admission, not by a reconcile.
+    assert_eq!(label(&created).as_deref(), Some(name.as_str()));
+    // An update that sets another value is corrected at admission too.
+    let mut changed = created.clone();
+    changed
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert(LABEL.into(), "other".into());
+    let updated = catalogs_api
+        .replace(&name, &PostParams::default(), &changed)
+        .await
+        .expect("update the catalog");
+    assert_eq!(label(&updated).as_deref(), Some(name.as_str()));
+    let _ = hooks.delete(&selector, &Default::default()).await;
+    let _ = catalogs_api.delete(&name, &Default::default()).await;
+    let log = process.log_text();
+    assert!(
+        log.contains("serving the ClusterCatalog mutating admission webhook"),
+        "{log}"
+    );
+}
+
+/// Upstream's operator-controller identity (its chart's ServiceAccount in the system
+/// namespace, bound to cluster-admin as that chart binds it).
+async fn upstream_controller_identity(admin: &kube::Client) {
+    let objects: Vec<DynamicObject> = [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "operator-controller-controller-manager", "namespace": NAMESPACE}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "operator-controller-manager-admin-rolebinding"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "operator-controller-controller-manager",
+                          "namespace": NAMESPACE}]}),
+    ]
+    .into_iter()
+    .map(|v| serde_json::from_value(v).expect("object"))
+    .collect();
+    olmv1::testenv::manifests::apply_objects(admin, &objects)
+        .await
+        .expect("upstream's controller identity");
+}
+
+/// A dockerconfigjson Secret for the authenticating test registry in the system
+/// namespace; returns `<namespace>/<name>` for `--global-pull-secret`.
+async fn registry_pull_secret(admin: &kube::Client) -> String {
+    let name = support::unique("upstream-pull");
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": dockerconfigjson(support::auth_registry().host())},
+    }))
+    .expect("secret");
+    Api::<Secret>::namespaced(admin.clone(), NAMESPACE)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create secret");
+    format!("{NAMESPACE}/{name}")
+}
+
+#[tokio::test]
+async fn upstreams_programs_install_as_the_controller_ignoring_spec_service_account() {
+    let _serial = serial().await;
+    let admin = support::cluster().admin().await;
+    upstream_controller_identity(&admin).await;
+    let pull_secret = registry_pull_secret(&admin).await;
+    let auth = support::auth_registry();
+    // catalogd: upstream's arguments, the registry's CA in --pull-cas-dir
+    let cd_dir = prepare("catalogd", "tls.crt");
+    std::fs::create_dir_all(cd_dir.join("pull-cas")).expect("dir");
+    let registry_ca = auth.ca_pem().unwrap_or_default();
+    std::fs::write(cd_dir.join("pull-cas/registry.crt"), registry_ca).expect("ca");
+    let pull = [
+        format!("--pull-cas-dir={}", cd_dir.join("pull-cas").display()),
+        format!("--global-pull-secret={pull_secret}"),
+    ];
+    let (cd_health, catalogs) = (free_port(), free_port());
+    let (args, _) = catalogd_args(&cd_dir, cd_health, catalogs, &pull);
+    let mut catalogd = spawn(cd_dir.clone(), "catalogd", &args);
+    wait_ready(&mut catalogd, cd_health).await;
+    // operator-controller: upstream's arguments, trusting catalogd's certificate
+    let oc_dir = prepare("operator-controller", "tls.crt");
+    let oc_health = free_port();
+    let oc_args: Vec<String> = [
+        format!("--health-probe-bind-address=:{oc_health}"),
+        format!("--catalogd-cas-dir={}", cd_dir.join("certs").display()),
+        format!("--system-namespace={NAMESPACE}"),
+        format!("--cache-path={}", oc_dir.join("cache").display()),
+    ]
+    .into_iter()
+    .chain(pull.iter().cloned())
+    .collect();
+    let mut controller = spawn(oc_dir, "operator-controller", &oc_args);
+    wait_ready(&mut controller, oc_health).await;
+
+    let package = support::unique("ocidpkg");
+    let image = olmv1::testenv::demo::publish_catalog(
+        auth,
+        &format!("catalogs/{package}:latest"),
+        &package,
+        &["1.0.0".to_string()],
+        None,
+    )
+    .await
+    .expect("publish");
+    let catalog = support::unique("ocidcat");
+    extensions::create_catalog(&catalog, &image).await;
+    let ns = support::namespace(&admin, "ocid").await;
+    let name = support::unique("ocidext");
+    let mut extension = extensions::extension(&name, &ns, &package, json!({}));
+    // YAML written for upstream before it deprecated the field: an account that does
+    // not exist
+    extension.spec.service_account = Some(olmv1::api::ServiceAccountReference {
+        name: "some-sa".into(),
+    });
+    let exts: Api<ClusterExtension> = Api::all(admin.clone());
+    exts.create(&PostParams::default(), &extension)
+        .await
+        .expect("create extension");
+    let installed = extensions::wait_installed(&exts, &name, "1.0.0").await;
+    let installer = installed
+        .status
+        .and_then(|s| s.install)
+        .and_then(|i| i.installer)
+        .expect("status.install.installer");
+    assert_eq!(
+        installer.username,
+        format!("system:serviceaccount:{NAMESPACE}:operator-controller-controller-manager")
+    );
+    assert_eq!(
+        installer.source,
+        olmv1::api::InstallerSource::ControllerIdentity
+    );
+    let log = controller.log_text();
+    assert!(
+        log.contains("spec.serviceAccount is deprecated, ignored, and will be removed in a future release - operator-controller's cluster-admin service account is used for all cluster interactions"),
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("for least privilege run olmv1's own manifests")
+            .count(),
+        1,
+        "{log}"
+    );
+    let _ = exts.delete(&name, &Default::default()).await;
+    support::eventually(60, "the extension uninstalled", || async {
+        exts.get_opt(&name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let catalogs_api: Api<ClusterCatalog> = Api::all(admin.clone());
+    let _ = catalogs_api.delete(&catalog, &Default::default()).await;
+    assert!(catalogd.child.try_wait().ok().flatten().is_none());
 }

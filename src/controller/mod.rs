@@ -1,6 +1,7 @@
 //! The controller process: connects to the API server, serves health probes, metrics
 //! (HTTPS and authorized unless `--metrics-secure=false`), the opt-in profiling
-//! endpoints and the catalog content API on every replica, and runs the reconcilers
+//! endpoints, the catalog content API and (catalogd role) the admission webhook on
+//! every replica (`serving.rs`), and runs the reconcilers
 //! (ClusterCatalog; ClusterExtension) until SIGTERM/SIGINT — with `--leader-elect`
 //! only while holding the Lease [`LEASE_NAME`], exiting non-zero when it is lost; until
 //! then the replica runs the [`catalog::follower`], so that it serves the same catalog
@@ -13,6 +14,7 @@ pub mod extension;
 pub mod lease;
 pub mod options;
 pub mod pull_secrets;
+mod serving;
 pub mod workers;
 
 pub use options::ControllerArgs;
@@ -128,18 +130,11 @@ pub async fn run_observed(args: ControllerArgs, observers: Observers) -> Result<
         args.metrics_serving.cert_files(),
         plain_client,
     )?;
-    let listeners = Listeners::bind(&args, &protection).await?;
+    let listeners = serving::Listeners::bind(&args, &protection).await?;
     let storage_dir = args.cache_dir.join("catalogs");
     std::fs::create_dir_all(&storage_dir)
         .with_context(|| format!("creating {}", storage_dir.display()))?;
-    let tls = match (&args.catalog_server_tls_cert, &args.catalog_server_tls_key) {
-        (Some(cert), Some(key)) => Some(crate::server::tls::server_config_with(
-            cert,
-            key,
-            &args.catalog_server.tls_options(),
-        )?),
-        _ => None,
-    };
+    let tls = serving::catalog_tls(&args)?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let parts = Reconcilers::new(&args, &client, config, &metrics, &storage_dir, scheme)?;
     let catalog_ctx = Arc::new(parts.catalog.with_readiness(readiness.clone()));
@@ -157,8 +152,9 @@ pub async fn run_observed(args: ControllerArgs, observers: Observers) -> Result<
     let health = health::serve(listeners.health, readiness.clone(), client.clone());
     let metrics_server =
         crate::metrics::serve(listeners.metrics, metrics.clone(), protection.clone());
-    let profiling = serve_profiling(listeners.pprof, protection);
-    let catalogs = serve_catalogs(
+    let profiling = serving::serve_profiling(listeners.pprof, protection);
+    let webhook = serving::serve_webhook(listeners.webhook, &args)?;
+    let catalogs = serving::serve_catalogs(
         listeners.catalog,
         storage_dir,
         tls,
@@ -187,6 +183,7 @@ pub async fn run_observed(args: ControllerArgs, observers: Observers) -> Result<
         result = metrics_server => result.context("metrics server failed"),
         result = profiling => result.context("profiling server failed"),
         result = catalogs => result.context("catalog server failed"),
+        result = webhook => result.context("webhook server failed"),
         result = reconcilers => result,
         () = parts.cache_gc.run() => Ok(()),
         () = &mut shutdown => {
@@ -273,56 +270,6 @@ impl Reconcilers {
     }
 }
 
-/// The process's listeners, bound before anything else starts (a port in use is an
-/// error at start, not later).
-struct Listeners {
-    health: tokio::net::TcpListener,
-    /// Not in the operator-controller role (no catalog server).
-    catalog: Option<tokio::net::TcpListener>,
-    metrics: tokio::net::TcpListener,
-    /// With --pprof-bind-address.
-    pprof: Option<tokio::net::TcpListener>,
-}
-
-impl Listeners {
-    async fn bind(args: &ControllerArgs, protection: &Protection) -> Result<Listeners> {
-        let bind = |what: &'static str, address: String| async move {
-            listen(&address)
-                .await
-                .with_context(|| format!("binding {what} address {address}"))
-        };
-        let health = bind("health probe", args.health_probe_bind_address.clone()).await?;
-        let catalog = if args.role.runs_catalogs() {
-            Some(bind("catalog server", args.catalog_server_bind_address.clone()).await?)
-        } else {
-            None
-        };
-        let metrics = bind("metrics", args.metrics_bind_address.clone()).await?;
-        tracing::info!(address = %args.health_probe_bind_address, "serving /healthz and /readyz");
-        let scheme = protection.scheme();
-        tracing::info!(address = %args.metrics_bind_address, scheme, "serving /metrics");
-        let pprof = match args.metrics_serving.pprof_address() {
-            Some(address) => {
-                let listener = bind("profiling", address.to_string()).await?;
-                protection.check_profiling(&listener)?;
-                tracing::info!(
-                    address,
-                    scheme,
-                    "serving /debug/pprof/profile and /debug/pprof/heap"
-                );
-                Some(listener)
-            }
-            None => None,
-        };
-        Ok(Listeners {
-            health,
-            catalog,
-            metrics,
-            pprof,
-        })
-    }
-}
-
 /// The image puller of both reconcilers: cache directory, insecure registries, CAs.
 fn image_puller(args: &ControllerArgs) -> Result<crate::image::ImagePuller> {
     let mut config = crate::image::PullerConfig::new(args.cache_dir.join("images"));
@@ -383,47 +330,13 @@ fn extension_settings(args: &ControllerArgs) -> extension::ExtensionSettings {
         cert_provider: crate::bundle::CertProvider::CertManager,
         minute: Duration::from_secs(args.poll_unit_seconds.max(1)),
         default_installer: args.default_installer(),
+        service_account_field: match args.role {
+            options::Role::OperatorController => extension::installer::ServiceAccountField::Ignored,
+            _ => extension::installer::ServiceAccountField::Honoured,
+        },
         wait_for_rollout: !args.skip_rollout_wait,
         install_timeout: Some(args.workers.install_timeout).filter(|t| !t.is_zero()),
     }
-}
-
-type Serving = std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>>;
-
-/// The catalog content API (HTTPS with `tls`) within `limits`, with the request metrics.
-fn serve_catalogs(
-    listener: Option<tokio::net::TcpListener>,
-    storage_dir: std::path::PathBuf,
-    tls: Option<Arc<rustls::ServerConfig>>,
-    limits: crate::server::conn::Limits,
-    metrics: Arc<Metrics>,
-) -> Serving {
-    let Some(listener) = listener else {
-        return Box::pin(std::future::pending());
-    };
-    let router = crate::server::catalog::router(storage_dir).layer(
-        axum::middleware::from_fn_with_state(metrics, crate::metrics::track_http),
-    );
-    Box::pin(crate::server::conn::serve(
-        listener,
-        tls,
-        router,
-        limits,
-        std::future::pending(),
-    ))
-}
-
-/// The profiling endpoints when --pprof-bind-address is set; never ends otherwise.
-fn serve_profiling(listener: Option<tokio::net::TcpListener>, protection: Protection) -> Serving {
-    let Some(listener) = listener else {
-        return Box::pin(std::future::pending());
-    };
-    Box::pin(async move {
-        crate::metrics::profiling::activate_heap_profiling().await;
-        protection
-            .serve(listener, crate::metrics::profiling::router())
-            .await
-    })
 }
 
 /// The reconcilers: at once without an election; with one, following the leader's

@@ -73,6 +73,12 @@ pub struct ControllerArgs {
     #[arg(long, value_enum, default_value = "all", hide = true)]
     pub role: Role,
 
+    /// catalogd's mutating admission webhook: set by the `catalogd` program's
+    /// --webhook-server-port with --tls-cert/--tls-key (docs/how-to/switch-from-upstream.md);
+    /// not a flag of `olmv1 controller`.
+    #[arg(skip)]
+    pub webhook: Option<crate::server::webhook::WebhookServing>,
+
     /// The controller's namespace.
     #[arg(long, env = "POD_NAMESPACE", default_value = "olmv1-system")]
     pub namespace: String,

@@ -13,8 +13,11 @@
 //! so they are bounded by the same limit.
 //!
 //! The gauges `olmv1_active_workers`, `olmv1_active_workers_peak` and
-//! `olmv1_max_concurrent_reconciles` report it.
+//! `olmv1_max_concurrent_reconciles` report it, and controller-runtime's work-queue
+//! families are read from it ([`crate::metrics::workqueue`]: the waiting reconciles are
+//! the queue).
 
+use crate::metrics::workqueue::{Running, WorkQueue, WorkerGauges};
 use prometheus_client::metrics::gauge::Gauge;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,6 +36,7 @@ pub struct Workers {
     running: AtomicUsize,
     peak: AtomicUsize,
     gauges: Option<(Gauge, Gauge)>,
+    queue: Option<Arc<WorkQueue>>,
 }
 
 /// Held while a reconcile runs; dropping it lets the next waiting one start.
@@ -40,6 +44,7 @@ pub struct Workers {
 pub struct Worker {
     _permit: Option<OwnedSemaphorePermit>,
     workers: Arc<Workers>,
+    _running: Option<Running>,
 }
 
 impl Workers {
@@ -52,19 +57,21 @@ impl Workers {
             running: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             gauges: None,
+            queue: None,
         })
     }
 
     /// [`Workers::new`], reporting into the gauges (running, peak, limit).
-    pub fn with_gauges(limit: usize, (running, peak, max): (Gauge, Gauge, Gauge)) -> Arc<Workers> {
+    pub fn with_gauges(limit: usize, gauges: WorkerGauges) -> Arc<Workers> {
         let limit = limit.max(1);
-        max.set(limit as i64);
+        gauges.max.set(limit as i64);
         Arc::new(Workers {
             permits: Arc::new(Semaphore::new(limit)),
             limit,
             running: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
-            gauges: Some((running, peak)),
+            gauges: Some((gauges.running, gauges.peak)),
+            queue: Some(gauges.queue),
         })
     }
 
@@ -72,7 +79,9 @@ impl Workers {
     pub async fn start(self: &Arc<Self>) -> Worker {
         // The semaphore is never closed; were it, reconciles would run unbounded
         // rather than stop.
+        let waiting = self.queue.as_ref().map(|q| q.enqueue());
         let permit = self.permits.clone().acquire_owned().await.ok();
+        let running = waiting.map(|w| w.start());
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         let peak = self.peak.fetch_max(now, Ordering::SeqCst).max(now);
         if let Some((running, max)) = &self.gauges {
@@ -82,6 +91,7 @@ impl Workers {
         Worker {
             _permit: permit,
             workers: self.clone(),
+            _running: running,
         }
     }
 
@@ -171,9 +181,41 @@ mod tests {
 
     #[test]
     fn gauges_report_limit() {
-        let g = (Gauge::default(), Gauge::default(), Gauge::default());
+        let histogram = prometheus_client::metrics::histogram::Histogram::new([1.0]);
+        let g = WorkerGauges {
+            running: Gauge::default(),
+            peak: Gauge::default(),
+            max: Gauge::default(),
+            queue: WorkQueue::new(histogram),
+        };
         let w = Workers::with_gauges(0, g.clone());
         assert_eq!(w.limit(), 1, "0 means 1");
-        assert_eq!(g.2.get(), 1);
+        assert_eq!(g.max.get(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_waiting_reconciles_are_the_work_queue() {
+        let histogram = prometheus_client::metrics::histogram::Histogram::new([1.0]);
+        let queue = WorkQueue::new(histogram);
+        let g = WorkerGauges {
+            running: Gauge::default(),
+            peak: Gauge::default(),
+            max: Gauge::default(),
+            queue: queue.clone(),
+        };
+        let workers = Workers::with_gauges(1, g);
+        let first = workers.start().await;
+        let waiting = tokio::spawn({
+            let workers = workers.clone();
+            async move { drop(workers.start().await) }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let now = std::time::Instant::now();
+        assert_eq!(queue.snapshot(now).depth, 1);
+        assert!(queue.snapshot(now).longest_seconds >= 0.015);
+        drop(first);
+        waiting.await.unwrap();
+        let idle = queue.snapshot(std::time::Instant::now());
+        assert_eq!((idle.depth, idle.longest_seconds), (0, 0.0));
     }
 }

@@ -16,6 +16,7 @@ pub mod profiling;
 pub mod serving;
 pub mod tls;
 pub mod upstream;
+pub mod workqueue;
 
 use labels::{
     CatalogCondition, CatalogLabel, CodeLabel, ControllerLabel, ErrorLabels, ExtensionCondition,
@@ -44,6 +45,16 @@ const STATUSES: [&str; 3] = ["True", "False", "Unknown"];
 pub enum Controller {
     clusterextension,
     clustercatalog,
+}
+
+impl Controller {
+    /// The label value (controller-runtime's controller name).
+    pub fn name(self) -> &'static str {
+        match self {
+            Controller::clusterextension => "clusterextension",
+            Controller::clustercatalog => "clustercatalog",
+        }
+    }
 }
 
 /// A timed step of a ClusterExtension reconcile.
@@ -349,11 +360,8 @@ impl Metrics {
     /// ours and upstream's reconcile families.
     pub fn reconcile_finished(&self, controller: Controller, took: Duration, ok: bool) {
         self.reconciled(controller, took);
-        let name = match controller {
-            Controller::clusterextension => "clusterextension",
-            Controller::clustercatalog => "clustercatalog",
-        };
-        self.upstream.reconciled(name, took.as_secs_f64(), ok);
+        self.upstream
+            .reconciled(controller.name(), took.as_secs_f64(), ok);
     }
 
     /// How long a whole reconcile took.
@@ -424,13 +432,14 @@ impl Metrics {
     }
 
     /// The worker gauges of `controller`: (running now, peak, limit).
-    pub fn worker_gauges(&self, controller: Controller) -> (Gauge, Gauge, Gauge) {
+    pub fn worker_gauges(&self, controller: Controller) -> workqueue::WorkerGauges {
         let label = ControllerLabel { controller };
-        (
-            self.active_workers.get_or_create(&label).clone(),
-            self.active_workers_peak.get_or_create(&label).clone(),
-            self.max_workers.get_or_create(&label).clone(),
-        )
+        workqueue::WorkerGauges {
+            running: self.active_workers.get_or_create(&label).clone(),
+            peak: self.active_workers_peak.get_or_create(&label).clone(),
+            max: self.max_workers.get_or_create(&label).clone(),
+            queue: self.upstream.work_queue(controller.name()),
+        }
     }
 
     /// The cache GC removed `n` entries.

@@ -5,15 +5,20 @@
 //! `controller_runtime_reconcile_time_seconds{controller}` with controller-runtime's
 //! buckets), the work-queue families this controller has a measure for
 //! (`workqueue_adds_total`, `workqueue_retries_total`, `workqueue_work_duration_seconds`,
-//! labels `controller` and `name`), client-go's `rest_client_requests_total{code,host,method}`
+//! and from the reconcile scheduler's state ([`super::workqueue`]) `workqueue_depth`,
+//! `workqueue_queue_duration_seconds`, `workqueue_unfinished_work_seconds`,
+//! `workqueue_longest_running_processor_seconds`; labels `controller` and `name`), client-go's `rest_client_requests_total{code,host,method}`
 //! and catalogd's `catalogd_http_request_duration_seconds{code}` (its buckets). The
 //! series are fed by the same calls as ours ([`super::Metrics`]).
 
+use super::workqueue::WorkQueue;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::Arc;
 
 /// controller-runtime's `controller_runtime_reconcile_time_seconds` buckets
 /// (pkg/internal/controller/metrics, v0.15 and later).
@@ -61,6 +66,7 @@ struct Code {
 }
 
 type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+type Seconds = Family<Queue, Gauge<f64, std::sync::atomic::AtomicU64>>;
 
 fn reconcile_time() -> Histogram {
     Histogram::new(RECONCILE_TIME_BUCKETS)
@@ -84,6 +90,12 @@ pub struct Upstream {
     queue_adds: Family<Queue, Counter>,
     queue_retries: Family<Queue, Counter>,
     work_duration: Histograms<Queue>,
+    queue_depth: Family<Queue, Gauge>,
+    queue_duration: Histograms<Queue>,
+    unfinished_work: Seconds,
+    longest_running: Seconds,
+    /// Each controller's queue, read when scraped.
+    queues: std::sync::Mutex<Vec<(Queue, Arc<WorkQueue>)>>,
     rest_requests: Family<Rest, Counter>,
     http_duration: Histograms<Code>,
     /// `host:port` of the API server (the `host` label), set at start.
@@ -106,6 +118,11 @@ impl Upstream {
             queue_adds: Family::default(),
             queue_retries: Family::default(),
             work_duration: Family::new_with_constructor(queue_time),
+            queue_depth: Family::default(),
+            queue_duration: Family::new_with_constructor(queue_time),
+            unfinished_work: Family::default(),
+            longest_running: Family::default(),
+            queues: std::sync::Mutex::default(),
             rest_requests: Family::default(),
             http_duration: Family::new_with_constructor(catalogd_http),
             api_host: std::sync::OnceLock::new(),
@@ -142,6 +159,26 @@ impl Upstream {
             u.work_duration.clone(),
         );
         r.register(
+            "workqueue_depth",
+            "Current depth of workqueue",
+            u.queue_depth.clone(),
+        );
+        r.register(
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            u.queue_duration.clone(),
+        );
+        r.register(
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+            u.unfinished_work.clone(),
+        );
+        r.register(
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running.",
+            u.longest_running.clone(),
+        );
+        r.register(
             "rest_client_requests",
             "Number of HTTP requests, partitioned by status code, method, and host.",
             u.rest_requests.clone(),
@@ -165,6 +202,37 @@ impl Upstream {
         let _ = self.reconcile_errors.get_or_create(&ControllerOnly {
             controller: controller.to_string(),
         });
+        let _ = self.work_queue(controller);
+    }
+
+    /// `controller`'s queue (created on first use; its series are exported from then).
+    pub fn work_queue(&self, controller: &str) -> Arc<WorkQueue> {
+        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, queue)) = queues.iter().find(|(q, _)| q.controller == controller) {
+            return queue.clone();
+        }
+        let label = Queue {
+            controller: controller.to_string(),
+            name: controller.to_string(),
+        };
+        let queue = WorkQueue::new(self.queue_duration.get_or_create(&label).clone());
+        queues.push((label, queue.clone()));
+        queue
+    }
+
+    /// Sets the work-queue gauges from the queues' state at `now`.
+    fn refresh_queues(&self, now: std::time::Instant) {
+        let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        for (label, queue) in queues.iter() {
+            let s = queue.snapshot(now);
+            self.queue_depth.get_or_create(label).set(s.depth);
+            self.unfinished_work
+                .get_or_create(label)
+                .set(s.unfinished_seconds);
+            self.longest_running
+                .get_or_create(label)
+                .set(s.longest_seconds);
+        }
     }
 
     /// One finished reconcile of `controller` (`ok`: it returned no error).
@@ -222,6 +290,7 @@ impl Upstream {
 
     /// The text exposition of upstream's families.
     pub fn encode(&self, out: &mut String) -> std::fmt::Result {
+        self.refresh_queues(std::time::Instant::now());
         prometheus_client::encoding::text::encode_registry(out, &self.registry)
     }
 }
@@ -239,6 +308,9 @@ mod tests {
         u.reconciled("clusterextension", 0.3, false);
         u.rest_request(200, "GET");
         u.catalog_http_request(404, 0.05);
+        let queue = u.work_queue("clusterextension");
+        let _running = queue.enqueue().start();
+        let _waiting = queue.enqueue();
         let mut out = String::new();
         u.encode(&mut out).expect("encode");
         for line in [
@@ -255,6 +327,11 @@ mod tests {
             r#"rest_client_requests_total{code="200",host="10.96.0.1:443",method="GET"} 1"#,
             r#"catalogd_http_request_duration_seconds_bucket{le="0.1",code="404"} 1"#,
             r#"catalogd_http_request_duration_seconds_bucket{le="10.0",code="404"} 1"#,
+            r#"workqueue_depth{controller="clusterextension",name="clusterextension"} 1"#,
+            r#"workqueue_depth{controller="clustercatalog",name="clustercatalog"} 0"#,
+            r#"workqueue_queue_duration_seconds_count{controller="clusterextension",name="clusterextension"} 1"#,
+            r#"workqueue_unfinished_work_seconds{controller="clusterextension",name="clusterextension"} "#,
+            r#"workqueue_longest_running_processor_seconds{controller="clustercatalog",name="clustercatalog"} 0.0"#,
         ] {
             assert!(out.contains(line), "missing {line} in\n{out}");
         }

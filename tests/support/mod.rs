@@ -381,6 +381,7 @@ pub fn controller_with(
             global_pull_secret: None,
             pull_cas_dir: None,
             role: Default::default(),
+            webhook: None,
             namespace: "olmv1-system".into(),
             service_account: "olmv1-controller".into(),
             strict_catalogs: false,

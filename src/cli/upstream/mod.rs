@@ -122,7 +122,7 @@ pub struct CatalogdFlags {
     /// TLS profile of the servers: modern (TLS 1.3), intermediate or old (TLS 1.2 and up here), custom.
     #[arg(long, default_value = "intermediate")]
     pub tls_profile: String,
-    /// Webhook server port (accepted; the metadata.name label is stamped by the reconciler here)
+    /// Webhook server port (the ClusterCatalog mutating webhook, over TLS with --tls-cert/--tls-key)
     #[arg(long, default_value_t = 9443)]
     pub webhook_server_port: u16,
     /// The directory of TLS certificate authorities to use for verifying HTTPS connections to image registries.
@@ -243,6 +243,14 @@ fn tls_profile(args: &mut ControllerArgs, profile: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The start-up line saying who installs in the operator-controller role, and how to
+/// move to least privilege.
+pub fn installer_note(namespace: &str, account: &str) -> String {
+    format!(
+        "every ClusterExtension is installed as this controller's own ServiceAccount system:serviceaccount:{namespace}:{account}, as upstream OLM v1 does (its manifests bind that account to cluster-admin), and spec.serviceAccount is ignored; for least privilege run olmv1's own manifests (config/, `olmv1 controller`): each extension is then installed as the ServiceAccount it names, `olmv1 rbac` prints the rules that account needs (docs/how-to/installer-identity.md)"
+    )
+}
+
 /// Maps `operator-controller` flags onto the ClusterExtension role.
 pub fn operator_controller(flags: &OperatorControllerFlags) -> Result<Mapped, String> {
     let mut args = defaults()?;
@@ -259,15 +267,29 @@ pub fn operator_controller(flags: &OperatorControllerFlags) -> Result<Mapped, St
     args.cache_dir = PathBuf::from(&flags.cache_path);
     args.namespace = system_namespace(&flags.system_namespace, args.namespace);
     args.service_account = "operator-controller-controller-manager".into();
+    // upstream's model: the controller installs as itself (docs/how-to/installer-identity.md)
+    args.allow_controller_identity = true;
     args.global_pull_secret = non_empty(&flags.global_pull_secret).map(|p| p.display().to_string());
     tls_profile(&mut args, &flags.tls_profile)?;
     if !certs {
         notes.push("no --tls-cert/--tls-key: metrics are not served (as upstream)".into());
     }
+    notes.push(installer_note(&args.namespace, &args.service_account));
     Ok(Mapped {
         args,
         log_filter: flags.klog.filter(),
         notes,
+    })
+}
+
+/// catalogd's mutating webhook on `--webhook-server-port` (every interface, as
+/// controller-runtime's webhook server) with the `--tls-cert`/`--tls-key` pair; none
+/// without certificates.
+fn webhook(certs: bool, flags: &CatalogdFlags) -> Option<crate::server::webhook::WebhookServing> {
+    certs.then(|| crate::server::webhook::WebhookServing {
+        bind_address: format!("0.0.0.0:{}", flags.webhook_server_port),
+        cert: PathBuf::from(&flags.tls_cert),
+        key: PathBuf::from(&flags.tls_key),
     })
 }
 
@@ -295,10 +317,14 @@ pub fn catalogd(flags: &CatalogdFlags) -> Result<Mapped, String> {
     args.service_account = "catalogd-controller-manager".into();
     args.global_pull_secret = non_empty(&flags.global_pull_secret).map(|p| p.display().to_string());
     tls_profile(&mut args, &flags.tls_profile)?;
-    notes.push(format!(
-        "--webhook-server-port={}: not served; the reconciler stamps the olm.operatorframework.io/metadata.name label",
-        flags.webhook_server_port
-    ));
+    args.webhook = webhook(certs, flags);
+    if args.webhook.is_none() {
+        notes.push(format!(
+            "no --tls-cert/--tls-key: the ClusterCatalog mutating webhook is not served on port {} (the catalog reconciler still stamps the {} label)",
+            flags.webhook_server_port,
+            crate::api::LABEL_METADATA_NAME
+        ));
+    }
     Ok(Mapped {
         args,
         log_filter: flags.klog.filter(),

@@ -96,6 +96,28 @@ fn upstream_operator_controller_defaults() {
     assert_eq!(a.global_pull_secret, None);
     assert_eq!(a.role.lease_name(), "9c4404e7.operatorframework.io");
     assert_eq!(m.log_filter, "info");
+    // upstream's model: the controller's own identity installs, said once at start
+    let installer = a.default_installer().expect("a default installer");
+    assert_eq!(
+        installer.to_string(),
+        format!(
+            "system:serviceaccount:{}:operator-controller-controller-manager",
+            a.namespace
+        )
+    );
+    assert_eq!(
+        installer.source,
+        crate::api::InstallerSource::ControllerIdentity
+    );
+    let note = m
+        .notes
+        .iter()
+        .find(|n| n.contains("spec.serviceAccount is ignored"));
+    assert!(
+        note.is_some_and(|n| n.contains("least privilege")),
+        "{:?}",
+        m.notes
+    );
 }
 
 /// Every flag of upstream's catalogd (cmd/catalogd/main.go, klog, feature gates).
@@ -158,6 +180,15 @@ fn every_upstream_catalogd_flag_is_accepted_and_mapped() {
     assert_eq!(a.metrics_serving.pprof_address(), None);
     assert_eq!(m.log_filter, "trace");
     assert_eq!(a.role.lease_name(), "catalogd-operator-lock");
+    assert_eq!(
+        a.webhook,
+        Some(crate::server::webhook::WebhookServing {
+            bind_address: "0.0.0.0:9443".into(),
+            cert: PathBuf::from("/var/certs/tls.crt"),
+            key: PathBuf::from("/var/certs/tls.key"),
+        })
+    );
+    assert_eq!(a.default_installer(), None);
 }
 
 #[test]
@@ -171,6 +202,15 @@ fn upstream_catalogd_defaults() {
         std::time::Duration::from_secs(12 * 3600)
     );
     assert_eq!(a.catalog_server_tls_cert, None);
+    // upstream needs the certificates for its webhook server: not served without them
+    assert_eq!(a.webhook, None);
+    assert!(
+        m.notes
+            .iter()
+            .any(|n| n.contains("mutating webhook is not served on port 9443")),
+        "{:?}",
+        m.notes
+    );
 }
 
 #[test]

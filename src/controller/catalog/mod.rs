@@ -185,6 +185,12 @@ async fn reconcile(
 ) -> Result<Action, CatalogError> {
     let metrics = ctx.metrics.clone();
     let controller = MetricsController::clustercatalog;
+    // started at once (no worker limit): in the work-queue families as running
+    let _running = metrics
+        .upstream
+        .work_queue(controller.name())
+        .enqueue()
+        .start();
     let object = catalog.clone();
     common::instrumented(
         controller,

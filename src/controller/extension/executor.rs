@@ -43,12 +43,17 @@ pub(crate) struct KubeExecutor<'a> {
 
 impl<'a> KubeExecutor<'a> {
     pub fn new(ctx: &'a ExtensionContext, ext: &'a ClusterExtension) -> Self {
+        let field = ctx.settings.service_account_field;
+        if let Some(warning) = installer::ignored_warning(&ext.spec, field) {
+            // upstream logs it on every reconcile (the operator-controller role only)
+            tracing::info!(extension = %ext.name_any(), "{warning}");
+        }
         KubeExecutor {
             ctx,
             ext,
             api: Api::all(ctx.client.clone()),
             owner: Owner::new(ext.name_any(), ext.uid().unwrap_or_default()),
-            installer: installer::choose(&ext.spec, ctx.settings.default_installer.as_ref()),
+            installer: installer::choose(&ext.spec, ctx.settings.default_installer.as_ref(), field),
             install_deadline: OnceLock::new(),
         }
     }

@@ -64,6 +64,9 @@ pub struct ExtensionSettings {
     /// The installer of extensions that name no `spec.serviceAccount`; `None`: refuse
     /// them.
     pub default_installer: Option<installer::InstallerAccount>,
+    /// What `spec.serviceAccount` means: olmv1's model, or upstream's (ignored) in the
+    /// operator-controller role.
+    pub service_account_field: installer::ServiceAccountField,
     /// Report `Progressing=True/RollingOut` until what a revision installed is ready
     /// ([`rollout`]); `false`: `Succeeded` as soon as it is applied.
     pub wait_for_rollout: bool,
