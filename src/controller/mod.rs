@@ -128,6 +128,7 @@ pub async fn run_observed(args: ControllerArgs, observers: Observers) -> Result<
     let protection = Protection::new(
         args.metrics_serving.metrics_secure,
         args.metrics_serving.cert_files(),
+        &args.catalog_server.tls_options(),
         plain_client,
     )?;
     let listeners = serving::Listeners::bind(&args, &protection).await?;

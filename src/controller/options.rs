@@ -258,18 +258,30 @@ impl Default for MetricsServingArgs {
     }
 }
 
-/// Flags of the catalog server's connections and TLS (src/server/conn/, tls.rs).
+/// A `--tls-curves` value: the name, when [`crate::server::tls::kx_group`] knows it.
+fn parse_curve(name: &str) -> Result<String, String> {
+    crate::server::tls::kx_group(name).map(|_| name.trim().to_string())
+}
+
+/// Flags of the catalog server's connections, and TLS of every server (src/server/conn/, tls.rs).
 #[derive(clap::Args, Debug, Clone)]
 pub struct CatalogServerArgs {
-    /// Lowest TLS version the catalog server accepts: VersionTLS12 or VersionTLS13.
+    /// Lowest TLS version the TLS servers (catalog server, metrics and profiling,
+    /// webhook) accept: VersionTLS12 or VersionTLS13.
     #[arg(long, default_value = "VersionTLS12")]
     pub tls_min_version: crate::server::tls::MinVersion,
 
-    /// Cipher suites of the catalog server, IANA names, comma-separated (default: the
+    /// Cipher suites of the TLS servers, IANA names, comma-separated (default: the
     /// secure defaults: ECDHE with AES-GCM or ChaCha20-Poly1305). Naming only TLS 1.2
     /// suites leaves the TLS 1.3 ones enabled, as Go does; unknown names stop the start.
     #[arg(long, value_delimiter = ',', value_parser = crate::server::tls::parse_cipher_suite)]
     pub tls_cipher_suites: Vec<String>,
+
+    /// Key exchange groups of the TLS servers in order of preference, comma-separated:
+    /// X25519MLKEM768, X25519, prime256v1 (or secp256r1), secp384r1, SecP256r1MLKEM768
+    /// (default: rustls' defaults); unknown names stop the start.
+    #[arg(long, value_delimiter = ',', value_parser = parse_curve)]
+    pub tls_curves: Vec<String>,
 
     /// Connections the catalog server serves at once; more wait until one closes.
     #[arg(default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), long = "catalog-server-max-connections")]
@@ -320,11 +332,12 @@ impl CatalogServerArgs {
         }
     }
 
-    /// The catalog server's TLS options.
+    /// The TLS options of every server (catalog, metrics and profiling, webhook).
     pub fn tls_options(&self) -> crate::server::tls::TlsOptions {
         crate::server::tls::TlsOptions {
             min_version: self.tls_min_version,
             cipher_suites: self.tls_cipher_suites.clone(),
+            groups: self.tls_curves.clone(),
         }
     }
 }
@@ -665,7 +678,10 @@ mod catalog_server_tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(err.contains("unknown or unsupported cipher suite"), "{err}");
+        assert!(err.contains("rustls does not implement"), "{err}");
+        let cli = Cli::try_parse_from(["x", "--tls-curves=X25519,secp384r1"]).unwrap();
+        assert_eq!(cli.args.tls_options().groups, ["X25519", "secp384r1"]);
+        assert!(Cli::try_parse_from(["x", "--tls-curves=secp521r1"]).is_err());
         for bad in [
             "--tls-min-version=VersionTLS10",
             "--catalog-server-max-connections=0",

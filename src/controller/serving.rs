@@ -121,7 +121,8 @@ pub(super) fn serve_profiling(
 }
 
 /// catalogd's admission webhook on `listener`: TLS with the certificate files
-/// (re-read when they change, as upstream's certwatcher), HTTP/1.1 only (upstream turns
+/// (re-read when they change, as upstream's certwatcher) and the TLS options of every
+/// server (`--tls-profile` in the catalogd role), HTTP/1.1 only (upstream turns
 /// HTTP/2 off on its webhook and metrics servers); never ends without a listener.
 pub(super) fn serve_webhook(
     listener: Option<tokio::net::TcpListener>,
@@ -131,12 +132,12 @@ pub(super) fn serve_webhook(
         return Ok(Box::pin(std::future::pending()));
     };
     let files = Some((webhook.cert.clone(), webhook.key.clone()));
-    let mut tls = (*crate::metrics::tls::server_config(files)?).clone();
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let options = args.catalog_server.tls_options();
+    let tls = crate::metrics::tls::server_config(files, &options, &[b"http/1.1"])?;
     tracing::info!(address = %webhook.bind_address, path = crate::server::webhook::PATH, "serving the ClusterCatalog mutating admission webhook");
     Ok(Box::pin(crate::server::conn::serve(
         listener,
-        Some(Arc::new(tls)),
+        Some(tls),
         crate::server::webhook::router(),
         crate::server::conn::Limits::default(),
         std::future::pending(),

@@ -33,17 +33,19 @@ pub enum ServingError {
 
 impl Protection {
     /// `secure` (--metrics-secure) with the certificate and key `cert_files`
-    /// (--metrics-cert-path; self-signed when `None`); `client` (needing `create` on
-    /// tokenreviews and subjectaccessreviews) reviews the requests.
+    /// (--metrics-cert-path; self-signed when `None`) and the TLS options of every
+    /// server (`tls`); `client` (needing `create` on tokenreviews and
+    /// subjectaccessreviews) reviews the requests.
     pub fn new(
         secure: bool,
         cert_files: Option<(PathBuf, PathBuf)>,
+        tls: &crate::server::tls::TlsOptions,
         client: kube::Client,
     ) -> Result<Protection, ServingError> {
         if !secure {
             return Ok(Protection::Insecure);
         }
-        let tls = super::tls::server_config(cert_files)?;
+        let tls = super::tls::server_config(cert_files, tls, &[b"h2", b"http/1.1"])?;
         Ok(Protection::Secure {
             tls,
             authorizer: Arc::new(Authorizer::new(client)),

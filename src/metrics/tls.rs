@@ -1,4 +1,4 @@
-//! The certificate of the metrics server: from `--metrics-cert-path` (`tls.crt` and
+//! The certificate of the metrics server (and of catalogd's webhook): from `--metrics-cert-path` (`tls.crt` and
 //! `tls.key`, e.g. a mounted cert-manager Secret), re-read when the files change as
 //! controller-runtime's certwatcher does, or — without that flag — a self-signed
 //! certificate made at start (scrapers then skip verification, as with
@@ -28,9 +28,12 @@ pub enum CertError {
 }
 
 /// A TLS configuration serving the pair in `files` (certificate, key) when given,
-/// else a fresh self-signed certificate.
+/// else a fresh self-signed certificate, with the versions, suites and groups of
+/// `options` ([`crate::server::tls::build`]) and ALPN `alpn`.
 pub fn server_config(
     files: Option<(PathBuf, PathBuf)>,
+    options: &crate::server::tls::TlsOptions,
+    alpn: &[&[u8]],
 ) -> Result<Arc<rustls::ServerConfig>, CertError> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let resolver: Arc<dyn ResolvesServerCert> = match files {
@@ -39,13 +42,7 @@ pub fn server_config(
             &provider,
         )?)),
     };
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| CertError::Config(e.to_string()))?
-        .with_no_client_auth()
-        .with_cert_resolver(resolver);
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
+    crate::server::tls::build(options, resolver, alpn).map_err(|e| CertError::Config(e.to_string()))
 }
 
 /// A self-signed certificate for `localhost`, `olmv1-metrics` and the loopback
@@ -164,15 +161,23 @@ mod tests {
 
     #[test]
     fn self_signed_and_files() {
-        assert!(server_config(None).is_ok());
+        let options = crate::server::tls::TlsOptions::default();
+        let alpn: &[&[u8]] = &[b"h2"];
+        assert!(server_config(None, &options, alpn).is_ok());
         let dir = tempfile::tempdir().expect("dir");
         let files = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
         assert!(matches!(
-            server_config(Some(files.clone())),
+            server_config(Some(files.clone()), &options, alpn),
             Err(CertError::Read { .. })
         ));
         write_pair(dir.path(), "one");
-        assert!(server_config(Some(files)).is_ok());
+        assert!(server_config(Some(files.clone()), &options, alpn).is_ok());
+        let refused = crate::server::tls::TlsOptions {
+            groups: vec!["secp521r1".into()],
+            ..Default::default()
+        };
+        let err = server_config(Some(files), &refused, alpn).unwrap_err();
+        assert!(err.to_string().contains("secp521r1"), "{err}");
     }
 
     #[test]

@@ -1,7 +1,13 @@
-//! TLS for the catalog server: a certificate chain and private key from PEM files (as
-//! catalogd's `--tls-cert`/`--tls-key`), the minimum protocol version and the cipher
-//! suites named as in the Kubernetes ecosystem's flags (`--tls-min-version
-//! VersionTLS12|VersionTLS13`, `--tls-cipher-suites` with IANA names). Among the suites
+//! TLS of every server the controller runs (catalog content, metrics and profiling,
+//! catalogd's admission webhook): [`policy`] turns the options — minimum protocol
+//! version, cipher suites and key exchange groups, named as in the Kubernetes
+//! ecosystem's flags (`--tls-min-version VersionTLS12|VersionTLS13`,
+//! `--tls-cipher-suites` with IANA names, curves as Go and OpenSSL name them) or as
+//! upstream's `--tls-profile` maps them (`crate::cli::upstream`) — into what rustls
+//! enables, and [`build`] is the one place a rustls `ServerConfig` is made from it,
+//! whatever serves the certificate (a PEM pair read once here, or the metrics server's
+//! watched pair). Names rustls cannot serve (CBC, RSA key exchange, RC4 and 3DES
+//! suites, TLS 1.0/1.1, secp521r1) are refused, naming them. Among the suites
 //! both sides enable, the server's preference decides, as in Go's `crypto/tls` on CPUs
 //! with AES instructions: AES-128-GCM, then AES-256-GCM, then ChaCha20-Poly1305 (rustls
 //! clients list AES-256-GCM first, which costs a third more CPU per byte on large
@@ -14,6 +20,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::SupportedCipherSuite;
+use tokio_rustls::rustls::crypto::SupportedKxGroup;
+use tokio_rustls::rustls::server::ResolvesServerCert;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -59,6 +67,78 @@ pub struct TlsOptions {
     /// TLS 1.3 suites not named stay enabled unless some TLS 1.3 suite is named (Go
     /// does not let TLS 1.3 suites be configured at all).
     pub cipher_suites: Vec<String>,
+    /// Key exchange groups (checked with [`kx_group`]), in order of preference;
+    /// empty = rustls' defaults.
+    pub groups: Vec<String>,
+}
+
+/// What a [`TlsOptions`] enables, as rustls takes it.
+#[derive(Debug)]
+pub struct Policy {
+    pub versions: Vec<&'static rustls::SupportedProtocolVersion>,
+    /// In the server's order of preference.
+    pub suites: Vec<SupportedCipherSuite>,
+    /// In the server's order of preference.
+    pub groups: Vec<&'static dyn SupportedKxGroup>,
+}
+
+/// Cipher suites Go's `crypto/tls` knows (`tls.CipherSuites()` and
+/// `tls.InsecureCipherSuites()`, Go 1.24) that rustls does not implement: CBC, RSA key
+/// exchange, RC4 and 3DES suites.
+const GO_ONLY_SUITES: [&str; 16] = [
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_RSA_WITH_RC4_128_SHA",
+    "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+];
+
+/// Key exchange groups by the names upstream's `--tls-custom-curves` takes (Go's
+/// and OpenSSL's; `secp256r1` is IANA's name of `prime256v1`).
+fn known_groups() -> [(&'static str, &'static dyn SupportedKxGroup); 6] {
+    use rustls::crypto::aws_lc_rs::kx_group;
+    [
+        ("X25519MLKEM768", kx_group::X25519MLKEM768),
+        ("X25519", kx_group::X25519),
+        ("prime256v1", kx_group::SECP256R1),
+        ("secp256r1", kx_group::SECP256R1),
+        ("secp384r1", kx_group::SECP384R1),
+        ("SecP256r1MLKEM768", kx_group::SECP256R1MLKEM768),
+    ]
+}
+
+/// Groups Go knows that rustls does not implement.
+const GO_ONLY_GROUPS: [&str; 2] = ["secp521r1", "SecP384r1MLKEM1024"];
+
+/// The key exchange group named `name`, or an error naming it (and, for one rustls
+/// does not implement, saying so).
+pub fn kx_group(name: &str) -> Result<&'static dyn SupportedKxGroup, String> {
+    let wanted = name.trim();
+    if let Some((_, g)) = known_groups().into_iter().find(|(n, _)| *n == wanted) {
+        return Ok(g);
+    }
+    let names: Vec<&str> = known_groups().iter().map(|(n, _)| *n).collect();
+    if GO_ONLY_GROUPS.contains(&wanted) {
+        return Err(format!(
+            "curve {wanted} is not supported here (rustls does not implement it); supported: {}",
+            names.join(", ")
+        ));
+    }
+    Err(format!(
+        "unknown curve {wanted:?}; supported: {}",
+        names.join(", ")
+    ))
 }
 
 /// Every suite this server can speak, by IANA name (TLS 1.3 names as IANA writes
@@ -84,10 +164,12 @@ pub fn cipher_suite(name: &str) -> Result<SupportedCipherSuite, String> {
         .map(|(_, s)| s)
         .ok_or_else(|| {
             let names: Vec<String> = known_suites().map(|(n, _)| n).collect();
-            format!(
-                "unknown or unsupported cipher suite {wanted:?}; supported: {}",
-                names.join(", ")
-            )
+            let what = if GO_ONLY_SUITES.contains(&wanted) {
+                format!("cipher suite {wanted} is not supported here (rustls does not implement CBC, RSA key exchange, RC4 or 3DES suites)")
+            } else {
+                format!("unknown or unsupported cipher suite {wanted:?}")
+            };
+            format!("{what}; supported: {}", names.join(", "))
         })
 }
 
@@ -150,8 +232,76 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig
     server_config_with(cert, key, &TlsOptions::default())
 }
 
-/// [`server_config`] with the given minimum version and cipher suites. ALPN offers
-/// HTTP/2 and HTTP/1.1.
+/// What `options` enables: the protocol versions from the minimum, the suites
+/// ([`suites`]) and the key exchange groups (named ones in the given order, else
+/// rustls' defaults). Pure: the same for every server.
+pub fn policy(options: &TlsOptions) -> Result<Policy, TlsError> {
+    let versions: Vec<&'static rustls::SupportedProtocolVersion> = match options.min_version {
+        MinVersion::Tls12 => vec![&rustls::version::TLS13, &rustls::version::TLS12],
+        MinVersion::Tls13 => vec![&rustls::version::TLS13],
+    };
+    let groups = if options.groups.is_empty() {
+        rustls::crypto::aws_lc_rs::DEFAULT_KX_GROUPS.to_vec()
+    } else {
+        let mut out: Vec<&'static dyn SupportedKxGroup> = Vec::new();
+        for name in &options.groups {
+            let g = kx_group(name).map_err(TlsError::Config)?;
+            if !out.iter().any(|o| o.name() == g.name()) {
+                out.push(g);
+            }
+        }
+        out
+    };
+    Ok(Policy {
+        versions,
+        suites: suites(&options.cipher_suites)?,
+        groups,
+    })
+}
+
+/// rustls' builder for `options` up to the certificate: checks that the versions,
+/// suites and groups go together (a suite usable with some version, a group for
+/// every suite's key exchange).
+fn builder(
+    options: &TlsOptions,
+) -> Result<rustls::ConfigBuilder<rustls::ServerConfig, rustls::WantsVerifier>, TlsError> {
+    let policy = policy(options)?;
+    let provider = rustls::crypto::CryptoProvider {
+        cipher_suites: policy.suites,
+        kx_groups: policy.groups,
+        ..rustls::crypto::aws_lc_rs::default_provider()
+    };
+    rustls::ServerConfig::builder_with_provider(Arc::new(provider))
+        .with_protocol_versions(&policy.versions)
+        .map_err(|e| TlsError::Config(e.to_string()))
+}
+
+/// Whether `options` make a server configuration (so flags are checked at start,
+/// before any certificate is read).
+pub fn validate(options: &TlsOptions) -> Result<(), TlsError> {
+    builder(options).map(|_| ())
+}
+
+/// The one place a server configuration is made: `options` ([`policy`]), the
+/// certificate from `resolver`, ALPN `alpn` (in order of preference), the server's
+/// preference among the suites both sides enable.
+pub fn build(
+    options: &TlsOptions,
+    resolver: Arc<dyn ResolvesServerCert>,
+    alpn: &[&[u8]],
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    let mut config = builder(options)?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    // The server's preference among the suites both sides enable (as Go's server does
+    // with AES hardware), not the client's: rustls clients list AES-256-GCM first.
+    config.ignore_client_order = true;
+    Ok(Arc::new(config))
+}
+
+/// [`server_config`] with the given options ([`build`]). ALPN offers HTTP/2 and
+/// HTTP/1.1.
 pub fn server_config_with(
     cert: &Path,
     key: &Path,
@@ -174,25 +324,11 @@ pub fn server_config_with(
         path: key.to_path_buf(),
         message: e.to_string(),
     })?;
-    let provider = rustls::crypto::CryptoProvider {
-        cipher_suites: suites(&options.cipher_suites)?,
-        ..rustls::crypto::aws_lc_rs::default_provider()
-    };
-    let versions: &[&rustls::SupportedProtocolVersion] = match options.min_version {
-        MinVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
-        MinVersion::Tls13 => &[&rustls::version::TLS13],
-    };
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(provider))
-        .with_protocol_versions(versions)
-        .map_err(|e| TlsError::Config(e.to_string()))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
+    let provider = rustls::crypto::aws_lc_rs::default_provider();
+    let certified = rustls::sign::CertifiedKey::from_der(certs, key, &provider)
         .map_err(|e| TlsError::Config(e.to_string()))?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    // The server's preference among the suites both sides enable (as Go's server does
-    // with AES hardware), not the client's: rustls clients list AES-256-GCM first.
-    config.ignore_client_order = true;
-    Ok(Arc::new(config))
+    let resolver = Arc::new(rustls::sign::SingleCertAndKey::from(certified));
+    build(options, resolver, &[b"h2", b"http/1.1"])
 }
 
 #[cfg(test)]
@@ -225,7 +361,8 @@ mod tests {
         }
         let err = cipher_suite("TLS_RSA_WITH_AES_128_CBC_SHA").unwrap_err();
         assert!(
-            err.contains("unsupported") && err.contains("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"),
+            err.contains("TLS_RSA_WITH_AES_128_CBC_SHA is not supported here (rustls")
+                && err.contains("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"),
             "{err}"
         );
         assert!(cipher_suite("nonsense").is_err());
@@ -277,5 +414,60 @@ mod tests {
                 "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"
             ]
         );
+    }
+
+    #[test]
+    fn policy_maps_versions_suites_and_groups() {
+        let default = policy(&TlsOptions::default()).unwrap();
+        assert_eq!(default.versions.len(), 2);
+        assert_eq!(
+            default.groups.len(),
+            rustls::crypto::aws_lc_rs::DEFAULT_KX_GROUPS.len()
+        );
+        let strict = policy(&TlsOptions {
+            min_version: MinVersion::Tls13,
+            cipher_suites: Vec::new(),
+            groups: ["secp384r1", "X25519", "prime256v1", "secp256r1"]
+                .map(String::from)
+                .to_vec(),
+        })
+        .unwrap();
+        assert_eq!(strict.versions, [&rustls::version::TLS13]);
+        let groups: Vec<_> = strict.groups.iter().map(|g| g.name()).collect();
+        use rustls::NamedGroup;
+        // in the given order; secp256r1 is prime256v1's other name
+        assert_eq!(
+            groups,
+            [
+                NamedGroup::secp384r1,
+                NamedGroup::X25519,
+                NamedGroup::secp256r1
+            ]
+        );
+        for (bad, says) in [
+            ("secp521r1", "curve secp521r1 is not supported here (rustls"),
+            ("SecP384r1MLKEM1024", "rustls does not implement"),
+            ("P-999", "unknown curve \"P-999\""),
+        ] {
+            let err = policy(&TlsOptions {
+                groups: vec![bad.into()],
+                ..Default::default()
+            })
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains(says), "{err}");
+        }
+        assert!(kx_group("X25519MLKEM768").is_ok() && kx_group("SecP256r1MLKEM768").is_ok());
+    }
+
+    #[test]
+    fn go_only_cipher_suites_are_named_when_refused() {
+        for name in GO_ONLY_SUITES {
+            let err = cipher_suite(name).unwrap_err();
+            assert!(
+                err.starts_with(&format!("cipher suite {name} is not supported here")),
+                "{err}"
+            );
+        }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod gates;
 mod klog;
+pub mod tls_profile;
 
 use crate::controller::ControllerArgs;
 use crate::controller::options::Role;
@@ -54,9 +55,8 @@ pub struct OperatorControllerFlags {
     /// The key file used for the metrics server. Required to enable the metrics server. Requires tls-cert
     #[arg(long, default_value = "")]
     pub tls_key: String,
-    /// TLS profile of the servers: modern (TLS 1.3), intermediate or old (TLS 1.2 and up here), custom.
-    #[arg(long, default_value = "intermediate")]
-    pub tls_profile: String,
+    #[command(flatten)]
+    pub tls: TlsProfileFlags,
     /// Enable leader election for controller manager. Enabling this will ensure there is only one active controller manager.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false", value_parser = parse_go_bool)]
     pub leader_elect: bool,
@@ -119,9 +119,8 @@ pub struct CatalogdFlags {
     /// Key file for TLS
     #[arg(long, default_value = "")]
     pub tls_key: String,
-    /// TLS profile of the servers: modern (TLS 1.3), intermediate or old (TLS 1.2 and up here), custom.
-    #[arg(long, default_value = "intermediate")]
-    pub tls_profile: String,
+    #[command(flatten)]
+    pub tls: TlsProfileFlags,
     /// Webhook server port (the ClusterCatalog mutating webhook, over TLS with --tls-cert/--tls-key)
     #[arg(long, default_value_t = 9443)]
     pub webhook_server_port: u16,
@@ -138,6 +137,24 @@ pub struct CatalogdFlags {
     pub klog: KlogFlags,
     #[command(subcommand)]
     pub command: Option<UpstreamCommand>,
+}
+
+/// Upstream's TLS profile flags of both programs (operator-controller v1.11.0's
+/// `tlsprofiles.AddFlags`), applied to every TLS server ([`apply_tls_profile`]).
+#[derive(clap::Args, Debug)]
+pub struct TlsProfileFlags {
+    /// The TLS profile to use. One of [custom intermediate modern old]
+    #[arg(long, default_value = "intermediate")]
+    pub tls_profile: String,
+    /// List of ciphers to be used with the custom TLS profile. Use Go-language cipher names
+    #[arg(long, value_delimiter = ',')]
+    pub tls_custom_ciphers: Vec<String>,
+    /// List of curves to be used with the custom TLS profile. Values may consist of [SecP256r1MLKEM768 SecP384r1MLKEM1024 X25519 X25519MLKEM768 prime256v1 secp256r1 secp384r1 secp521r1]
+    #[arg(long, value_delimiter = ',')]
+    pub tls_custom_curves: Vec<String>,
+    /// The TLS version to be used with the custom TLS profile. One of [TLSv1.0 TLSv1.1 TLSv1.2 TLSv1.3] (default TLSv1.2)
+    #[arg(long)]
+    pub tls_custom_version: Option<String>,
 }
 
 /// Upstream's subcommands of both programs.
@@ -228,19 +245,22 @@ fn metrics_address(addr: &str, certs: bool, default: &str) -> Result<String, Str
     }
 }
 
-/// `--tls-profile` as the catalog server's minimum TLS version.
-fn tls_profile(args: &mut ControllerArgs, profile: &str) -> Result<(), String> {
-    use crate::server::tls::MinVersion;
-    args.catalog_server.tls_min_version = match profile {
-        "modern" => MinVersion::Tls13,
-        "intermediate" | "old" | "custom" | "" => MinVersion::Tls12,
-        other => {
-            return Err(format!(
-                "--tls-profile {other:?}: expected modern, intermediate, old or custom"
-            ));
-        }
-    };
-    Ok(())
+/// `--tls-profile` and the custom profile's flags as the TLS options of every server
+/// (catalog, metrics, webhook), with the lines to log ([`tls_profile::options`]).
+fn apply_tls_profile(
+    args: &mut ControllerArgs,
+    flags: &TlsProfileFlags,
+) -> Result<Vec<String>, String> {
+    let (options, notes) = tls_profile::options(&tls_profile::TlsFlags {
+        profile: flags.tls_profile.clone(),
+        custom_ciphers: flags.tls_custom_ciphers.clone(),
+        custom_curves: flags.tls_custom_curves.clone(),
+        custom_version: flags.tls_custom_version.clone().unwrap_or_default(),
+    })?;
+    args.catalog_server.tls_min_version = options.min_version;
+    args.catalog_server.tls_cipher_suites = options.cipher_suites;
+    args.catalog_server.tls_curves = options.groups;
+    Ok(notes)
 }
 
 /// The start-up line saying who installs in the operator-controller role, and how to
@@ -270,7 +290,7 @@ pub fn operator_controller(flags: &OperatorControllerFlags) -> Result<Mapped, St
     // upstream's model: the controller installs as itself (docs/how-to/installer-identity.md)
     args.allow_controller_identity = true;
     args.global_pull_secret = non_empty(&flags.global_pull_secret).map(|p| p.display().to_string());
-    tls_profile(&mut args, &flags.tls_profile)?;
+    notes.extend(apply_tls_profile(&mut args, &flags.tls)?);
     if !certs {
         notes.push("no --tls-cert/--tls-key: metrics are not served (as upstream)".into());
     }
@@ -316,7 +336,7 @@ pub fn catalogd(flags: &CatalogdFlags) -> Result<Mapped, String> {
     args.pull_cas_dir = non_empty(&flags.pull_cas_dir);
     args.service_account = "catalogd-controller-manager".into();
     args.global_pull_secret = non_empty(&flags.global_pull_secret).map(|p| p.display().to_string());
-    tls_profile(&mut args, &flags.tls_profile)?;
+    notes.extend(apply_tls_profile(&mut args, &flags.tls)?);
     args.webhook = webhook(certs, flags);
     if args.webhook.is_none() {
         notes.push(format!(

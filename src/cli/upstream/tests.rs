@@ -276,6 +276,41 @@ fn upstream_checks_of_tls_and_metrics_flags() {
 }
 
 #[test]
+fn custom_tls_profile_flags_in_both_programs() {
+    for role in [Role::OperatorController, Role::Catalogd] {
+        let (m, skipped) = run(
+            role,
+            &[
+                "--tls-profile=custom",
+                "--tls-custom-ciphers=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256",
+                "--tls-custom-curves",
+                "X25519,secp384r1",
+                "--tls-custom-version=TLSv1.3",
+            ],
+        );
+        assert!(skipped.is_empty(), "{skipped:?}");
+        let tls = m.args.catalog_server.tls_options();
+        assert_eq!(tls.min_version, MinVersion::Tls13);
+        assert_eq!(tls.cipher_suites.len(), 2);
+        assert_eq!(tls.groups, ["X25519", "secp384r1"]);
+        let e = refused(
+            role,
+            &["--tls-profile=custom", "--tls-custom-curves=secp521r1"],
+        );
+        assert!(e.contains("secp521r1") && e.contains("rustls"), "{e}");
+        let (m, _) = run(role, &["--tls-custom-version=TLSv1.0"]);
+        assert_eq!(m.args.catalog_server.tls_min_version, MinVersion::Tls12);
+        assert!(
+            m.notes
+                .iter()
+                .any(|n| n.contains("ignored with --tls-profile=intermediate")),
+            "{:?}",
+            m.notes
+        );
+    }
+}
+
+#[test]
 fn unknown_flags_are_skipped_not_fatal() {
     let (m, skipped) = run(
         Role::OperatorController,

@@ -217,6 +217,7 @@ async fn tls12_clients_are_refused_when_the_minimum_is_tls13() {
     let options = crate::server::tls::TlsOptions {
         min_version: crate::server::tls::MinVersion::Tls13,
         cipher_suites: Vec::new(),
+        groups: Vec::new(),
     };
     let config =
         crate::server::tls::server_config_with(&pki.serving_cert, &pki.serving_key, &options)
@@ -248,6 +249,7 @@ async fn tls12_suites_are_limited_to_the_named_ones() {
     let options = crate::server::tls::TlsOptions {
         min_version: crate::server::tls::MinVersion::Tls12,
         cipher_suites: vec!["TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256".into()],
+        groups: Vec::new(),
     };
     let config =
         crate::server::tls::server_config_with(&pki.serving_cert, &pki.serving_key, &options)
@@ -285,6 +287,7 @@ async fn aes_128_gcm_is_preferred_over_the_clients_order() {
     let options = crate::server::tls::TlsOptions {
         min_version: crate::server::tls::MinVersion::Tls13,
         cipher_suites: vec!["TLS_AES_256_GCM_SHA384".into()],
+        groups: Vec::new(),
     };
     let config =
         crate::server::tls::server_config_with(&pki.serving_cert, &pki.serving_key, &options)
