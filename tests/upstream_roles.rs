@@ -4,7 +4,8 @@
 //! addresses, `--leader-elect`, the CA directories, `--tls-cert`/`--tls-key`) it becomes
 //! ready on the real API server, holds upstream's Lease and serves metrics over TLS
 //! with that certificate; as `catalogd` likewise with catalogd's Deployment arguments,
-//! serving catalogs over HTTPS. And `--global-pull-secret <namespace>/<name>` (here with
+//! serving catalogs over HTTPS. With `--tls-profile=modern` every TLS server (catalog,
+//! metrics, webhook) refuses a TLS 1.2-only client and speaks TLS 1.3. And `--global-pull-secret <namespace>/<name>` (here with
 //! our own `olmv1 controller`) pulls a private catalog and bundle through a Secret in
 //! another namespace than the controller's; upstream's metric names are then served,
 //! readable with upstream's `operator-controller-metrics-reader` ClusterRole. catalogd's
@@ -16,17 +17,16 @@
 
 mod support;
 
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension};
 use olmv1::testenv::registry::{TEST_PASSWORD, TEST_USER};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use support::bundles::{self, BundleSpec};
 use support::extensions;
 use support::process::{ControllerProcess, NAMESPACE};
+use support::upstream::{https_client, lease_holder, prepare, spawn, tls13_only, wait_ready};
 
 const LABEL: &str = "olm.operatorframework.io/metadata.name";
 
@@ -39,103 +39,6 @@ async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
 
 fn free_port() -> u16 {
     olmv1::testenv::control_plane::free_port().unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// A process of the binary under another program name; killed when dropped.
-struct Upstream {
-    child: Child,
-    log: PathBuf,
-    dir: PathBuf,
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl Upstream {
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-/// A directory with a link `<program>` to the binary, a certificate pair named as in
-/// upstream's manifests (`tls_cert`), and a CA directory.
-fn prepare(program: &str, tls_cert: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(support::unique(program));
-    std::fs::create_dir_all(dir.join("certs")).expect("dir");
-    std::os::unix::fs::symlink(support::process::binary(), dir.join(program)).expect("link");
-    let generated =
-        rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-            .expect("certificate");
-    std::fs::write(dir.join("certs").join(tls_cert), generated.cert.pem()).expect("cert");
-    std::fs::write(
-        dir.join("certs/tls.key"),
-        generated.signing_key.serialize_pem(),
-    )
-    .expect("key");
-    std::fs::write(dir.join("certs/ca.crt"), generated.cert.pem()).expect("ca");
-    dir
-}
-
-fn spawn(dir: PathBuf, program: &str, args: &[String]) -> Upstream {
-    let log = dir.join("stderr.log");
-    let file = std::fs::File::create(&log).expect("log");
-    let child = Command::new(dir.join(program))
-        .args(args)
-        .env("KUBECONFIG", &support::cluster().controller_kubeconfig)
-        .env_remove("RUST_LOG")
-        .env_remove("POD_NAMESPACE")
-        .env_remove("POD_NAME")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(file)
-        .spawn()
-        .expect("start");
-    Upstream { child, log, dir }
-}
-
-async fn wait_ready(process: &mut Upstream, health: u16) {
-    let url = format!("http://127.0.0.1:{health}/readyz");
-    for _ in 0..600 {
-        if let Ok(Some(status)) = process.child.try_wait() {
-            panic!("exited with {status}: {}", process.log_text());
-        }
-        if reqwest::get(&url)
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("not ready in 60s: {}", process.log_text());
-}
-
-async fn lease_holder(name: &str) -> String {
-    let admin = support::cluster().admin().await;
-    let leases: Api<Lease> = Api::namespaced(admin, NAMESPACE);
-    support::eventually(60, &format!("Lease {name} held"), || async {
-        leases
-            .get_opt(name)
-            .await
-            .ok()
-            .flatten()?
-            .spec?
-            .holder_identity
-    })
-    .await
-}
-
-fn https_client(dir: &Path) -> reqwest::Client {
-    let ca = std::fs::read(dir.join("certs/ca.crt")).expect("ca");
-    reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("ca pem"))
-        .build()
-        .expect("client")
 }
 
 #[tokio::test]
@@ -159,6 +62,7 @@ async fn operator_controller_starts_with_upstreams_deployment_arguments() {
         format!("--system-namespace={NAMESPACE}"),
         format!("--cache-path={}", d("cache")),
         "--v=4".into(),
+        "--tls-profile=modern".into(), // as upstream's e2e runs it
     ];
     let mut process = spawn(dir.clone(), "operator-controller", &args);
     wait_ready(&mut process, health).await;
@@ -172,6 +76,7 @@ async fn operator_controller_starts_with_upstreams_deployment_arguments() {
         .expect("metrics over TLS with the --tls-cert certificate")
         .status();
     assert_eq!(status.as_u16(), 401);
+    assert!(tls13_only(&dir, metrics).await, "modern: TLS 1.3 only");
     let log = process.log_text();
     assert!(log.contains("OperatorController"), "{log}");
     assert!(!log.contains("unknown flag"), "{log}");
@@ -184,7 +89,7 @@ async fn catalogd_starts_with_upstreams_deployment_arguments() {
     let _serial = serial().await;
     let dir = prepare("catalogd", "tls.crt");
     let d = |p: &str| dir.join(p).display().to_string();
-    let (health, metrics, catalogs) = (free_port(), free_port(), free_port());
+    let (health, metrics, catalogs, webhook) = (free_port(), free_port(), free_port(), free_port());
     // upstream's config/base/catalogd/manager/manager.yaml and config/components/tls/catalogd
     let args: Vec<String> = vec![
         "--leader-elect".into(),
@@ -198,8 +103,9 @@ async fn catalogd_starts_with_upstreams_deployment_arguments() {
         format!("--system-namespace={NAMESPACE}"),
         format!("--cache-dir={}", d("cache")),
         // a free port in place of the default 9443 (the webhook is served with the certs)
-        format!("--webhook-server-port={}", free_port()),
+        format!("--webhook-server-port={webhook}"),
         "--some-newer-upstream-flag=1".into(),
+        "--tls-profile=modern".into(),
     ];
     let mut process = spawn(dir.clone(), "catalogd", &args);
     wait_ready(&mut process, health).await;
@@ -212,6 +118,12 @@ async fn catalogd_starts_with_upstreams_deployment_arguments() {
         .await
         .expect("the catalog server over TLS with the --tls-cert certificate");
     assert_eq!(response.status().as_u16(), 404);
+    for port in [catalogs, metrics, webhook] {
+        assert!(
+            tls13_only(&dir, port).await,
+            "modern on port {port}: TLS 1.3 only"
+        );
+    }
     let log = process.log_text();
     assert!(log.contains("unknown flag skipped"), "{log}");
 }

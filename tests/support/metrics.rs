@@ -94,3 +94,46 @@ pub async fn get(url: &str, token: Option<&str>) -> Result<(u16, bytes::Bytes), 
     let status = response.status().as_u16();
     Ok((status, response.bytes().await?))
 }
+
+/// An HTTPS client trusting the PEM CA certificate `ca`.
+pub fn https_client(ca: &std::path::Path) -> reqwest::Client {
+    let ca = std::fs::read(ca).unwrap_or_else(|e| panic!("{}: {e}", ca.display()));
+    reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("CA PEM"))
+        .build()
+        .expect("HTTPS client")
+}
+
+/// The protocol version a TLS handshake with `localhost:port` settles on, from a
+/// client that offers only `versions` and trusts the PEM CA `ca`; or why it failed.
+pub async fn handshake(
+    port: u16,
+    ca: &std::path::Path,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Result<rustls::ProtocolVersion, String> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca).map_err(|e| e.to_string())? {
+        roots
+            .add(cert.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let name = rustls::pki_types::ServerName::try_from("localhost").map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())?;
+    tls.get_ref()
+        .1
+        .protocol_version()
+        .ok_or_else(|| "no protocol version".into())
+}

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod olm_v0;
 pub mod pods;
 pub mod process;
+pub mod upstream;
 
 use olmv1::testenv::{self, Binaries, ControlPlane, Lifetime, Options, manifests};
 use std::path::{Path, PathBuf};
