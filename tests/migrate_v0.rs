@@ -455,9 +455,9 @@ async fn an_interrupted_convert_finishes_when_run_again() {
     create_catalog(&catalog, &image).await;
     wait_serving(&admin, &catalog).await;
     let copy_ns = support::namespace(&admin, "copy").await;
-    let (ns, tied) = installation(&admin, &spec, &image, "demo", &copy_ns).await;
+    let (ns, tied) = installation(&admin, &spec, &image, "intr", &copy_ns).await;
     let csv = spec.bundle_name();
-    let target = format!("{ns}/demo");
+    let target = format!("{ns}/intr");
     let registry = support::registry().host();
     let run = |extra: &[&str]| {
         let mut args = vec![
@@ -483,7 +483,7 @@ async fn an_interrupted_convert_finishes_when_run_again() {
         Some(&["operators.coreos.com/csv-cleanup".to_string()][..])
     );
     let subs = olm_v0::api(&admin, "v1alpha1", "Subscription", &ns);
-    assert!(subs.get_opt("demo").await.expect("read").is_none());
+    assert!(subs.get_opt("intr").await.expect("read").is_none());
     // The dry run now names what remains, from the backup.
     let (code, dry, _) = run(&[]);
     println!("{dry}");

@@ -252,7 +252,7 @@ pub fn plan(o: &Observed) -> Plan {
         });
     }
     let then = format!(
-        "ClusterExtension {} continues the operator; `olmv1 migrate rollback {subscription}` brings the Subscription back from the backup",
+        "OLM v0 no longer manages the operator; ClusterExtension {} takes it over once olmv1's controller adopts OLM v0 installations (until then it reports the objects it finds and changes none of them); `olmv1 migrate rollback {subscription}` hands it back to OLM v0",
         o.name
     );
     Plan {
