@@ -254,24 +254,7 @@ async fn perform(c: &kube::Client, step: &Step) -> Result<(), String> {
         Step::DeleteSubscription { target } | Step::DeleteInstallPlan { target } => {
             k::delete(c, target, false).await
         }
-        Step::Untie {
-            target,
-            labels,
-            keep_owner_references,
-            resource_version,
-            ..
-        } => {
-            let mut meta = json!({"resourceVersion": resource_version});
-            if !labels.is_empty() {
-                let nulls: serde_json::Map<String, Value> =
-                    labels.iter().map(|l| (l.clone(), Value::Null)).collect();
-                meta["labels"] = Value::Object(nulls);
-            }
-            if let Some(keep) = keep_owner_references {
-                meta["ownerReferences"] = json!(keep);
-            }
-            k::merge_patch(c, target, &json!({ "metadata": meta })).await
-        }
+        Step::Untie { .. } => untie(c, step).await,
         Step::RemoveCsvFinalizer { target } => {
             remove_finalizers(c, target, Some(CSV_FINALIZER)).await
         }
@@ -281,6 +264,51 @@ async fn perform(c: &kube::Client, step: &Step) -> Result<(), String> {
             k::delete(c, target, true).await
         }
     }
+}
+
+/// Removes the labels and ownerReferences an [`Step::Untie`] names, guarded by the
+/// resourceVersion read; when the object changed meanwhile (a status update), it is read
+/// again and what still ties it is removed (three attempts).
+async fn untie(c: &kube::Client, step: &Step) -> Result<(), String> {
+    let mut step = step.clone();
+    for _ in 0..3 {
+        let Step::Untie {
+            target,
+            labels,
+            keep_owner_references,
+            resource_version,
+            csv: (csv, csv_namespace),
+            ..
+        } = &step
+        else {
+            return Ok(());
+        };
+        let mut meta = json!({"resourceVersion": resource_version});
+        if !labels.is_empty() {
+            let nulls: serde_json::Map<String, Value> =
+                labels.iter().map(|l| (l.clone(), Value::Null)).collect();
+            meta["labels"] = Value::Object(nulls);
+        }
+        if let Some(keep) = keep_owner_references {
+            meta["ownerReferences"] = json!(keep);
+        }
+        match k::merge_patch(c, target, &json!({ "metadata": meta })).await {
+            Err(e) if e.ends_with(k::CHANGED) => {
+                let Some(live) = k::get(c, target).await? else {
+                    return Ok(());
+                };
+                match convert::untie(&live, csv, csv_namespace) {
+                    Some(again) => step = again,
+                    None => return Ok(()),
+                }
+            }
+            done => return done,
+        }
+    }
+    Err(format!(
+        "{} kept changing: run convert again",
+        step.describe()
+    ))
 }
 
 /// Removes `only` (or every finalizer) from `t`, guarded by the resourceVersion read.

@@ -11,6 +11,9 @@ use kube::api::{
 };
 use serde_json::Value;
 
+/// The end of the error of a patch refused because the object changed since it was read.
+pub const CHANGED: &str = " changed since it was read: run the command again";
+
 /// The field manager of the objects the commands apply.
 pub const FIELD_MANAGER: &str = "olmv1-migrate";
 
@@ -113,9 +116,7 @@ pub async fn merge_patch(client: &kube::Client, t: &Target, patch: &Value) -> Re
     {
         Ok(_) => Ok(()),
         Err(e) if not_found(&e) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Err(format!(
-            "{t} changed since it was read: run the command again"
-        )),
+        Err(kube::Error::Api(s)) if s.code == 409 => Err(format!("{t}{CHANGED}")),
         Err(e) => Err(format!("patching {t}: {e}")),
     }
 }

@@ -107,6 +107,9 @@ pub enum Step {
         keep_owner_references: Option<Vec<Value>>,
         #[serde(skip)]
         resource_version: Option<String>,
+        /// The CSV and its namespace (to read the object again after a conflict).
+        #[serde(skip)]
+        csv: (String, String),
     },
     RemoveCsvFinalizer {
         target: Target,
@@ -237,7 +240,7 @@ pub fn plan(o: &Observed) -> Plan {
             return Plan {
                 subscription,
                 refused: None,
-                steps: step.into_iter().collect(),
+                steps: step.into_iter().map(|s| *s).collect(),
                 then,
             };
         }
@@ -266,7 +269,7 @@ pub fn plan(o: &Observed) -> Plan {
 enum Start {
     Refused(String),
     /// Only a ClusterCatalog is missing: create it (if not yet), then wait.
-    Catalog(Option<Step>, String),
+    Catalog(Option<Box<Step>>, String),
 }
 
 /// The backup to work from (live, else the one to write first) and the first steps.
@@ -325,7 +328,7 @@ fn blocked(check: &Check, catalog_exists: bool) -> Option<Start> {
                 .manifest
                 .clone()
                 .filter(|_| !catalog_exists)
-                .map(|manifest| Step::CreateClusterCatalog { manifest });
+                .map(|manifest| Box::new(Step::CreateClusterCatalog { manifest }));
             Some(Start::Catalog(
                 step,
                 format!(
@@ -497,5 +500,6 @@ pub fn untie(obj: &Value, csv: &str, namespace: &str) -> Option<Step> {
             .collect(),
         keep_owner_references: (!removed.is_empty()).then_some(kept),
         resource_version: text(obj, "/metadata/resourceVersion"),
+        csv: (csv.to_string(), namespace.to_string()),
     })
 }
