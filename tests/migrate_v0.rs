@@ -189,6 +189,17 @@ async fn check_says_eligible_with_the_extension_or_names_each_blocker() {
         table.contains("what to do: publish the catalog as a file-based catalog image"),
         "{table}"
     );
+    // convert refuses it, naming the blocker, and changes nothing.
+    let (code, out, _) = olmv1(&["migrate", "convert", &target2, "--apply"], &kubeconfig);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!(
+            "Subscription {target2}: refused: Subscription {target2} is not eligible: CatalogSource"
+        )),
+        "{out}"
+    );
+    let subs2 = olm_v0::api(&admin, "v1alpha1", "Subscription", &ns2);
+    assert!(subs2.get_opt("addr").await.expect("read").is_some());
     // The address CatalogSource blocks, but the package is still found in the catalog.
     assert!(
         !table.contains("no Serving ClusterCatalog holds"),
@@ -324,6 +335,15 @@ async fn convert_stops_v0_without_losing_an_object_resumes_and_rolls_back() {
     );
     let subs = olm_v0::api(&admin, "v1alpha1", "Subscription", &ns);
     assert!(subs.get_opt("demo").await.expect("read").is_some());
+    let (code, json_plan, err) = convert(&["-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let plan: Value = serde_json::from_str(&json_plan).expect("json plan");
+    assert_eq!(plan["subscription"], target.as_str());
+    assert_eq!(plan["steps"][0]["step"], "writeBackup");
+    assert_eq!(
+        plan["steps"][0]["manifest"]["data"]["installedCSV"],
+        csv.as_str()
+    );
 
     let (code, out, err) = convert(&["--apply"]);
     println!("{out}");

@@ -311,26 +311,36 @@ async fn untie(c: &kube::Client, step: &Step) -> Result<(), String> {
     ))
 }
 
-/// Removes `only` (or every finalizer) from `t`, guarded by the resourceVersion read.
+/// Removes `only` (or every finalizer) from `t`, guarded by the resourceVersion read;
+/// when the object changed meanwhile (its controller, garbage collection), it is read
+/// again (five attempts).
 pub(super) async fn remove_finalizers(
     c: &kube::Client,
     t: &Target,
     only: Option<&str>,
 ) -> Result<(), String> {
-    let Some(live) = k::get(c, t).await? else {
-        return Ok(());
-    };
-    let before = convert::finalizers(&live);
-    let after: Vec<&String> = before
-        .iter()
-        .filter(|f| only.is_some_and(|o| o != f.as_str()))
-        .collect();
-    if after.len() == before.len() {
-        return Ok(());
+    let mut last = Ok(());
+    for _ in 0..5 {
+        let Some(live) = k::get(c, t).await? else {
+            return Ok(());
+        };
+        let before = convert::finalizers(&live);
+        let after: Vec<&String> = before
+            .iter()
+            .filter(|f| only.is_some_and(|o| o != f.as_str()))
+            .collect();
+        if after.len() == before.len() {
+            return Ok(());
+        }
+        let rv = live.pointer("/metadata/resourceVersion").cloned();
+        let patch = json!({"metadata": {"resourceVersion": rv, "finalizers": after}});
+        last = k::merge_patch(c, t, &patch).await;
+        match &last {
+            Err(e) if e.ends_with(k::CHANGED) => continue,
+            _ => return last,
+        }
     }
-    let rv = live.pointer("/metadata/resourceVersion").cloned();
-    let patch = json!({"metadata": {"resourceVersion": rv, "finalizers": after}});
-    k::merge_patch(c, t, &patch).await
+    last
 }
 
 /// The plan as text (numbered steps), JSON or YAML.
