@@ -43,7 +43,7 @@ enum Command {
     Rbac(olmv1::cli::rbac::RbacArgs),
     /// Show ClusterExtensions: installed bundle, target, available upgrades, Events, what to do next.
     Status(olmv1::cli::status::StatusArgs),
-    /// Switch OLM v0 installations (Subscriptions) to ClusterExtensions: `check` says what the switch would do.
+    /// Switch OLM v0 installations (Subscriptions) to ClusterExtensions: `check` says what the switch would do, `convert` does it, `rollback` undoes it.
     Migrate(olmv1::cli::migrate::MigrateArgs),
     /// Approve the upgrade of a ClusterExtension under manual approval (sets its approved-version annotation).
     Approve(olmv1::cli::approve::ApproveArgs),
