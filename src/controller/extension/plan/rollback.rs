@@ -103,7 +103,7 @@ pub fn failed(before: Option<&Before>, generation: Option<i64>) -> Option<Failed
 pub(super) fn target(
     facts: &Facts,
     resolved: Option<&BundleIdentity>,
-) -> Option<Result<Install, Report>> {
+) -> Option<Result<Install, Box<Report>>> {
     if let Some(to) = &facts.controls.rollback_to {
         return Some(requested(facts, to, resolved));
     }
@@ -142,11 +142,15 @@ fn requested(
     facts: &Facts,
     to: &str,
     resolved: Option<&BundleIdentity>,
-) -> Result<Install, Report> {
+) -> Result<Install, Box<Report>> {
     let history = facts.history();
     let Some((history, installed)) = history.and_then(|h| h.installed().map(|r| (h, &r.bundle)))
     else {
-        return Err(refused(facts, to, "nothing olmv1 installed is recorded"));
+        return Err(Box::new(refused(
+            facts,
+            to,
+            "nothing olmv1 installed is recorded",
+        )));
     };
     let holds = resolved.filter(|r| r.version != to).map(|w| {
         format!(
@@ -186,7 +190,7 @@ fn requested(
             "the revision record has no revision of version {to} (recorded: {})",
             recorded.join(", ")
         );
-        return Err(refused(facts, to, &why));
+        return Err(Box::new(refused(facts, to, &why)));
     };
     let rollback = Rollback {
         from: Some(installed.version.clone()),

@@ -66,7 +66,7 @@ pub(super) fn decide(
     let resolved = resolution.as_ref().ok().map(|r| r.bundle.identity());
     match super::rollback::target(facts, resolved.as_ref()) {
         Some(Ok(install)) => return steps(spec, facts, install),
-        Some(Err(refused)) => return end(spec, facts, refused),
+        Some(Err(refused)) => return end(spec, facts, *refused),
         None => {}
     }
     let install = match resolution {
