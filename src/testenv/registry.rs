@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
