@@ -4,7 +4,9 @@
 //! release against the target, then its objects against the rendered ones), and the
 //! install steps — skipped when the same install was made before and nothing drifted
 //! since ([`fingerprint`]), then only readiness is read again; otherwise pull and render,
-//! the preflights (skipped for the installed revision again), apply.
+//! the preflights (skipped for the installed revision again), apply. A rollback
+//! ([`super::rollback`]) names the target first, and takes over when the apply of an
+//! upgrade under `upgrade-remediation: Rollback` fails.
 
 use super::control::{Held, held};
 use super::notice::REASON_APPROVAL_REQUIRED;
