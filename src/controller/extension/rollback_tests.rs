@@ -398,3 +398,68 @@ fn without_remediation_a_failed_upgrade_is_retried_as_before() {
     assert_eq!(status.control.rolled_back, None);
     assert_eq!(reasons(&fake), ["InstallFailed"]);
 }
+
+#[test]
+fn remediation_goes_back_from_an_upgrade_whose_rollout_outlasts_the_deadline() {
+    let opted = annotated(
+        extension(json!({"progressDeadlineMinutes": 10})),
+        ANNOTATION_UPGRADE_REMEDIATION,
+        "Rollback",
+    );
+    let stuck = || Installed {
+        readiness: crate::controller::extension::rollout::Readiness::NotReady(vec![
+            "deployment/foo 0/1 available: ImagePullBackOff".into(),
+        ]),
+        ..pulled("1.1.0")
+    };
+    let fake = Fake {
+        record: history(&["1.0.0", "1.1.0"], None),
+        resolution: Some(resolved("1.1.0", None)),
+        install: Some(Ok(stuck())),
+        failing_for: Duration::from_secs(600),
+        ..Fake::default()
+    };
+    assert_eq!(run(&opted, &fake), Action::requeue(Duration::from_secs(1)));
+    assert!(matches!(fake.outcome(), Outcome::DeadlineExceeded { .. }));
+    assert!(
+        reasons(&fake).contains(&"RollingBack"),
+        "{:?}",
+        fake.events()
+    );
+    let condition = rolled_back(&fake).expect("RolledBack");
+    assert_eq!(
+        (condition.status, condition.reason),
+        (true, REASON_UPGRADE_FAILED)
+    );
+
+    // The next reconcile goes back to 1.0.0 from the record.
+    let after = with_rolled_back(opted.clone(), &condition);
+    let back = Fake {
+        record: history(&["1.0.0", "1.1.0"], None),
+        resolution: Some(resolved("1.1.0", None)),
+        install: Some(Ok(pulled("1.0.0"))),
+        ..Fake::default()
+    };
+    run(&after, &back);
+    assert_eq!(installs(&back), ["install 1.0.0"]);
+    assert!(back.applied.borrow().as_ref().is_some_and(|s| s.preflight));
+    assert_eq!(held(&back).0, REASON_ROLLED_BACK);
+    assert!(
+        reasons(&back).contains(&"RolledBack"),
+        "{:?}",
+        back.events()
+    );
+
+    // Without the annotation, the deadline is only reported, as before.
+    let plain = extension(json!({"progressDeadlineMinutes": 10}));
+    let reported = Fake {
+        record: history(&["1.0.0", "1.1.0"], None),
+        resolution: Some(resolved("1.1.0", None)),
+        install: Some(Ok(stuck())),
+        failing_for: Duration::from_secs(600),
+        ..Fake::default()
+    };
+    run(&plain, &reported);
+    assert!(!reasons(&reported).contains(&"RollingBack"));
+    assert_eq!(rolled_back(&reported), None);
+}

@@ -453,12 +453,15 @@ fn end(spec: &ClusterExtensionSpec, facts: &Facts, report: Report) -> Plan {
         watched: standing.watched && facts.rendered.is_none(),
         ..*standing
     };
-    Plan::End(Box::new(ending::end(
+    let rolling = matches!(report.observation.outcome, Outcome::RollingOut { .. });
+    let mut ending = ending::end(
         report,
         &standing,
         spec.progress_deadline_minutes,
         facts.progressing.as_deref(),
-    )))
+    );
+    rollback::after_deadline(facts, rolling, &mut ending);
+    Plan::End(Box::new(ending))
 }
 
 fn blocked_without_catalog() -> Outcome {

@@ -2,7 +2,8 @@
 //! earlier revision of its revision record, asked for by the annotation
 //! `olm.operatorframework.io/rollback-to: <version>` ([`target`]) or, with
 //! `olm.operatorframework.io/upgrade-remediation: Rollback`, after an upgrade whose apply
-//! failed ([`remediate`]). The bundle comes from the record — the digest-pinned image
+//! failed ([`remediate`]) or whose rollout outlasted `progressDeadlineMinutes`
+//! ([`after_deadline`]). The bundle comes from the record — the digest-pinned image
 //! that was installed — not from a catalog, which may no longer carry it. Going back
 //! runs the preflights like an upgrade: CRD upgrade safety between the live CRDs and
 //! the ones going back; a rollback it refuses is terminal. While rolled back, the
@@ -111,17 +112,24 @@ pub(super) fn target(
     let failed = failed(facts.controls.rolled_back_before.as_ref(), facts.generation)?;
     let resolved = resolved?;
     let history = facts.history()?;
-    let installed = &history.installed()?.bundle;
+    let mut installed = &history.installed()?.bundle;
     if (&resolved.name, &resolved.version, &resolved.image)
         != (&failed.name, &failed.version, &failed.image)
     {
         return None;
     }
     // An unfinished attempt after the installed revision: going back is applied now.
-    let unfinished = history
+    let mut unfinished = history
         .revisions
         .last()
         .is_some_and(|r| r.state != crate::apply::record::RevisionState::Installed);
+    // The failed upgrade is installed (its rollout outlasted the deadline): back to the
+    // revision before it.
+    if installed.version == failed.version {
+        let mut earlier = history.revisions.iter().rev().map(|r| &r.bundle);
+        installed = earlier.find(|b| b.version != failed.version)?;
+        unfinished = true;
+    }
     let before = facts.controls.rolled_back_before.as_ref()?;
     let rollback = Rollback {
         from: unfinished.then(|| failed.version.clone()),
@@ -424,6 +432,54 @@ fn remediated(
         error: Some("InstallFailed"),
         next,
     }
+}
+
+/// With `upgrade-remediation: Rollback`, at the end of a reconcile whose upgrade rollout
+/// (`rolling`: the report before the deadline was `RollingOut`) has just outlasted
+/// `progressDeadlineMinutes`: the upgrade counts as failed (RolledBack=True/UpgradeFailed,
+/// a Warning Event `RollingBack`) and the next reconcile, soon, goes back to the
+/// revision before it ([`target`]).
+pub(super) fn after_deadline(facts: &Facts, rolling: bool, ending: &mut super::Ending) {
+    if !rolling || !facts.controls.remediation || facts.controls.rollback_to.is_some() {
+        return;
+    }
+    let Some(observation) = ending.observation.as_mut() else {
+        return;
+    };
+    let Outcome::DeadlineExceeded { last, .. } = &observation.outcome else {
+        return;
+    };
+    let resolved = match &facts.resolution {
+        Some(Ok(r)) => r.bundle.identity(),
+        _ => return,
+    };
+    let Some(history) = facts.history() else {
+        return;
+    };
+    let Some(installed) = history.installed() else {
+        return;
+    };
+    let same = |b: &BundleIdentity| (&b.name, &b.version) == (&resolved.name, &resolved.version);
+    let previous = history.revisions.iter().rev().find(|r| !same(&r.bundle));
+    let (true, Some(previous)) = (same(&installed.bundle), previous) else {
+        return;
+    };
+    let why = format!("its rollout was not ready within progressDeadlineMinutes: {last}");
+    let message = failed_message(&resolved, &previous.bundle.version, false, &why);
+    ending.events.push(warning(
+        "RollingBack",
+        "Rollback",
+        format!(
+            "the upgrade to {} failed ({why}); rolling back to {} ({ANNOTATION_UPGRADE_REMEDIATION}: Rollback)",
+            resolved.version, previous.bundle.version
+        ),
+    ));
+    observation.control.rolled_back = Some(RolledBack {
+        status: true,
+        reason: REASON_UPGRADE_FAILED,
+        message,
+    });
+    ending.requeue = Some(std::time::Duration::from_secs(1));
 }
 
 /// On every ending that reached the install target: a RolledBack condition that no
