@@ -644,9 +644,7 @@ mod tests {
             log: PathBuf::from("/tmp/kube-apiserver.log"),
             tail: tail.into(),
         };
-        assert!(
-            exited("listen tcp 127.0.0.1:37541: bind: address already in use").port_taken()
-        );
+        assert!(exited("listen tcp 127.0.0.1:37541: bind: address already in use").port_taken());
         assert!(!exited("etcd cluster is unavailable").port_taken());
         assert!(!TestEnvError::Port("none".into()).port_taken());
     }
