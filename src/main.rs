@@ -43,10 +43,12 @@ enum Command {
     Rbac(olmv1::cli::rbac::RbacArgs),
     /// Show ClusterExtensions: installed bundle, target, available upgrades, Events, what to do next.
     Status(olmv1::cli::status::StatusArgs),
-    /// Switch OLM v0 installations (Subscriptions) to ClusterExtensions: `check` says what the switch would do.
+    /// Switch OLM v0 installations (Subscriptions) to ClusterExtensions: `check` says what the switch would do, `convert` does it, `rollback` undoes it.
     Migrate(olmv1::cli::migrate::MigrateArgs),
     /// Approve the upgrade of a ClusterExtension under manual approval (sets its approved-version annotation).
     Approve(olmv1::cli::approve::ApproveArgs),
+    /// Return a ClusterExtension to an earlier revision (sets its rollback-to annotation; --clear removes it).
+    Rollback(olmv1::cli::rollback::RollbackArgs),
     /// Print a shell completion script (bash, zsh, fish).
     Completion(olmv1::cli::docs::CompletionArgs),
     /// Write man pages (one per command and subcommand) into a directory.
@@ -104,6 +106,7 @@ fn main() -> ExitCode {
         Command::Status(args) => olmv1::cli::status::run(args),
         Command::Migrate(args) => olmv1::cli::migrate::run(args),
         Command::Approve(args) => olmv1::cli::approve::run(args),
+        Command::Rollback(args) => olmv1::cli::rollback::run(args),
         Command::Completion(args) => {
             use std::io::Write;
             // a script for a program name with a space would not load: the plugin's

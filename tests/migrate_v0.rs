@@ -189,6 +189,17 @@ async fn check_says_eligible_with_the_extension_or_names_each_blocker() {
         table.contains("what to do: publish the catalog as a file-based catalog image"),
         "{table}"
     );
+    // convert refuses it, naming the blocker, and changes nothing.
+    let (code, out, _) = olmv1(&["migrate", "convert", &target2, "--apply"], &kubeconfig);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!(
+            "Subscription {target2}: refused: Subscription {target2} is not eligible: CatalogSource"
+        )),
+        "{out}"
+    );
+    let subs2 = olm_v0::api(&admin, "v1alpha1", "Subscription", &ns2);
+    assert!(subs2.get_opt("addr").await.expect("read").is_some());
     // The address CatalogSource blocks, but the package is still found in the catalog.
     assert!(
         !table.contains("no Serving ClusterCatalog holds"),
@@ -201,4 +212,322 @@ async fn check_says_eligible_with_the_extension_or_names_each_blocker() {
     );
     assert_eq!(code, 1, "--all with one blocked Subscription exits 1");
     assert!(out.contains(&target) && out.contains(&target2), "{out}");
+}
+
+/// Lays down an eligible v0 installation `name` of `spec` in a new namespace, with the
+/// objects OLM v0 ties to its CSV and a copy of the CSV in `copy_ns`; returns the
+/// namespace and the tied objects.
+async fn installation(
+    admin: &kube::Client,
+    spec: &BundleSpec,
+    image: &str,
+    name: &str,
+    copy_ns: &str,
+) -> (String, Vec<Value>) {
+    let ns = support::namespace(admin, "conv").await;
+    olm_v0::create(
+        admin,
+        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "demo-catalog", "namespace": ns},
+            "spec": {"sourceType": "grpc", "image": image}}),
+        None,
+    )
+    .await;
+    let csv = spec.bundle_name();
+    Installation {
+        ns: &ns,
+        name,
+        package: &spec.package,
+        version: &spec.version,
+        csv: &csv,
+        catalog_source: (&ns, "demo-catalog"),
+        targets: json!([]),
+        spec_extra: json!({"channel": "stable"}),
+    }
+    .lay_down(admin)
+    .await;
+    let tied = olm_v0::lay_down_workload(admin, &ns, &csv, &spec.deployment_name()).await;
+    olm_v0::create(
+        admin,
+        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": csv, "namespace": copy_ns, "labels": {"olm.copiedFrom": ns},
+                "finalizers": ["operators.coreos.com/csv-cleanup"]},
+            "spec": {"displayName": spec.package, "version": spec.version,
+                "install": {"strategy": "deployment", "spec": {"deployments": []}}}}),
+        Some(json!({"phase": "Succeeded", "reason": "Copied"})),
+    )
+    .await;
+    (ns, tied)
+}
+
+fn uid(v: &Value) -> &str {
+    v["metadata"]["uid"].as_str().expect("uid")
+}
+
+fn v0_object(kind: &str, version: &str, ns: &str, name: &str) -> Value {
+    json!({"apiVersion": format!("operators.coreos.com/{version}"), "kind": kind,
+        "metadata": {"name": name, "namespace": ns}})
+}
+
+/// Every tied object is still there (same UID), untied from the CSV; the
+/// OperatorGroup's ClusterRole keeps its owner labels.
+async fn assert_untied(admin: &kube::Client, tied: &[Value]) {
+    for before in tied {
+        let after = olm_v0::read_again(admin, before)
+            .await
+            .unwrap_or_else(|| panic!("{} is gone", before["metadata"]["name"]));
+        assert_eq!(uid(&after), uid(before), "{after:#}");
+        let name = before["metadata"]["name"].as_str().unwrap_or_default();
+        let owner = after["metadata"]["labels"]["olm.owner"].as_str();
+        if name.starts_with("olm.og.") {
+            assert!(owner.is_some(), "the OperatorGroup's role keeps its labels");
+            continue;
+        }
+        assert_eq!(owner, None, "{after:#}");
+        assert_eq!(
+            after["metadata"]["labels"]["olm.owner.namespace"],
+            Value::Null
+        );
+        let refs = after["metadata"]["ownerReferences"].as_array();
+        assert!(
+            refs.is_none_or(|r| r.iter().all(|r| r["kind"] != "ClusterServiceVersion")),
+            "{after:#}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn convert_stops_v0_without_losing_an_object_resumes_and_rolls_back() {
+    support::controller();
+    let cluster = support::cluster();
+    let kubeconfig = cluster.admin_kubeconfig.clone();
+    let admin = cluster.admin().await;
+    olm_v0::install_crds(&admin).await;
+    let spec = BundleSpec::new(&support::unique("conv"), "1.0.0");
+    let catalog = support::unique("convcat");
+    let image = publish(&catalog, &spec.package, std::slice::from_ref(&spec)).await;
+    create_catalog(&catalog, &image).await;
+    wait_serving(&admin, &catalog).await;
+    let copy_ns = support::namespace(&admin, "copy").await;
+    let (ns, tied) = installation(&admin, &spec, &image, "demo", &copy_ns).await;
+    let csv = spec.bundle_name();
+    let target = format!("{ns}/demo");
+    let registry = support::registry().host();
+    let convert = |extra: &[&str]| {
+        let mut args = vec![
+            "migrate",
+            "convert",
+            target.as_str(),
+            "--insecure-registry",
+            registry,
+        ];
+        args.extend_from_slice(extra);
+        olmv1(&args, &kubeconfig)
+    };
+
+    // Dry run: the steps, nothing changed.
+    let (code, dry, err) = convert(&[]);
+    println!("{dry}");
+    assert_eq!(code, 0, "{err}\n{dry}");
+    assert!(
+        dry.contains("(dry run, nothing changed; --apply runs them)"),
+        "{dry}"
+    );
+    let subs = olm_v0::api(&admin, "v1alpha1", "Subscription", &ns);
+    assert!(subs.get_opt("demo").await.expect("read").is_some());
+    let (code, json_plan, err) = convert(&["-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let plan: Value = serde_json::from_str(&json_plan).expect("json plan");
+    assert_eq!(plan["subscription"], target.as_str());
+    assert_eq!(plan["steps"][0]["step"], "writeBackup");
+    assert_eq!(
+        plan["steps"][0]["manifest"]["data"]["installedCSV"],
+        csv.as_str()
+    );
+
+    let (code, out, err) = convert(&["--apply"]);
+    println!("{out}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    // The order: untie every object, then the finalizer, then the CSV.
+    let line = |needle: &str| {
+        out.lines()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in\n{out}"))
+    };
+    let lines: Vec<&str> = out.lines().collect();
+    let last_untie = lines
+        .iter()
+        .rposition(|l| l.contains(": untie "))
+        .expect("untie");
+    let finalizer = line("remove finalizer operators.coreos.com/csv-cleanup");
+    let delete_csv = line(&format!("delete ClusterServiceVersion {ns}/{csv}"));
+    assert!(line("write the backup") < line("create the installer account"));
+    assert!(line("create the installer account") < line("delete Subscription"));
+    assert!(line("delete Subscription") < last_untie);
+    assert!(last_untie < finalizer && finalizer < delete_csv, "{out}");
+    assert!(delete_csv < line("create ClusterExtension"));
+    assert_untied(&admin, &tied).await;
+
+    // v0 is gone for this operator: Subscription, InstallPlan, CSV (garbage collection
+    // orphans, then it goes) and its copy; the OperatorCondition stays, untied (above).
+    for (kind, version, namespace, name) in [
+        ("Subscription", "v1alpha1", ns.as_str(), "demo"),
+        ("InstallPlan", "v1alpha1", ns.as_str(), "install-abcde"),
+        (
+            "ClusterServiceVersion",
+            "v1alpha1",
+            ns.as_str(),
+            csv.as_str(),
+        ),
+        (
+            "ClusterServiceVersion",
+            "v1alpha1",
+            copy_ns.as_str(),
+            csv.as_str(),
+        ),
+    ] {
+        let obj = v0_object(kind, version, namespace, name);
+        let admin = admin.clone();
+        support::eventually(60, &format!("{kind} {namespace}/{name} gone"), || {
+            let (admin, obj) = (admin.clone(), obj.clone());
+            async move {
+                olm_v0::read_again(&admin, &obj)
+                    .await
+                    .is_none()
+                    .then_some(())
+            }
+        })
+        .await;
+    }
+    // The ClusterExtension, annotated, and the backup; the installer account.
+    let exts: Api<DynamicObject> = Api::all_with(
+        admin.clone(),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "olm.operatorframework.io",
+            "v1",
+            "ClusterExtension",
+        )),
+    );
+    let ext = serde_json::to_value(exts.get("demo").await.expect("extension")).expect("json");
+    let annotations = &ext["metadata"]["annotations"];
+    assert_eq!(
+        annotations["olm.operatorframework.io/migrated-from-subscription"],
+        target.as_str()
+    );
+    assert_eq!(
+        annotations["olm.operatorframework.io/migration-backup"],
+        format!("{ns}/olmv1-migration-demo")
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    let backup = cms.get("olmv1-migration-demo").await.expect("backup");
+    assert_eq!(
+        backup.data.as_ref().and_then(|d| d.get("installedCSV")),
+        Some(&csv)
+    );
+    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(admin.clone(), &ns);
+    assert!(sas.get_opt("demo-installer").await.expect("read").is_some());
+
+    // Run again: nothing to do.
+    let (code, again, err) = convert(&["--apply"]);
+    assert_eq!(code, 0, "{err}\n{again}");
+    assert!(again.contains("nothing to do: converted"), "{again}");
+    assert_untied(&admin, &tied).await;
+
+    // Rollback: the Subscription again, starting at the installed CSV; the extension
+    // gone; the workload untouched; a second rollback has nothing to roll back.
+    let (code, out, err) = olmv1(&["migrate", "rollback", &target], &kubeconfig);
+    println!("{out}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    let sub = serde_json::to_value(subs.get("demo").await.expect("restored")).expect("json");
+    assert_eq!(sub["spec"]["startingCSV"], csv.as_str());
+    assert_eq!(sub["spec"]["name"], spec.package.as_str());
+    assert_eq!(sub["spec"]["channel"], "stable");
+    support::eventually(60, "ClusterExtension gone", || {
+        let exts = exts.clone();
+        async move { exts.get_opt("demo").await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+    assert_untied(&admin, &tied).await;
+    assert!(
+        cms.get_opt("olmv1-migration-demo")
+            .await
+            .expect("read")
+            .is_none()
+    );
+    let (code, out, _) = olmv1(&["migrate", "rollback", &target], &kubeconfig);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("rollback refused: no backup ConfigMap"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn an_interrupted_convert_finishes_when_run_again() {
+    support::controller();
+    let cluster = support::cluster();
+    let kubeconfig = cluster.admin_kubeconfig.clone();
+    let admin = cluster.admin().await;
+    olm_v0::install_crds(&admin).await;
+    let spec = BundleSpec::new(&support::unique("intr"), "1.0.0");
+    let catalog = support::unique("intrcat");
+    let image = publish(&catalog, &spec.package, std::slice::from_ref(&spec)).await;
+    create_catalog(&catalog, &image).await;
+    wait_serving(&admin, &catalog).await;
+    let copy_ns = support::namespace(&admin, "copy").await;
+    let (ns, tied) = installation(&admin, &spec, &image, "intr", &copy_ns).await;
+    let csv = spec.bundle_name();
+    let target = format!("{ns}/intr");
+    let registry = support::registry().host();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "migrate",
+            "convert",
+            target.as_str(),
+            "--insecure-registry",
+            registry,
+        ];
+        args.extend_from_slice(extra);
+        olmv1(&args, &kubeconfig)
+    };
+    // Killed after the Subscription and the first untie: the CSV, still there, keeps
+    // its finalizer; some objects are still tied.
+    let (code, out, err) = run(&["--apply", "--stop-after", "5"]);
+    println!("{out}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(out.contains("stopped after 5 step(s)"), "{out}");
+    let csvs = olm_v0::api(&admin, "v1alpha1", "ClusterServiceVersion", &ns);
+    let live = csvs.get(&csv).await.expect("CSV still there");
+    assert_eq!(
+        live.metadata.finalizers.as_deref(),
+        Some(&["operators.coreos.com/csv-cleanup".to_string()][..])
+    );
+    let subs = olm_v0::api(&admin, "v1alpha1", "Subscription", &ns);
+    assert!(subs.get_opt("intr").await.expect("read").is_none());
+    // The dry run now names what remains, from the backup.
+    let (code, dry, _) = run(&[]);
+    println!("{dry}");
+    assert_eq!(code, 0, "{dry}");
+    assert!(!dry.contains("write the backup"), "{dry}");
+    assert!(dry.contains("remove finalizer"), "{dry}");
+    // Run again: it finishes.
+    let (code, out, err) = run(&["--apply"]);
+    println!("{out}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(!out.contains("delete Subscription"), "{out}");
+    assert_untied(&admin, &tied).await;
+    let obj = v0_object("ClusterServiceVersion", "v1alpha1", &ns, &csv);
+    support::eventually(60, "CSV gone", || {
+        let (admin, obj) = (admin.clone(), obj.clone());
+        async move {
+            olm_v0::read_again(&admin, &obj)
+                .await
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    let (code, again, _) = run(&["--apply"]);
+    assert_eq!(code, 0, "{again}");
+    assert!(again.contains("nothing to do: converted"), "{again}");
 }

@@ -1,6 +1,6 @@
 //! The subcommands of the `olmv1` binary but `controller`: `catalog`, `resolve`,
 //! `render`, `crd-diff`, `rbac` (offline tools), `status` (the cluster's
-//! ClusterExtensions for a person), `approve` (an upgrade under manual approval),
+//! ClusterExtensions for a person), `approve` (an upgrade under manual approval), `rollback` (to an earlier revision),
 //! `migrate` (OLM v0 Subscriptions to ClusterExtensions), one module each; `completion`
 //! and `man` in [`docs`]; image pull progress on a terminal in [`progress`]. A module here owns the command's clap
 //! arguments, reading its inputs (files, images, catalogs, the cluster of the current
@@ -21,6 +21,7 @@ pub mod progress;
 pub mod rbac;
 pub mod render;
 pub mod resolve;
+pub mod rollback;
 pub mod source;
 pub mod status;
 pub mod upstream;

@@ -208,3 +208,134 @@ impl Installation<'_> {
         .await;
     }
 }
+
+/// The objects OLM v0 makes for a CSV (olm-v0 reference §1.2), tied to it as OLM v0
+/// ties them: the Deployment `deployment`, a ServiceAccount, Role and RoleBinding, a
+/// Service (ownerReferences to the CSV, owner labels on the Deployment and RBAC), a
+/// ClusterRole, ClusterRoleBinding and ValidatingWebhookConfiguration (owner labels
+/// only: the ones the `csv-cleanup` finalizer deletes), and the OperatorGroup's
+/// ClusterRole (owner labels naming the OperatorGroup). The CSV gets OLM v0's
+/// `operators.coreos.com/csv-cleanup` finalizer. Returns every object created, as read
+/// back.
+pub async fn lay_down_workload(
+    client: &kube::Client,
+    ns: &str,
+    csv: &str,
+    deployment: &str,
+) -> Vec<Value> {
+    let csvs = api(client, "v1alpha1", "ClusterServiceVersion", ns);
+    let live = csvs
+        .patch(
+            csv,
+            &PatchParams::default(),
+            &Patch::Merge(
+                &json!({"metadata": {"finalizers": ["operators.coreos.com/csv-cleanup"]}}),
+            ),
+        )
+        .await
+        .expect("CSV finalizer");
+    let uid = live.metadata.uid.clone().expect("CSV uid");
+    let owner = json!([{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "name": csv, "uid": uid, "controller": false, "blockOwnerDeletion": false}]);
+    let labels = json!({"olm.owner": csv, "olm.owner.kind": "ClusterServiceVersion",
+        "olm.owner.namespace": ns, "olm.managed": "true"});
+    let rbac = "rbac.authorization.k8s.io/v1";
+    let objects = vec![
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": deployment, "namespace": ns, "labels": labels, "ownerReferences": owner},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": deployment}},
+                "template": {"metadata": {"labels": {"app": deployment},
+                        "annotations": {"olm.operatorGroup": format!("{ns}-og")}},
+                    "spec": {"serviceAccountName": "operator", "containers": [{"name": "manager",
+                        "image": "example.com/operator:1",
+                        "env": [{"name": "OPERATOR_CONDITION_NAME", "value": csv}]}]}}}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "operator", "namespace": ns, "ownerReferences": owner,
+                "labels": {"olm.managed": "true"}}}),
+        json!({"apiVersion": rbac, "kind": "Role",
+            "metadata": {"name": format!("{csv}-operator-abc"), "namespace": ns, "labels": labels, "ownerReferences": owner},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
+        json!({"apiVersion": rbac, "kind": "RoleBinding",
+            "metadata": {"name": format!("{csv}-operator-abc"), "namespace": ns, "labels": labels, "ownerReferences": owner},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{csv}-operator-abc")},
+            "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": ns}]}),
+        json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": format!("{deployment}-service"), "namespace": ns, "ownerReferences": owner,
+                "labels": {"olm.managed": "true"}},
+            "spec": {"selector": {"app": deployment}, "ports": [{"port": 443, "targetPort": 9443}]}}),
+        json!({"apiVersion": rbac, "kind": "ClusterRole",
+            "metadata": {"name": format!("{csv}-{ns}-def"), "labels": labels},
+            "rules": [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]}]}),
+        json!({"apiVersion": rbac, "kind": "ClusterRoleBinding",
+            "metadata": {"name": format!("{csv}-{ns}-def"), "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("{csv}-{ns}-def")},
+            "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": ns}]}),
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": format!("vwidget-{ns}-x7k2p"), "labels": labels}, "webhooks": []}),
+        json!({"apiVersion": rbac, "kind": "ClusterRole",
+            "metadata": {"name": format!("olm.og.{ns}-og.admin-abc"), "labels": {"olm.owner": format!("{ns}-og"),
+                "olm.owner.kind": "OperatorGroup", "olm.owner.namespace": ns, "olm.managed": "true"}},
+            "rules": []}),
+    ];
+    let mut out = Vec::new();
+    for obj in objects {
+        out.push(create_any(client, obj).await);
+    }
+    // The OperatorCondition OLM v0 owns through the CSV (controller reference).
+    let mut cond_owner = owner.clone();
+    cond_owner[0]["controller"] = json!(true);
+    let cond = api(client, "v2", "OperatorCondition", ns)
+        .patch(
+            csv,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"ownerReferences": cond_owner}})),
+        )
+        .await
+        .expect("OperatorCondition owner");
+    out.push(serde_json::to_value(cond).expect("json"));
+    out
+}
+
+/// Creates any object (apiVersion, kind, metadata) and reads it back.
+pub async fn create_any(client: &kube::Client, obj: Value) -> Value {
+    let r = resource_of(&obj);
+    let ns = obj["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let api: Api<DynamicObject> = if ns.is_empty() {
+        Api::all_with(client.clone(), &r)
+    } else {
+        Api::namespaced_with(client.clone(), &ns, &r)
+    };
+    let o: DynamicObject = serde_json::from_value(obj).expect("object");
+    let name = o.metadata.name.clone().unwrap_or_default();
+    api.create(&PostParams::default(), &o)
+        .await
+        .unwrap_or_else(|e| panic!("create {} {ns}/{name}: {e}", r.kind));
+    serde_json::to_value(api.get(&name).await.expect("read back")).expect("json")
+}
+
+/// Reads `obj` (apiVersion, kind, metadata) again; `None` once it is gone.
+pub async fn read_again(client: &kube::Client, obj: &Value) -> Option<Value> {
+    let r = resource_of(obj);
+    let ns = obj["metadata"]["namespace"].as_str().unwrap_or("");
+    let api: Api<DynamicObject> = if ns.is_empty() {
+        Api::all_with(client.clone(), &r)
+    } else {
+        Api::namespaced_with(client.clone(), ns, &r)
+    };
+    let name = obj["metadata"]["name"].as_str().expect("name");
+    let live = api.get_opt(name).await.expect("read");
+    live.map(|o| serde_json::to_value(o).expect("json"))
+}
+
+fn resource_of(obj: &Value) -> ApiResource {
+    let api_version = obj["apiVersion"].as_str().expect("apiVersion");
+    let kind = obj["kind"].as_str().expect("kind");
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, kind),
+        &format!("{}s", kind.to_ascii_lowercase()),
+    )
+}

@@ -57,8 +57,8 @@ async fn get(
 }
 
 /// The kube client of `--kubeconfig` (else KUBECONFIG, ~/.kube/config, in-cluster).
-async fn client(args: &CheckArgs) -> Result<kube::Client, String> {
-    let config = match &args.kubeconfig {
+pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, String> {
+    let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| format!("reading {}: {e}", path.display()))?;
@@ -79,7 +79,7 @@ pub async fn read(
     args: &CheckArgs,
     target: Option<(String, String)>,
 ) -> Result<(Vec<V0Operator>, BTreeMap<String, Vec<CatalogView>>), String> {
-    let client = client(args).await?;
+    let client = client(args.kubeconfig.as_deref()).await?;
     let subs_r = resource("v1alpha1", "Subscription", "subscriptions");
     let subs = match &target {
         Some((ns, name)) => match get(&client, &subs_r, ns, name).await? {

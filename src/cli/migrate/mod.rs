@@ -1,13 +1,18 @@
 //! `olmv1 migrate check <namespace>/<name> | --all`: whether OLM v0 installations
 //! (Subscriptions) can be switched to ClusterExtensions, and what the switch would
-//! create and remove (docs/how-to/switch-from-olm-v0.md). This module is the I/O edge:
+//! create and remove; `migrate convert` and `migrate rollback`: the switch itself and
+//! the way back (docs/how-to/switch-from-olm-v0.md). This module is the I/O edge:
 //! [`gather`] reads the v0 objects and the ClusterCatalogs (with the package's content
 //! they serve) from the cluster of the kubeconfig, [`crate::migrate::olm_v0::check`]
 //! decides, the installer RBAC is `olmv1 rbac`'s ([`super::rbac::execute`]) for the
-//! installed bundle, and [`render`] prints the table.
+//! installed bundle, and [`render`] prints the table; [`convert`] and [`rollback`]
+//! read, ask their plans and perform the steps through [`kube`].
 
+mod convert;
 mod gather;
+mod kube;
 mod render;
+mod rollback;
 
 use super::source::FetchArgs;
 use crate::migrate::olm_v0::{self, Check};
@@ -26,6 +31,53 @@ pub enum MigrateCommand {
     /// Say per Subscription whether it can be switched (or each blocker and what to do),
     /// and show the ClusterExtension, ClusterCatalog and installer account it would get.
     Check(CheckArgs),
+    /// Switch one Subscription to a ClusterExtension: back it up, create the installer
+    /// account, stop OLM v0 without its finalizer deleting anything, create the
+    /// ClusterExtension. Prints the steps (dry run) unless --apply; run again to
+    /// continue after an interruption.
+    Convert(ConvertArgs),
+    /// Undo a convert: remove the ClusterExtension without touching the workload and
+    /// re-create the Subscription from the backup, starting at the installed CSV.
+    Rollback(RollbackArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ConvertArgs {
+    /// The Subscription, as `<namespace>/<name>`.
+    pub subscription: String,
+    /// Print the steps that remain without changing anything (the default).
+    #[arg(long, conflicts_with = "apply")]
+    pub dry_run: bool,
+    /// Perform the steps.
+    #[arg(long)]
+    pub apply: bool,
+    /// Output format of the dry run: table (text), json or yaml.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// Kubeconfig file (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Registry (host[:port]) reached over plain HTTP for bundle images (repeatable).
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    pub insecure_registries: Vec<String>,
+    /// Stop after this many steps (tests of an interrupted convert).
+    #[arg(long, hide = true)]
+    pub stop_after: Option<usize>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RollbackArgs {
+    /// The Subscription, as `<namespace>/<name>`.
+    pub subscription: String,
+    /// Print the steps without changing anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Output format of the dry run: table (text), json or yaml.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// Kubeconfig file (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -57,10 +109,23 @@ pub enum Output {
     Yaml,
 }
 
-/// Runs the command: exit 0 when every Subscription checked is eligible, 1 when one
-/// is not, 2 when the cluster could not be read.
+/// Runs the command: `check` exits 0 when every Subscription checked is eligible, 1
+/// when one is not; `convert` and `rollback` 0 when planned or done, 1 when refused, 2
+/// when a step failed; 2 when the cluster could not be read.
 pub fn run(args: MigrateArgs) -> ExitCode {
+    let steps = |outcome: Result<(String, u8), String>| match outcome {
+        Ok((text, code)) => {
+            print!("{text}");
+            ExitCode::from(code)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    };
     match args.command {
+        MigrateCommand::Convert(args) => steps(convert::convert(&args)),
+        MigrateCommand::Rollback(args) => steps(rollback::rollback(&args)),
         MigrateCommand::Check(args) => match check(&args) {
             Ok((text, eligible)) => {
                 print!("{text}");
@@ -81,6 +146,21 @@ pub fn run(args: MigrateArgs) -> ExitCode {
 /// The output of `migrate check` and whether every Subscription is eligible.
 /// Blocking: reads the cluster on a runtime of its own.
 pub fn check(args: &CheckArgs) -> Result<(String, bool), String> {
+    let checks = checks(args)?;
+    let eligible = checks.iter().all(|c| c.eligible);
+    let text = match args.output {
+        Output::Table => render::text(&checks),
+        Output::Json => serde_json::to_string_pretty(&checks)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string())?,
+        Output::Yaml => serde_saphyr::to_string(&checks).map_err(|e| e.to_string())?,
+    };
+    Ok((text, eligible))
+}
+
+/// `check` of the Subscriptions `args` names, with the installer RBAC unless
+/// `--no-rbac`. Blocking.
+pub fn checks(args: &CheckArgs) -> Result<Vec<Check>, String> {
     let target = match (&args.subscription, args.all) {
         (Some(s), _) => Some(parse_target(s)?),
         (None, _) => None,
@@ -99,18 +179,12 @@ pub fn check(args: &CheckArgs) -> Result<(String, bool), String> {
         .collect();
     if !args.no_rbac {
         for c in checks.iter_mut() {
-            add_rbac(c, args);
+            c.installer.rbac = rbac_for(c, args).map(|r| {
+                r.unwrap_or_else(|e| format!("# could not compute the installer RBAC: {e}\n"))
+            });
         }
     }
-    let eligible = checks.iter().all(|c| c.eligible);
-    let text = match args.output {
-        Output::Table => render::text(&checks),
-        Output::Json => serde_json::to_string_pretty(&checks)
-            .map(|s| s + "\n")
-            .map_err(|e| e.to_string())?,
-        Output::Yaml => serde_saphyr::to_string(&checks).map_err(|e| e.to_string())?,
-    };
-    Ok((text, eligible))
+    Ok(checks)
 }
 
 /// `<namespace>/<name>`.
@@ -125,8 +199,9 @@ pub fn parse_target(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// Fills the installer RBAC from `olmv1 rbac` for the bundle the catalog serves.
-fn add_rbac(c: &mut Check, args: &CheckArgs) {
+/// The installer RBAC (YAML) from `olmv1 rbac` for the bundle the catalog serves;
+/// `None` without a catalog or version to compute it from.
+pub fn rbac_for(c: &Check, args: &CheckArgs) -> Option<Result<String, String>> {
     let (Some(catalog), Some(version)) = (
         c.cluster_extension
             .pointer(
@@ -135,7 +210,7 @@ fn add_rbac(c: &mut Check, args: &CheckArgs) {
             .and_then(|v| v.as_str()),
         c.version.as_deref(),
     ) else {
-        return;
+        return None;
     };
     let watch = c
         .cluster_extension
@@ -162,10 +237,7 @@ fn add_rbac(c: &mut Check, args: &CheckArgs) {
             kubeconfig: args.kubeconfig.clone(),
         },
     };
-    c.installer.rbac = Some(match super::rbac::execute(&rbac_args) {
-        Ok(yaml) => yaml,
-        Err(e) => format!("# could not compute the installer RBAC: {e}\n"),
-    });
+    Some(super::rbac::execute(&rbac_args))
 }
 
 #[cfg(test)]

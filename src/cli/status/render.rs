@@ -151,6 +151,10 @@ pub fn detail(r: &ExtensionReport, explain: bool) -> String {
     if let Some(p) = &r.paused {
         out.push_str(&format!("Paused:      since {}\n", p.since));
     }
+    if let Some(c) = &r.rolled_back {
+        out.push_str(&format!("RolledBack:  {}/{}\n", c.status, c.reason));
+        out.push_str(&format!("  {}\n", c.message));
+    }
     if let Some(u) = &r.upgrade_available {
         out.push_str(&format!(
             "Notice:      UpgradeAvailable {}/{}\n",

@@ -14,6 +14,9 @@ use crate::controller::extension::plan::notice::{
     REASON_APPROVAL_REQUIRED, TYPE_UPGRADE_AVAILABLE,
 };
 use crate::controller::extension::plan::resolve_request;
+use crate::controller::extension::plan::rollback::{
+    ANNOTATION_ROLLBACK_TO, REASON_ROLLBACK_REQUESTED, REASON_ROLLED_BACK, TYPE_ROLLED_BACK,
+};
 use crate::resolve::{BundleExplanation, InstalledBundle, Reason, explain};
 use crate::version::BundleVersion;
 use serde::Serialize;
@@ -42,6 +45,9 @@ pub struct ExtensionReport {
     /// The Paused condition while True, with `since` (its lastTransitionTime).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paused: Option<PausedView>,
+    /// The RolledBack condition (docs/how-to/upgrade-control.md, "Rollback").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rolled_back: Option<ConditionView>,
     /// What resolution against the served catalogs picks now (the controller's target).
     pub target: Option<BundleView>,
     /// Why resolution picks nothing (the controller's message), or why the catalogs
@@ -171,6 +177,7 @@ pub fn build(
         installed_condition: condition(conditions::TYPE_INSTALLED),
         progressing: condition(conditions::TYPE_PROGRESSING),
         upgrade_available: condition(TYPE_UPGRADE_AVAILABLE),
+        rolled_back: condition(TYPE_ROLLED_BACK),
         paused: status
             .and_then(|s| conditions::find(&s.conditions, TYPE_PAUSED))
             .filter(|c| c.status == "True")
@@ -285,6 +292,15 @@ fn control_step(r: &ExtensionReport, reason: &str) -> Option<String> {
             "paused since {}: remove annotation {ANNOTATION_PAUSED} to resume (drift is then corrected)",
             p.since
         ));
+    }
+    if reason == REASON_ROLLED_BACK {
+        return Some(match r.rolled_back.as_ref().map(|c| c.reason.as_str()) {
+            Some(REASON_ROLLBACK_REQUESTED) => format!(
+                "rolled back by annotation {ANNOTATION_ROLLBACK_TO}: `olmv1 rollback {} --clear` lets upgrades resume",
+                r.name
+            ),
+            _ => "a failed upgrade was rolled back: it is retried once the catalog or the spec changes".to_string(),
+        });
     }
     if reason == REASON_APPROVAL_REQUIRED
         && let Some(t) = &r.target

@@ -169,6 +169,14 @@ pub(crate) async fn reconcile<E: Executor>(
                 };
                 facts.applied = Some(applied);
             }
+            Plan::RenderRollback(target) => facts.remedy = Some(exec.render(&target).await),
+            Plan::ApplyRollback(step) => {
+                let applied = match &facts.remedy {
+                    Some(Ok(rendered)) => exec.apply(&step, rendered, facts.history()).await,
+                    _ => Err(InstallFailure::Retry("nothing was rendered".into())),
+                };
+                facts.remedied = Some(applied);
+            }
             Plan::LookUpStanding => facts.standing = Some(standing()),
             Plan::End(ending) => return finish(exec, *ending).await,
         }

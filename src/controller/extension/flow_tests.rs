@@ -4,7 +4,8 @@
 //! unreadable record, resolution failure, catalog gone, missing catalog source,
 //! `progressDeadlineMinutes`, the takeover of upstream OLM v1's installation, an
 //! unchanged install skipped (readiness only read again), preflights skipped for the
-//! installed revision; and every branch of the uninstall (`uninstall_tests.rs`).
+//! installed revision; and every branch of the uninstall (`uninstall_tests.rs`); the
+//! upgrade controls (`control_tests.rs`) and rollback (`rollback_tests.rs`).
 
 use super::super::installer::InstallerAccount;
 use super::super::rollout::Readiness;
@@ -40,6 +41,8 @@ struct Fake {
     /// What the paused drift check answers.
     drift: Option<Result<Vec<String>, String>>,
     install: Option<Result<Installed, InstallFailure>>,
+    /// What a second apply in the same reconcile (a remediation's rollback) answers.
+    remedy: Option<Result<Installed, InstallFailure>>,
     /// What the cache of unchanged installs answers.
     unchanged: Option<Installed>,
     /// What reading readiness again answers.
@@ -161,8 +164,11 @@ impl Executor for Fake {
             Some(r) => self.call(&format!("install {version} adopting {}", r.secret)),
             None => self.call(&format!("install {version}")),
         }
-        *self.applied.borrow_mut() = Some(step.clone());
-        self.install.clone().expect("install result")
+        let again = self.applied.borrow_mut().replace(step.clone()).is_some();
+        match &self.remedy {
+            Some(remedy) if again => remedy.clone(),
+            _ => self.install.clone().expect("install result"),
+        }
     }
     async fn check_drift(
         &self,
@@ -1238,3 +1244,6 @@ fn upstream_objects_that_differ_from_the_rendered_ones_are_not_adopted() {
 
 #[path = "control_tests.rs"]
 mod control;
+
+#[path = "rollback_tests.rs"]
+mod rollback;

@@ -16,7 +16,7 @@ use crate::apply::{self, ApplyError, InstallError, ObjectRef, Owner, RevisionHis
 use crate::bundle::{self, Bundle, CertProvider, RenderOptions};
 use crate::metrics::Phase;
 use crate::migrate::upstream_helm::{self as helm_release, UpstreamRelease};
-use crate::preflight::{self, Preflight};
+use crate::preflight::{self, Preflight, PreflightError};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
@@ -68,7 +68,11 @@ pub(crate) async fn apply(
             },
         )
         .await
-        .map_err(|e| InstallFailure::Retry(e.to_string()))?;
+        .map_err(|e| match e {
+            // A rollback refused by CRD upgrade safety is terminal (plan::rollback).
+            PreflightError::UnsafeCrds(_) => InstallFailure::UnsafeCrds(e.to_string()),
+            other => InstallFailure::Retry(other.to_string()),
+        })?;
         ctx.metrics.phase(Phase::preflight, started.elapsed());
         warnings = passed.warnings;
     }
@@ -89,8 +93,8 @@ pub(crate) async fn apply(
     )
     .await
     .map_err(|e| match e {
-        InstallError::Apply(ApplyError::Conflict { message, .. }) => InstallFailure::Retry(message),
-        other => InstallFailure::Retry(other.to_string()),
+        InstallError::Apply(ApplyError::Conflict { message, .. }) => InstallFailure::Apply(message),
+        other => InstallFailure::Apply(other.to_string()),
     })?;
     ctx.metrics.phase(Phase::apply, started.elapsed());
     if let Some(release) = &step.adopt {

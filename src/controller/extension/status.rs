@@ -5,6 +5,7 @@
 
 use super::plan::control::{ANNOTATION_PAUSED, REASON_PAUSED, REASON_RESUMED, TYPE_PAUSED};
 use super::plan::notice::{Notice, TYPE_UPGRADE_AVAILABLE};
+use super::plan::rollback::{RolledBack, TYPE_ROLLED_BACK};
 use crate::api::conditions::{self, *};
 use crate::api::{
     BundleIdentity, ClusterExtensionInstallStatus, ClusterExtensionStatus, InstallerStatus,
@@ -87,6 +88,9 @@ pub struct ControlStatus {
     /// The Paused condition's message while paused; `None`: not paused (a Paused=True
     /// condition turns False, `Resumed`).
     pub paused: Option<String>,
+    /// The RolledBack condition; `None`: left as it is (it appears only once a rollback
+    /// was asked for or made, [`super::plan::rollback`]).
+    pub rolled_back: Option<RolledBack>,
 }
 
 /// The status to write.
@@ -139,8 +143,8 @@ pub fn next_status(
     status
 }
 
-/// The UpgradeAvailable and Paused conditions; a Paused condition appears only once
-/// the extension was paused.
+/// The UpgradeAvailable, RolledBack and Paused conditions; a Paused condition appears
+/// only once the extension was paused, a RolledBack one once a rollback was asked for.
 fn control_conditions(
     list: &mut Vec<Condition>,
     control: &ControlStatus,
@@ -154,6 +158,16 @@ fn control_conditions(
             available,
             n.reason,
             n.message.clone(),
+            generation,
+        );
+        conditions::set_condition(list, c, now.clone());
+    }
+    if let Some(r) = &control.rolled_back {
+        let c = condition(
+            TYPE_ROLLED_BACK,
+            r.status,
+            r.reason,
+            r.message.clone(),
             generation,
         );
         conditions::set_condition(list, c, now.clone());

@@ -14,11 +14,13 @@ use std::collections::HashMap;
 /// What of a ClusterExtension asks for a reconcile: its generation (spec, and deletion:
 /// the API server bumps it when setting `deletionTimestamp`), finalizers, whether it
 /// is being deleted, and the upgrade-control annotations (docs/how-to/upgrade-control.md:
-/// approving, pausing, resuming). Status and other annotation updates do not.
+/// approving, pausing, resuming, rolling back). Status and other annotation updates do
+/// not.
 pub fn extension_trigger(e: &ClusterExtension) -> Option<u64> {
     use super::plan::control::{
         ANNOTATION_APPROVED_VERSION, ANNOTATION_PAUSED, ANNOTATION_UPGRADE_APPROVAL,
     };
+    use super::plan::rollback::{ANNOTATION_ROLLBACK_TO, ANNOTATION_UPGRADE_REMEDIATION};
     let meta = e.meta();
     let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key));
     Some(hash_of(&(
@@ -29,6 +31,8 @@ pub fn extension_trigger(e: &ClusterExtension) -> Option<u64> {
             ANNOTATION_UPGRADE_APPROVAL,
             ANNOTATION_APPROVED_VERSION,
             ANNOTATION_PAUSED,
+            ANNOTATION_ROLLBACK_TO,
+            ANNOTATION_UPGRADE_REMEDIATION,
         ]
         .map(annotation),
     )))
@@ -169,6 +173,11 @@ mod tests {
         assert_eq!(base, annotated("example.com/other"));
         assert_ne!(base, annotated("olm.operatorframework.io/approved-version"));
         assert_ne!(base, annotated("olm.operatorframework.io/paused"));
+        assert_ne!(base, annotated("olm.operatorframework.io/rollback-to"));
+        assert_ne!(
+            base,
+            annotated("olm.operatorframework.io/upgrade-remediation")
+        );
     }
 
     #[test]

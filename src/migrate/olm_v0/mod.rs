@@ -8,19 +8,28 @@
 //! replace or remove. The mapping follows the olm-v0 reference (§2.3 eligibility, §3.1
 //! Subscription → ClusterExtension, §3.2 catalog matching, §3.4 v0 objects afterwards).
 //!
+//! `olmv1 migrate convert` and `rollback` are plans of their own ([`convert`],
+//! [`rollback`]): the ordered steps that remain, decided from what is on the cluster,
+//! around the [`backup`] a convert writes first.
+//!
 //! v0 objects are read as JSON values: olmv1 has no typed v0 API and reads only the
 //! few fields named in [`read`]; a field of an unexpected shape reads as absent.
 
+pub mod backup;
 mod blockers;
 mod catalog;
+pub mod convert;
+#[cfg(test)]
+mod convert_tests;
 pub mod read;
+pub mod rollback;
 mod target;
 #[cfg(test)]
 mod tests;
 
 pub use blockers::{Blocker, BlockerCode};
 pub use catalog::{CatalogPlan, CatalogView};
-pub use target::{Installer, V0Object, V0ObjectAction};
+pub use target::{Installer, MIGRATED_FROM_ANNOTATION, V0Object, V0ObjectAction};
 
 use serde::Serialize;
 use serde_json::Value;

@@ -1,10 +1,12 @@
 //! The opt-in upgrade controls of a ClusterExtension, read from its annotations
 //! (docs/how-to/upgrade-control.md): manual approval (`upgrade-approval`,
-//! `approved-version`) and pause (`paused`); plus what the status said before this
+//! `approved-version`), pause (`paused`) and rollback (`rollback-to`,
+//! `upgrade-remediation`, decided in [`super::rollback`]); plus what the status said before this
 //! reconcile that the notices and the pause report depend on ([`Controls::of`]).
 //! [`held`] decides whether an approval holds the target.
 
 use super::notice::{TYPE_UPGRADE_AVAILABLE, announced};
+use super::rollback::{ANNOTATION_ROLLBACK_TO, ANNOTATION_UPGRADE_REMEDIATION, TYPE_ROLLED_BACK};
 use crate::api::{BundleIdentity, ClusterExtension, conditions};
 
 pub const ANNOTATION_UPGRADE_APPROVAL: &str = "olm.operatorframework.io/upgrade-approval";
@@ -53,6 +55,21 @@ pub struct Controls {
     pub announced: Vec<String>,
     /// The Paused condition before this reconcile, when True: its message.
     pub paused_before: Option<String>,
+    /// `olm.operatorframework.io/rollback-to`: the version to run (docs/how-to/upgrade-control.md, "Rollback").
+    pub rollback_to: Option<String>,
+    /// `olm.operatorframework.io/upgrade-remediation: Rollback`.
+    pub remediation: bool,
+    /// The RolledBack condition before this reconcile.
+    pub rolled_back_before: Option<Before>,
+}
+
+/// A condition as it was before this reconcile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Before {
+    pub status: bool,
+    pub reason: String,
+    pub message: String,
+    pub generation: Option<i64>,
 }
 
 impl Controls {
@@ -83,6 +100,17 @@ impl Controls {
             paused_before: found(TYPE_PAUSED)
                 .filter(|c| c.status == "True")
                 .map(|c| c.message.clone()),
+            rollback_to: annotation(ANNOTATION_ROLLBACK_TO)
+                .map(|v| v.trim().trim_start_matches('v').to_string())
+                .filter(|v| !v.is_empty()),
+            remediation: annotation(ANNOTATION_UPGRADE_REMEDIATION)
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("rollback")),
+            rolled_back_before: found(TYPE_ROLLED_BACK).map(|c| Before {
+                status: c.status == "True",
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+                generation: c.observed_generation,
+            }),
         }
     }
 }

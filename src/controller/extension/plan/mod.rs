@@ -13,9 +13,9 @@
 //! - [`ending`]: `progressDeadlineMinutes`, the requeue, and what the failure
 //!   bookkeeping records ([`Standing`] in, [`Tally`] out);
 //! - [`uninstall`]: what an uninstall deletes, whether CRDs stay, what it reports;
-//! - [`notice`], [`control`], [`paused`]: the opt-in upgrade controls
+//! - [`notice`], [`control`], [`paused`], [`rollback`]: the opt-in upgrade controls
 //!   (docs/how-to/upgrade-control.md) — the UpgradeAvailable condition and its Events,
-//!   manual approval, pause.
+//!   manual approval, pause, rollback and upgrade remediation.
 //!
 //! The I/O for each step is done by the [`super::flow::Executor`]; nothing here waits on
 //! anything.
@@ -25,6 +25,7 @@ pub mod ending;
 pub mod notice;
 pub mod paused;
 pub mod report;
+pub mod rollback;
 pub mod target;
 pub mod uninstall;
 
@@ -32,6 +33,7 @@ pub use ending::{
     Count, Ending, SAFETY_RECHECK, Standing, Tally, deadline, deadline_event, rollout_recheck,
 };
 pub use report::{adoption_refused, after_install, classify};
+use target::enforcement;
 pub use target::{Apply, Rendered, fingerprint};
 pub use uninstall::{DeleteFailure, Deletion};
 
@@ -45,7 +47,6 @@ use crate::migrate::upstream_helm::UpstreamRelease;
 use crate::resolve::deprecation::{CatalogData, DeprecationCondition, deprecation_conditions};
 use crate::resolve::{BundleExplanation, Resolution, ResolveError, ResolveRequest, UpgradePolicy};
 use control::{Controls, Held};
-use notice::{Hold, REASON_APPROVAL_REQUIRED};
 
 /// What one reconcile knows so far; `None`: not looked up yet.
 #[derive(Debug)]
@@ -97,6 +98,10 @@ pub struct Facts {
     pub upstream_objects: Option<Result<(), String>>,
     /// What applying the rendered bundle did.
     pub applied: Option<Result<Installed, InstallFailure>>,
+    /// Remediation: the installed revision rendered again after the upgrade failed.
+    pub remedy: Option<Result<Rendered, InstallFailure>>,
+    /// Remediation: what applying it did.
+    pub remedied: Option<Result<Installed, InstallFailure>>,
     /// Uninstall: whether the drift watches of the extension were stopped.
     pub watches_stopped: bool,
     /// Uninstall: what deleting the installed objects did.
@@ -134,6 +139,8 @@ impl Facts {
             rendered: None,
             upstream_objects: None,
             applied: None,
+            remedy: None,
+            remedied: None,
             watches_stopped: false,
             deleted: None,
         }
@@ -211,6 +218,11 @@ pub enum Plan {
     CompareUpstream,
     /// Run the preflights (when asked) and apply the rendered bundle.
     Apply(Box<Apply>),
+    /// Remediation: pull and render the installed revision again (the upgrade's apply
+    /// failed).
+    RenderRollback(BundleIdentity),
+    /// Remediation: run the preflights and apply it.
+    ApplyRollback(Box<Apply>),
     /// Look up the failure bookkeeping ([`Standing`]) the ending depends on.
     LookUpStanding,
     /// The reconcile ends: Events, status, requeue.
@@ -229,6 +241,9 @@ pub struct Install {
     pub adopt: Option<UpstreamRelease>,
     /// The resolved bundle waits for approval; `target` is the installed one.
     pub held: Option<Held>,
+    /// A rollback: `target` is an earlier revision from the record (or the installed
+    /// one while an upgrade waits).
+    pub rollback: Option<rollback::Rollback>,
 }
 
 /// How a reconcile ends, before `progressDeadlineMinutes` and the requeue
@@ -283,6 +298,14 @@ pub enum InstallFailure {
     /// Upstream OLM v1's installation differs from what olmv1 would install; nothing
     /// was touched. Retried (the catalog or the spec may change).
     AdoptionRefused(String),
+    /// Applying the revision failed (after the preflights passed): retried like
+    /// [`InstallFailure::Retry`]; what `upgrade-remediation: Rollback` rolls back from
+    /// ([`rollback`]).
+    Apply(String),
+    /// CRD upgrade safety blocked the revision (the findings): retried like
+    /// [`InstallFailure::Retry`] for an install or upgrade, terminal for a rollback
+    /// ([`rollback`]).
+    UnsafeCrds(String),
 }
 
 impl InstallFailure {
@@ -292,7 +315,9 @@ impl InstallFailure {
             InstallFailure::Retry(m)
             | InstallFailure::InvalidConfiguration(m)
             | InstallFailure::Blocked(m)
-            | InstallFailure::AdoptionRefused(m) => m,
+            | InstallFailure::AdoptionRefused(m)
+            | InstallFailure::UnsafeCrds(m)
+            | InstallFailure::Apply(m) => m,
         }
     }
 }
@@ -419,58 +444,24 @@ fn end(spec: &ClusterExtensionSpec, facts: &Facts, report: Report) -> Plan {
         return Plan::LookUpStanding;
     };
     let mut report = report;
-    attach_notice(spec, facts, &mut report);
+    notice::attach(spec, facts, &mut report);
     paused::attach(facts, &mut report);
+    rollback::attach(facts, &mut report);
     // Readiness read right after an apply may predate the watches of what it applied:
     // the next check comes soon (docs/concepts/rollout-status.md).
     let standing = Standing {
         watched: standing.watched && facts.rendered.is_none(),
         ..*standing
     };
-    Plan::End(Box::new(ending::end(
+    let rolling = matches!(report.observation.outcome, Outcome::RollingOut { .. });
+    let mut ending = ending::end(
         report,
         &standing,
         spec.progress_deadline_minutes,
         facts.progressing.as_deref(),
-    )))
-}
-
-/// The UpgradeAvailable condition and its Events, once resolution ran and a bundle is
-/// installed (docs/how-to/upgrade-control.md).
-fn attach_notice(spec: &ClusterExtensionSpec, facts: &Facts, report: &mut Report) {
-    let (Some(resolution), Some(installed)) = (&facts.resolution, &report.observation.installed)
-    else {
-        return;
-    };
-    let target = resolution
-        .as_ref()
-        .ok()
-        .map(|r| r.bundle.version.to_string());
-    let hold = match &report.observation.outcome {
-        _ if facts.controls.paused => Hold::Paused,
-        Outcome::Held { reason, .. } if *reason == REASON_APPROVAL_REQUIRED => Hold::Approval,
-        _ => Hold::None,
-    };
-    let range = spec
-        .source
-        .catalog
-        .as_ref()
-        .and_then(|c| c.version.as_deref());
-    let n = notice::notice(
-        (&installed.version, installed.release.as_deref()),
-        &facts.candidates,
-        target.as_deref(),
-        hold,
-        range,
     );
-    for (version, sentence) in notice::new_versions(&n, &facts.controls.announced) {
-        report.events.push(normal(
-            "UpgradeAvailable",
-            "Resolve",
-            format!("{sentence} (installed: {}, newer: {version})", n.installed),
-        ));
-    }
-    report.observation.control.upgrade = Some(n);
+    rollback::after_deadline(facts, rolling, &mut ending);
+    Plan::End(Box::new(ending))
 }
 
 fn blocked_without_catalog() -> Outcome {

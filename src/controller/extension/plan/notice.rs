@@ -1,10 +1,13 @@
 //! Upgrade notices (docs/how-to/upgrade-control.md): from resolution's explanation of
 //! every bundle of the package, the bundles newer than the installed one and why each
 //! is or is not taken ([`verdict`], the same verdicts `olmv1 status` prints), as the
-//! `UpgradeAvailable` condition ([`Notice`]), one Event per newly available version
+//! `UpgradeAvailable` condition ([`Notice`], set on every ending by [`attach`]), one Event per newly available version
 //! ([`new_versions`]) and the `olmv1_clusterextension_upgrade_available` metric.
 //! Pure: the previously announced versions are read back from the condition.
 
+use super::{Facts, Report, normal};
+use crate::api::ClusterExtensionSpec;
+use crate::controller::extension::status::Outcome;
 use crate::resolve::{BundleExplanation, Reason};
 use crate::version::BundleVersion;
 use serde::Serialize;
@@ -19,6 +22,9 @@ pub const REASON_UPGRADING: &str = "Upgrading";
 pub const REASON_APPROVAL_REQUIRED: &str = "ApprovalRequired";
 /// True: the newest allowed bundle waits until the extension is unpaused.
 pub const REASON_PAUSED: &str = "Paused";
+/// True: the newest allowed bundle waits because the extension was rolled back
+/// (`olm.operatorframework.io/rollback-to`, or a failed upgrade remediated).
+pub const REASON_ROLLED_BACK: &str = "RolledBack";
 /// True: newer bundles exist but the spec's version range, channels or catalog
 /// selector exclude them.
 pub const REASON_EXCLUDED_BY_SPEC: &str = "ExcludedBySpec";
@@ -84,6 +90,8 @@ pub enum Hold {
     None,
     Approval,
     Paused,
+    /// A rollback holds the upgrade (`rollback-to`, or a failed upgrade rolled back).
+    RolledBack,
 }
 
 /// The `UpgradeAvailable` condition of one reconcile.
@@ -148,6 +156,10 @@ pub fn notice(
                 match hold {
                     Hold::Approval => "the upgrade waits for approval".to_string(),
                     Hold::Paused => "the extension is paused".to_string(),
+                    Hold::RolledBack => format!(
+                        "the extension was rolled back to {}: the upgrade waits",
+                        installed.0
+                    ),
                     Hold::None => "the controller is upgrading to it".to_string(),
                 }
             } else {
@@ -164,6 +176,7 @@ pub fn notice(
         _ if newer.is_empty() => REASON_UP_TO_DATE,
         Hold::Approval if target_newer => REASON_APPROVAL_REQUIRED,
         Hold::Paused if target_newer => REASON_PAUSED,
+        Hold::RolledBack if target_newer => REASON_ROLLED_BACK,
         _ if target_newer || has(Verdict::Available) => REASON_UPGRADING,
         _ if has(Verdict::Excluded) => REASON_EXCLUDED_BY_SPEC,
         _ => REASON_NO_UPGRADE_PATH,
@@ -249,6 +262,53 @@ pub fn new_versions<'a>(notice: &'a Notice, before: &[String]) -> Vec<&'a (Strin
         .collect();
     let skip = fresh.len().saturating_sub(MAX_EVENTS);
     fresh.into_iter().skip(skip).collect()
+}
+
+/// The UpgradeAvailable condition and its Events, once resolution ran and a bundle is
+/// installed (docs/how-to/upgrade-control.md).
+pub(super) fn attach(spec: &ClusterExtensionSpec, facts: &Facts, report: &mut Report) {
+    let (Some(resolution), Some(installed)) = (&facts.resolution, &report.observation.installed)
+    else {
+        return;
+    };
+    let target = resolution
+        .as_ref()
+        .ok()
+        .map(|r| r.bundle.version.to_string());
+    let hold = match &report.observation.outcome {
+        _ if facts.controls.paused => Hold::Paused,
+        Outcome::Held { reason, .. } if *reason == REASON_APPROVAL_REQUIRED => Hold::Approval,
+        _ if report
+            .observation
+            .control
+            .rolled_back
+            .as_ref()
+            .is_some_and(|r| r.status) =>
+        {
+            Hold::RolledBack
+        }
+        _ => Hold::None,
+    };
+    let range = spec
+        .source
+        .catalog
+        .as_ref()
+        .and_then(|c| c.version.as_deref());
+    let n = notice(
+        (&installed.version, installed.release.as_deref()),
+        &facts.candidates,
+        target.as_deref(),
+        hold,
+        range,
+    );
+    for (version, sentence) in new_versions(&n, &facts.controls.announced) {
+        report.events.push(normal(
+            "UpgradeAvailable",
+            "Resolve",
+            format!("{sentence} (installed: {}, newer: {version})", n.installed),
+        ));
+    }
+    report.observation.control.upgrade = Some(n);
 }
 
 #[cfg(test)]

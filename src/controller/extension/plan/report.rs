@@ -3,7 +3,8 @@
 //! not ready, [`crate::controller::extension::rollout`], with Events on rollout
 //! transitions); [`classify`] maps an install failure to its condition.
 
-use super::notice::REASON_APPROVAL_REQUIRED;
+use super::notice::{REASON_APPROVAL_REQUIRED, REASON_ROLLED_BACK};
+use super::rollback::{Rollback, rollback_failed};
 use super::{
     Facts, Install, InstallFailure, Installed, Next, Note, Report, deprecation, failed_report,
     normal, observe, warning,
@@ -34,7 +35,10 @@ pub fn after_install(
 ) -> Report {
     let done = match result {
         Ok(done) => done,
-        Err(failure) => return install_failed(spec, facts, &install, failure),
+        Err(failure) => match &install.rollback {
+            Some(rollback) => return rollback_failed(facts, &install, rollback, failure),
+            None => return install_failed(spec, facts, &install, failure),
+        },
     };
     let previous = facts.installed();
     let bundle = install.target.pulled(&done.image);
@@ -54,7 +58,12 @@ pub fn after_install(
         }
         Readiness::Ready => {
             events.extend(rollout_event(facts, same, &bundle.version, None));
+            let holds = install.rollback.as_ref().and_then(|r| r.holds.clone());
             let outcome = match (&install.held, install.maintained) {
+                _ if holds.is_some() => Outcome::Held {
+                    reason: REASON_ROLLED_BACK,
+                    message: holds.unwrap_or_default(),
+                },
                 (Some(held), _) => Outcome::Held {
                     reason: REASON_APPROVAL_REQUIRED,
                     message: held.message(&facts.name, Some(&bundle.version)),
@@ -67,6 +76,7 @@ pub fn after_install(
     };
     let mut observation = observe(facts, Some(bundle), outcome, Some(conditions));
     observation.installer = facts.installer.as_ref().ok().map(|a| a.status());
+    observation.control.rolled_back = install.rollback.map(|r| r.condition);
     Report {
         observation,
         events,
@@ -114,7 +124,28 @@ fn install_events(
         .map(|a| format!(" as {a}"))
         .unwrap_or_default();
     let mut events = Vec::new();
+    let back = install
+        .rollback
+        .as_ref()
+        .filter(|_| facts.applied.is_some());
     match facts.installed() {
+        _ if back.is_some_and(|r| r.from.is_some()) => {
+            if let Some(Rollback {
+                from: Some(from),
+                why,
+                ..
+            }) = back
+            {
+                events.push(normal(
+                    "RolledBack",
+                    "Rollback",
+                    format!(
+                        "rolled back from {from} to {} ({}){by}: {why}; the CRDs passed the upgrade-safety check",
+                        bundle.version, bundle.name
+                    ),
+                ));
+            }
+        }
         _ if install.adopt.is_some() => {
             if let Some(release) = &install.adopt {
                 events.push(normal(
@@ -197,7 +228,9 @@ fn rollout_event(
 pub fn classify(failure: InstallFailure, target: &BundleIdentity) -> (Outcome, &'static str) {
     let prefixed = |m| for_resolved_bundle(&target.name, &target.version, m);
     match failure {
-        InstallFailure::Retry(m) => (Outcome::Retrying(prefixed(m)), "InstallFailed"),
+        InstallFailure::Retry(m) | InstallFailure::UnsafeCrds(m) | InstallFailure::Apply(m) => {
+            (Outcome::Retrying(prefixed(m)), "InstallFailed")
+        }
         InstallFailure::InvalidConfiguration(message) => (
             Outcome::Blocked {
                 reason: REASON_INVALID_CONFIGURATION,

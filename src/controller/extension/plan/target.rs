@@ -4,7 +4,9 @@
 //! release against the target, then its objects against the rendered ones), and the
 //! install steps — skipped when the same install was made before and nothing drifted
 //! since ([`fingerprint`]), then only readiness is read again; otherwise pull and render,
-//! the preflights (skipped for the installed revision again), apply.
+//! the preflights (skipped for the installed revision again), apply. A rollback
+//! ([`super::rollback`]) names the target first, and takes over when the apply of an
+//! upgrade under `upgrade-remediation: Rollback` fails.
 
 use super::control::{Held, held};
 use super::notice::REASON_APPROVAL_REQUIRED;
@@ -63,6 +65,12 @@ pub(super) fn decide(
         return super::paused::decide(spec, facts);
     }
     let installed = facts.installed();
+    let resolved = resolution.as_ref().ok().map(|r| r.bundle.identity());
+    match super::rollback::target(facts, resolved.as_ref()) {
+        Some(Ok(install)) => return steps(spec, facts, install),
+        Some(Err(refused)) => return end(spec, facts, *refused),
+        None => {}
+    }
     let install = match resolution {
         Ok(resolution) => {
             let resolved = resolution.bundle.identity();
@@ -84,6 +92,7 @@ pub(super) fn decide(
                 maintained: None,
                 adopt: facts.adopting().cloned(),
                 held,
+                rollback: None,
             }
         }
         Err(e) => match maintained(spec, installed, e) {
@@ -189,6 +198,11 @@ fn steps(spec: &ClusterExtensionSpec, facts: &Facts, install: Install) -> Plan {
         }
     }
     if let Some(result) = &facts.applied {
+        if let Err(failure) = result
+            && let Some(plan) = super::rollback::remediate(spec, facts, &install, failure)
+        {
+            return plan;
+        }
         return finish(install, result.clone());
     }
     let bundle = install.target.pulled(&rendered.image);
@@ -227,6 +241,7 @@ fn maintained(
         )),
         adopt: None,
         held: None,
+        rollback: None,
     })
 }
 
@@ -279,7 +294,7 @@ pub fn fingerprint(
 }
 
 /// `spec.install.preflight.crdUpgradeSafety.enforcement` (Strict when absent).
-fn enforcement(spec: &ClusterExtensionSpec) -> Enforcement {
+pub(super) fn enforcement(spec: &ClusterExtensionSpec) -> Enforcement {
     let configured = spec
         .install
         .as_ref()

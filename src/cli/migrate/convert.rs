@@ -1,0 +1,381 @@
+//! `olmv1 migrate convert <namespace>/<name> [--dry-run | --apply]`
+//! (docs/how-to/switch-from-olm-v0.md, "convert"): reads what the plan decides from —
+//! the Subscription, the backup, the CSV and its copies, InstallPlans, the objects
+//! still tied to the CSV (the OperatorCondition among them), the installer account's
+//! objects, the ClusterExtension — runs `check` and `olmv1 rbac` for a first run,
+//! asks [`convert::plan`] for the steps that remain, prints them, and with `--apply`
+//! performs them in order, stopping at the first failure (running it again continues
+//! from there). Decides nothing itself.
+
+use super::kube as k;
+use super::{CheckArgs, ConvertArgs, Output, parse_target};
+use crate::migrate::olm_v0::backup::{self, Backup, configmap_name};
+use crate::migrate::olm_v0::convert::{self, CSV_FINALIZER, Observed, Plan, Step, Target};
+use serde_json::{Value, json};
+use std::path::Path;
+
+/// Cluster-scoped kinds the finalizer deletes by the CSV's `olm.owner*` labels.
+const LABELLED: [(&str, &str); 4] = [
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    (
+        "admissionregistration.k8s.io/v1",
+        "MutatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+    ),
+];
+/// Namespaced kinds OLM v0 ties to the CSV (labels, ownerReferences; reference §1.2).
+const NAMESPACED: [(&str, &str); 7] = [
+    ("apps/v1", "Deployment"),
+    ("v1", "ServiceAccount"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("v1", "Service"),
+    ("v1", "Secret"),
+    ("v1", "ConfigMap"),
+];
+
+fn v0(kind: &str, version: &str, ns: &str, name: &str) -> Target {
+    Target {
+        api_version: format!("operators.coreos.com/{version}"),
+        kind: kind.into(),
+        namespace: ns.into(),
+        name: name.into(),
+    }
+}
+
+/// What `migrate convert` prints, and its exit code (0 planned or done, 1 refused,
+/// 2 a step failed). Blocking.
+pub fn convert(args: &ConvertArgs) -> Result<(String, u8), String> {
+    let (ns, name) = parse_target(&args.subscription)?;
+    let kc = args.kubeconfig.as_deref();
+    let mut o = super::super::block_on(read(kc, &ns, &name))??;
+    if o.backup.is_none() && o.subscription.is_some() {
+        first_run(args, &mut o)?;
+    }
+    super::super::block_on(installer_and_catalog(kc, &mut o))??;
+    let plan = convert::plan(&o);
+    if plan.refused.is_some() || !args.apply {
+        return Ok((
+            render(&plan, args.output, false)?,
+            u8::from(plan.refused.is_some()),
+        ));
+    }
+    let steps = match args.stop_after {
+        Some(n) => &plan.steps[..n.min(plan.steps.len())],
+        None => &plan.steps[..],
+    };
+    let mut out = render(&plan, Output::Table, true)?;
+    let failed = super::super::block_on(execute(kc, steps, &mut out))??;
+    if failed {
+        return Ok((out, 2));
+    }
+    if steps.len() < plan.steps.len() {
+        out.push_str(&format!(
+            "stopped after {} step(s) (--stop-after): run convert again to continue\n",
+            steps.len()
+        ));
+    } else if !plan.then.is_empty() {
+        out.push_str(&format!("then: {}\n", plan.then));
+    }
+    Ok((out, 0))
+}
+
+/// `check` of the Subscription and the backup a first run writes.
+fn first_run(args: &ConvertArgs, o: &mut Observed) -> Result<(), String> {
+    let check_args = CheckArgs {
+        subscription: Some(args.subscription.clone()),
+        all: false,
+        output: Output::Json,
+        no_rbac: true,
+        kubeconfig: args.kubeconfig.clone(),
+        insecure_registries: args.insecure_registries.clone(),
+    };
+    let check = super::checks(&check_args)?
+        .into_iter()
+        .next()
+        .ok_or("the Subscription was not found")?;
+    if check.eligible {
+        let installer = super::rbac_for(&check, &check_args)
+            .unwrap_or_else(|| Err("no catalog bundle to compute it from".into()))
+            .and_then(|yaml| objects(&yaml));
+        if let Some(sub) = &o.subscription {
+            o.proposed = Some(backup::propose(&check, sub, installer));
+        }
+    }
+    o.check = Some(check);
+    Ok(())
+}
+
+/// The objects of a multi-document YAML.
+fn objects(yaml: &str) -> Result<Vec<Value>, String> {
+    let docs: Vec<Value> = crate::yaml::from_multiple(yaml, serde_saphyr::Options::default())
+        .map_err(|e| format!("reading the installer RBAC: {e}"))?;
+    Ok(docs.into_iter().filter(Value::is_object).collect())
+}
+
+/// Everything the plan reads, but the check and the installer account.
+async fn read(kc: Option<&Path>, ns: &str, name: &str) -> Result<Observed, String> {
+    let client = super::gather::client(kc).await?;
+    let c = &client;
+    let cm = Target {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: ns.into(),
+        name: configmap_name(name),
+    };
+    let backup = k::get(c, &cm).await?.map(|v| Backup::from_configmap(&v));
+    let subscription = k::get(c, &v0("Subscription", "v1alpha1", ns, name)).await?;
+    let csv_name = match (&backup, &subscription) {
+        (Some(Ok(b)), _) => Some(b.installed_csv.clone()),
+        (_, Some(s)) => crate::migrate::olm_v0::read::text(s, "/status/installedCSV"),
+        _ => None,
+    };
+    let ext = Target {
+        api_version: "olm.operatorframework.io/v1".into(),
+        kind: "ClusterExtension".into(),
+        namespace: String::new(),
+        name: name.into(),
+    };
+    let mut o = Observed {
+        namespace: ns.into(),
+        name: name.into(),
+        subscription,
+        backup,
+        extension: k::get(c, &ext).await?,
+        ..Observed::default()
+    };
+    if let Some(csv) = csv_name {
+        read_csv(c, &mut o, &csv).await?;
+    }
+    Ok(o)
+}
+
+/// The CSV, its copies and InstallPlans, and the objects tied to it.
+async fn read_csv(c: &kube::Client, o: &mut Observed, csv: &str) -> Result<(), String> {
+    let ns = o.namespace.clone();
+    let csvs = "operators.coreos.com/v1alpha1";
+    o.csv = k::get(c, &v0("ClusterServiceVersion", "v1alpha1", &ns, csv)).await?;
+    let copies = format!("olm.copiedFrom={ns}");
+    o.copied_csvs = k::list(c, csvs, "ClusterServiceVersion", "", Some(&copies))
+        .await?
+        .into_iter()
+        .filter(|v| v["metadata"]["name"] == csv && v["metadata"]["namespace"] != ns.as_str())
+        .collect();
+    o.install_plans = k::list(c, csvs, "InstallPlan", &ns, None)
+        .await?
+        .into_iter()
+        .filter(|ip| {
+            ip.pointer("/spec/clusterServiceVersionNames")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.iter().any(|n| n.as_str() == Some(csv)))
+        })
+        .collect();
+    if let Some(cond) = k::get(c, &v0("OperatorCondition", "v2", &ns, csv)).await? {
+        o.tied.push(cond);
+    }
+    let selector = format!("olm.owner={csv},olm.owner.namespace={ns}");
+    for (api_version, kind) in LABELLED {
+        o.tied
+            .extend(k::list(c, api_version, kind, "", Some(&selector)).await?);
+    }
+    for (api_version, kind) in NAMESPACED {
+        o.tied
+            .extend(k::list(c, api_version, kind, &ns, None).await?);
+    }
+    o.tied.retain(|obj| convert::untie(obj, csv, &ns).is_some());
+    Ok(())
+}
+
+/// Which installer objects are missing; whether the ClusterCatalog to create exists.
+async fn installer_and_catalog(kc: Option<&Path>, o: &mut Observed) -> Result<(), String> {
+    let client = super::gather::client(kc).await?;
+    let installer = match (&o.backup, &o.proposed) {
+        (Some(Ok(b)), _) | (None, Some(Ok(b))) => b.installer.clone(),
+        _ => Vec::new(),
+    };
+    for obj in installer {
+        if k::get(&client, &Target::of(&obj)).await?.is_none() {
+            o.installer_missing.push(obj);
+        }
+    }
+    let to_create = o
+        .check
+        .as_ref()
+        .and_then(|c| c.cluster_catalog.as_ref())
+        .filter(|c| !c.reused);
+    if let Some(catalog) = to_create {
+        let t = Target {
+            api_version: "olm.operatorframework.io/v1".into(),
+            kind: "ClusterCatalog".into(),
+            namespace: String::new(),
+            name: catalog.name.clone(),
+        };
+        o.catalog_exists = k::get(&client, &t).await?.is_some();
+    }
+    Ok(())
+}
+
+/// Performs `steps` in order, each line of progress appended to `out`; `true` when one
+/// failed (nothing after it is done).
+async fn execute(kc: Option<&Path>, steps: &[Step], out: &mut String) -> Result<bool, String> {
+    let client = super::gather::client(kc).await?;
+    for (i, step) in steps.iter().enumerate() {
+        match perform(&client, step).await {
+            Ok(()) => out.push_str(&format!("done {}: {}\n", i + 1, step.describe())),
+            Err(e) => {
+                out.push_str(&format!(
+                    "FAILED {}: {}: {e}\nnothing after it was done: run convert again to continue from there\n",
+                    i + 1,
+                    step.describe()
+                ));
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// One step's calls.
+async fn perform(c: &kube::Client, step: &Step) -> Result<(), String> {
+    match step {
+        Step::CreateClusterCatalog { manifest }
+        | Step::WriteBackup { manifest }
+        | Step::CreateClusterExtension { manifest } => k::create(c, manifest).await,
+        Step::CreateInstaller { objects } => {
+            for obj in objects {
+                k::apply(c, obj).await?;
+            }
+            Ok(())
+        }
+        Step::DeleteSubscription { target } | Step::DeleteInstallPlan { target } => {
+            k::delete(c, target, false).await
+        }
+        Step::Untie { .. } => untie(c, step).await,
+        Step::RemoveCsvFinalizer { target } => {
+            remove_finalizers(c, target, Some(CSV_FINALIZER)).await
+        }
+        Step::DeleteCsv { target } => k::delete(c, target, true).await,
+        Step::DeleteCopiedCsv { target } => {
+            remove_finalizers(c, target, None).await?;
+            k::delete(c, target, true).await
+        }
+    }
+}
+
+/// Removes the labels and ownerReferences an [`Step::Untie`] names, guarded by the
+/// resourceVersion read; when the object changed meanwhile (a status update), it is read
+/// again and what still ties it is removed (three attempts).
+async fn untie(c: &kube::Client, step: &Step) -> Result<(), String> {
+    let mut step = step.clone();
+    for _ in 0..3 {
+        let Step::Untie {
+            target,
+            labels,
+            keep_owner_references,
+            resource_version,
+            csv: (csv, csv_namespace),
+            ..
+        } = &step
+        else {
+            return Ok(());
+        };
+        let mut meta = json!({"resourceVersion": resource_version});
+        if !labels.is_empty() {
+            let nulls: serde_json::Map<String, Value> =
+                labels.iter().map(|l| (l.clone(), Value::Null)).collect();
+            meta["labels"] = Value::Object(nulls);
+        }
+        if let Some(keep) = keep_owner_references {
+            meta["ownerReferences"] = json!(keep);
+        }
+        match k::merge_patch(c, target, &json!({ "metadata": meta })).await {
+            Err(e) if e.ends_with(k::CHANGED) => {
+                let Some(live) = k::get(c, target).await? else {
+                    return Ok(());
+                };
+                match convert::untie(&live, csv, csv_namespace) {
+                    Some(again) => step = again,
+                    None => return Ok(()),
+                }
+            }
+            done => return done,
+        }
+    }
+    Err(format!(
+        "{} kept changing: run convert again",
+        step.describe()
+    ))
+}
+
+/// Removes `only` (or every finalizer) from `t`, guarded by the resourceVersion read;
+/// when the object changed meanwhile (its controller, garbage collection), it is read
+/// again (five attempts).
+pub(super) async fn remove_finalizers(
+    c: &kube::Client,
+    t: &Target,
+    only: Option<&str>,
+) -> Result<(), String> {
+    let mut last = Ok(());
+    for _ in 0..5 {
+        let Some(live) = k::get(c, t).await? else {
+            return Ok(());
+        };
+        let before = convert::finalizers(&live);
+        let after: Vec<&String> = before
+            .iter()
+            .filter(|f| only.is_some_and(|o| o != f.as_str()))
+            .collect();
+        if after.len() == before.len() {
+            return Ok(());
+        }
+        let rv = live.pointer("/metadata/resourceVersion").cloned();
+        let patch = json!({"metadata": {"resourceVersion": rv, "finalizers": after}});
+        last = k::merge_patch(c, t, &patch).await;
+        match &last {
+            Err(e) if e.ends_with(k::CHANGED) => continue,
+            _ => return last,
+        }
+    }
+    last
+}
+
+/// The plan as text (numbered steps), JSON or YAML.
+fn render(plan: &Plan, output: Output, applying: bool) -> Result<String, String> {
+    match output {
+        Output::Json => {
+            return serde_json::to_string_pretty(plan)
+                .map(|s| s + "\n")
+                .map_err(|e| e.to_string());
+        }
+        Output::Yaml => return serde_saphyr::to_string(plan).map_err(|e| e.to_string()),
+        Output::Table => {}
+    }
+    let mut out = format!("Subscription {}: ", plan.subscription);
+    if let Some(why) = &plan.refused {
+        out.push_str(&format!("refused: {why}\n"));
+        return Ok(out);
+    }
+    if plan.steps.is_empty() {
+        out.push_str("nothing to do: converted\n");
+        return Ok(out);
+    }
+    let mode = if applying {
+        "applying"
+    } else {
+        "dry run, nothing changed; --apply runs them"
+    };
+    out.push_str(&format!("{} step(s) ({mode})\n", plan.steps.len()));
+    if !applying {
+        for (i, s) in plan.steps.iter().enumerate() {
+            out.push_str(&format!("  {}. {}\n", i + 1, s.describe()));
+        }
+        if !plan.then.is_empty() {
+            out.push_str(&format!("then: {}\n", plan.then));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,462 @@
+//! The convert and rollback plans: every step in its order, and every partly-done state
+//! (each step done in turn, as by an interrupted run) planning exactly the steps that
+//! remain, down to nothing (docs/how-to/switch-from-olm-v0.md, "convert", "rollback").
+
+use super::backup::{self, Backup, configmap_name};
+use super::convert::{self, CSV_FINALIZER, Observed, Step, Target};
+use super::rollback;
+use super::*;
+use serde_json::json;
+
+const CSV: &str = "demo-operator.v1.2.0";
+
+fn eligible_check() -> Check {
+    Check {
+        subscription: "ops/demo".into(),
+        package: "demo-operator".into(),
+        installed_csv: Some(CSV.into()),
+        version: Some("1.2.0".into()),
+        eligible: true,
+        blockers: vec![],
+        cluster_extension: json!({
+            "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
+            "metadata": {"name": "demo", "annotations": {MIGRATED_FROM_ANNOTATION: "ops/demo"}},
+            "spec": {"namespace": "ops", "serviceAccount": {"name": "demo-installer"},
+                     "source": {"sourceType": "Catalog", "catalog": {"packageName": "demo-operator"}}}}),
+        cluster_catalog: Some(CatalogPlan {
+            name: "demo-catalog".into(),
+            reused: true,
+            manifest: None,
+        }),
+        installer: Installer {
+            service_account: "demo-installer".into(),
+            namespace: "ops".into(),
+            bundle_image: None,
+            rbac_command: None,
+            rbac: None,
+        },
+        v0_objects: vec![],
+    }
+}
+
+fn subscription() -> Value {
+    json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "demo", "namespace": "ops", "uid": "u1", "resourceVersion": "7",
+            "labels": {"operators.coreos.com/demo-operator.ops": ""}},
+        "spec": {"name": "demo-operator", "source": "cat", "sourceNamespace": "olm", "channel": "stable"},
+        "status": {"installedCSV": CSV}})
+}
+
+fn installer() -> Vec<Value> {
+    vec![
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "demo-installer", "namespace": "ops"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "demo-installer"}}),
+    ]
+}
+
+fn csv_owner_labels() -> Value {
+    json!({"olm.owner": CSV, "olm.owner.kind": "ClusterServiceVersion", "olm.owner.namespace": "ops", "olm.managed": "true"})
+}
+
+fn csv_ref() -> Value {
+    json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "name": CSV, "uid": "csv-uid", "controller": false, "blockOwnerDeletion": false})
+}
+
+/// A v0 installation as OLM v0 leaves it, nothing of the convert done.
+fn fresh() -> Observed {
+    let check = eligible_check();
+    let sub = subscription();
+    Observed {
+        namespace: "ops".into(),
+        name: "demo".into(),
+        proposed: Some(backup::propose(&check, &sub, Ok(installer()))),
+        subscription: Some(sub),
+        check: Some(check),
+        backup: None,
+        installer_missing: installer(),
+        catalog_exists: true,
+        csv: Some(json!({"metadata": {"name": CSV, "namespace": "ops",
+            "finalizers": [CSV_FINALIZER]}})),
+        copied_csvs: vec![json!({"metadata": {"name": CSV, "namespace": "team-a"}})],
+        install_plans: vec![json!({"metadata": {"name": "install-abcde", "namespace": "ops"}})],
+        tied: vec![
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "demo-operator.v1.2.0-abc", "resourceVersion": "11", "labels": csv_owner_labels()}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "demo-controller", "namespace": "ops", "resourceVersion": "12",
+                    "labels": csv_owner_labels(), "ownerReferences": [csv_ref()]}}),
+            json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "demo-controller-service", "namespace": "ops", "resourceVersion": "13",
+                    "labels": {"olm.managed": "true"}, "ownerReferences": [csv_ref()]}}),
+        ],
+        extension: None,
+    }
+}
+
+fn kinds(steps: &[Step]) -> Vec<String> {
+    steps
+        .iter()
+        .map(|s| {
+            serde_json::to_value(s).unwrap()["step"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+/// The state once `step` is done (what the executor's call leaves on the cluster).
+fn done(o: &mut Observed, step: &Step) {
+    let same = |v: &Value, t: &Target| {
+        v["metadata"]["name"] == t.name.as_str()
+            && v["metadata"]["namespace"].as_str().unwrap_or("") == t.namespace
+    };
+    match step {
+        Step::CreateClusterCatalog { .. } => o.catalog_exists = true,
+        Step::WriteBackup { manifest } => {
+            o.backup = Some(Backup::from_configmap(manifest));
+        }
+        Step::CreateInstaller { .. } => o.installer_missing.clear(),
+        Step::DeleteSubscription { .. } => o.subscription = None,
+        Step::DeleteInstallPlan { target } => o.install_plans.retain(|p| !same(p, target)),
+        Step::Untie { target, .. } => o.tied.retain(|t| Target::of(t) != *target),
+        Step::RemoveCsvFinalizer { .. } => {
+            if let Some(csv) = &mut o.csv {
+                csv["metadata"]["finalizers"] = json!([]);
+            }
+        }
+        Step::DeleteCsv { .. } => o.csv = None,
+        Step::DeleteCopiedCsv { target } => o.copied_csvs.retain(|c| !same(c, target)),
+        Step::CreateClusterExtension { manifest } => o.extension = Some(manifest.clone()),
+    }
+}
+
+#[test]
+fn convert_orders_backup_installer_subscription_untie_finalizer_csv_extension() {
+    let p = convert::plan(&fresh());
+    assert_eq!(p.refused, None);
+    assert_eq!(
+        kinds(&p.steps),
+        [
+            "writeBackup",
+            "createInstaller",
+            "deleteSubscription",
+            "deleteInstallPlan",
+            "untie",
+            "untie",
+            "untie",
+            "removeCsvFinalizer",
+            "deleteCsv",
+            "deleteCopiedCsv",
+            "createClusterExtension",
+        ]
+    );
+    let text: Vec<String> = p.steps.iter().map(Step::describe).collect();
+    assert_eq!(
+        text[4],
+        "untie ClusterRole demo-operator.v1.2.0-abc from the CSV: remove labels olm.owner, olm.owner.kind, olm.owner.namespace"
+    );
+    assert_eq!(
+        text[5],
+        "untie Deployment ops/demo-controller from the CSV: remove labels olm.owner, olm.owner.kind, olm.owner.namespace and ownerReference ClusterServiceVersion/demo-operator.v1.2.0"
+    );
+    assert_eq!(
+        text[8],
+        "delete ClusterServiceVersion ops/demo-operator.v1.2.0 (propagationPolicy Orphan: its objects stay)"
+    );
+    let Step::CreateClusterExtension { manifest } = &p.steps[10] else {
+        panic!("last step")
+    };
+    let annotations = &manifest["metadata"]["annotations"];
+    assert_eq!(annotations[MIGRATED_FROM_ANNOTATION], "ops/demo");
+    assert_eq!(
+        annotations[backup::BACKUP_ANNOTATION],
+        "ops/olmv1-migration-demo"
+    );
+    // Untie writes back the ownerReferences that are not the CSV's.
+    let Step::Untie {
+        keep_owner_references,
+        resource_version,
+        ..
+    } = &p.steps[5]
+    else {
+        panic!("untie")
+    };
+    assert_eq!(keep_owner_references.as_deref(), Some(&[][..]));
+    assert_eq!(resource_version.as_deref(), Some("12"));
+}
+
+#[test]
+fn every_interrupted_convert_plans_exactly_the_remaining_steps_then_nothing() {
+    let all = convert::plan(&fresh()).steps;
+    for k in 0..=all.len() {
+        let mut o = fresh();
+        for step in &all[..k] {
+            done(&mut o, step);
+        }
+        let p = convert::plan(&o);
+        assert_eq!(p.refused, None, "after {k} steps");
+        assert_eq!(p.steps, all[k..].to_vec(), "after {k} steps");
+    }
+}
+
+#[test]
+fn a_csv_already_being_deleted_only_loses_its_finalizer_after_the_untie() {
+    let mut o = fresh();
+    o.csv = Some(json!({"metadata": {"name": CSV, "namespace": "ops",
+        "deletionTimestamp": "2026-11-26T00:00:00Z", "finalizers": [CSV_FINALIZER]}}));
+    let k = kinds(&convert::plan(&o).steps);
+    let untie = k.iter().rposition(|s| s == "untie").unwrap();
+    let fin = k.iter().position(|s| s == "removeCsvFinalizer").unwrap();
+    assert!(untie < fin, "{k:?}");
+    assert!(!k.contains(&"deleteCsv".to_string()), "{k:?}");
+}
+
+#[test]
+fn a_blocked_subscription_is_refused_with_each_blocker_and_nothing_done() {
+    let mut o = fresh();
+    let check = o.check.as_mut().unwrap();
+    check.eligible = false;
+    check.blockers.push(Blocker {
+        code: BlockerCode::ApiServices,
+        message: "CSV x owns APIServices (a)".into(),
+        action: "keep this operator on OLM v0".into(),
+    });
+    let p = convert::plan(&o);
+    assert!(p.steps.is_empty());
+    assert_eq!(
+        p.refused.as_deref(),
+        Some(
+            "Subscription ops/demo is not eligible: CSV x owns APIServices (a) (what to do: keep this operator on OLM v0)"
+        )
+    );
+}
+
+#[test]
+fn a_missing_cluster_catalog_is_created_then_awaited() {
+    let mut o = fresh();
+    let check = o.check.as_mut().unwrap();
+    check.eligible = false;
+    check.blockers.push(Blocker {
+        code: BlockerCode::NotInCatalog,
+        message: "no Serving ClusterCatalog".into(),
+        action: "create it".into(),
+    });
+    check.cluster_catalog = Some(CatalogPlan {
+        name: "cat-olm".into(),
+        reused: false,
+        manifest: Some(
+            json!({"apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog",
+            "metadata": {"name": "cat-olm"}}),
+        ),
+    });
+    o.catalog_exists = false;
+    let p = convert::plan(&o);
+    assert_eq!(kinds(&p.steps), ["createClusterCatalog"]);
+    assert_eq!(
+        p.then,
+        "run convert again once ClusterCatalog cat-olm is Serving the package"
+    );
+    o.catalog_exists = true;
+    let p = convert::plan(&o);
+    assert!(p.steps.is_empty() && p.refused.is_none(), "{p:?}");
+}
+
+#[test]
+fn refusals_name_what_to_do() {
+    let mut o = fresh();
+    o.extension = Some(json!({"metadata": {"name": "demo"}}));
+    let p = convert::plan(&o);
+    assert!(p.steps.is_empty());
+    assert!(p.refused.unwrap().starts_with(
+        "ClusterExtension demo already exists and is not the migration of Subscription ops/demo"
+    ));
+    let mut o = fresh();
+    o.subscription = None;
+    assert_eq!(
+        convert::plan(&o).refused.as_deref(),
+        Some(
+            "Subscription ops/demo not found, and no backup of a convert in progress (ops/olmv1-migration-demo)"
+        )
+    );
+    let mut o = fresh();
+    o.backup = Some(Err("data.version is missing".into()));
+    assert!(
+        convert::plan(&o)
+            .refused
+            .unwrap()
+            .contains("is unreadable (data.version is missing)")
+    );
+    let mut o = fresh();
+    o.proposed = Some(backup::propose(
+        o.check.as_ref().unwrap(),
+        &subscription(),
+        Err("pulling: denied".into()),
+    ));
+    assert_eq!(
+        convert::plan(&o).refused.as_deref(),
+        Some("the installer RBAC could not be computed: pulling: denied")
+    );
+}
+
+#[test]
+fn untie_takes_only_the_csvs_marks() {
+    let other_owner = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "olm.og.og.admin-x", "labels": {"olm.owner": "og",
+            "olm.owner.kind": "OperatorGroup", "olm.owner.namespace": "ops"}}});
+    assert_eq!(convert::untie(&other_owner, CSV, "ops"), None);
+    let other_namespace = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "x", "labels": {"olm.owner": CSV,
+            "olm.owner.kind": "ClusterServiceVersion", "olm.owner.namespace": "elsewhere"}}});
+    assert_eq!(convert::untie(&other_namespace, CSV, "ops"), None);
+    let crd_ref = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "name": "widgets.example.com", "uid": "c"});
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "s", "namespace": "ops", "ownerReferences": [crd_ref, csv_ref()]}});
+    let Some(Step::Untie {
+        labels,
+        owner_references,
+        keep_owner_references,
+        ..
+    }) = convert::untie(&secret, CSV, "ops")
+    else {
+        panic!("untie")
+    };
+    assert!(labels.is_empty());
+    assert_eq!(
+        owner_references,
+        ["ClusterServiceVersion/demo-operator.v1.2.0"]
+    );
+    assert_eq!(keep_owner_references, Some(vec![crd_ref]));
+}
+
+#[test]
+fn the_backup_reads_back_and_restores_the_subscription_at_the_installed_csv() {
+    let b = backup::propose(&eligible_check(), &subscription(), Ok(installer())).unwrap();
+    let cm = b.configmap();
+    assert_eq!(cm["metadata"]["name"], "olmv1-migration-demo");
+    assert_eq!(cm["metadata"]["labels"][backup::BACKUP_LABEL], "true");
+    assert_eq!(Backup::from_configmap(&cm), Ok(b.clone()));
+    let sub = b.restored_subscription();
+    assert_eq!(sub["spec"]["startingCSV"], CSV);
+    assert_eq!(sub["spec"]["channel"], "stable");
+    assert_eq!(sub["metadata"].get("uid"), None);
+    assert_eq!(sub.get("status"), None);
+    let long = "a".repeat(300);
+    assert!(configmap_name(&long).len() <= 253);
+    assert_ne!(configmap_name(&long), configmap_name(&"a".repeat(301)));
+}
+
+fn converted_extension() -> Value {
+    json!({"apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
+        "metadata": {"name": "demo", "annotations": {MIGRATED_FROM_ANNOTATION: "ops/demo"},
+            "finalizers": [crate::api::FINALIZER_EXTENSION]},
+        "status": {"install": {"bundle": {"name": CSV, "version": "1.2.0"}}}})
+}
+
+fn converted() -> rollback::Observed {
+    let b = backup::propose(&eligible_check(), &subscription(), Ok(installer())).unwrap();
+    rollback::Observed {
+        namespace: "ops".into(),
+        name: "demo".into(),
+        backup: Some(Ok(b)),
+        subscription: None,
+        extension: Some(converted_extension()),
+        records: vec![Target {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "olmv1-system".into(),
+            name: "olmv1-revision-demo".into(),
+        }],
+    }
+}
+
+fn rollback_done(o: &mut rollback::Observed, step: &rollback::Step) {
+    use rollback::Step as S;
+    match step {
+        S::PauseExtension { .. } => {
+            o.extension.as_mut().unwrap()["metadata"]["annotations"][rollback::PAUSED_ANNOTATION] =
+                json!("true");
+        }
+        S::DeleteExtension { .. } => {
+            o.extension.as_mut().unwrap()["metadata"]["deletionTimestamp"] = json!("now");
+        }
+        S::RemoveExtensionFinalizers { .. } => o.extension = None,
+        S::DeleteRevisionRecord { target } => o.records.retain(|r| r != target),
+        S::RestoreSubscription { manifest } => o.subscription = Some(manifest.clone()),
+        S::DeleteBackup { .. } => o.backup = None,
+    }
+}
+
+#[test]
+fn rollback_pauses_deletes_orphaning_then_restores_the_subscription_and_resumes() {
+    let all = rollback::plan(&converted()).steps;
+    let text: Vec<String> = all.iter().map(rollback::Step::describe).collect();
+    assert_eq!(
+        text,
+        [
+            "pause ClusterExtension demo (olm.operatorframework.io/paused: \"true\": it uninstalls nothing)",
+            "delete ClusterExtension demo (propagationPolicy Orphan: its objects stay)",
+            "remove finalizers olm.operatorframework.io/cleanup-unpack-cache from ClusterExtension demo",
+            "delete the revision record ConfigMap olmv1-system/olmv1-revision-demo",
+            "create Subscription ops/demo with startingCSV demo-operator.v1.2.0",
+            "delete the backup ConfigMap ops/olmv1-migration-demo",
+        ]
+    );
+    for k in 0..all.len() {
+        let mut o = converted();
+        for step in &all[..k] {
+            rollback_done(&mut o, step);
+        }
+        assert_eq!(
+            rollback::plan(&o).steps,
+            all[k..].to_vec(),
+            "after {k} steps"
+        );
+    }
+    let mut o = converted();
+    for step in &all {
+        rollback_done(&mut o, step);
+    }
+    assert!(
+        rollback::plan(&o)
+            .refused
+            .unwrap()
+            .starts_with("no backup ConfigMap ops/olmv1-migration-demo")
+    );
+}
+
+#[test]
+fn rollback_refuses_after_an_upgrade_or_for_another_extension() {
+    let mut o = converted();
+    o.extension.as_mut().unwrap()["status"]["install"]["bundle"] =
+        json!({"name": "demo-operator.v1.3.0", "version": "1.3.0"});
+    let p = rollback::plan(&o);
+    assert!(p.steps.is_empty());
+    assert!(
+        p.refused.unwrap().starts_with(
+            "ClusterExtension demo has installed demo-operator.v1.3.0 (version 1.3.0) since the switch from demo-operator.v1.2.0 (version 1.2.0): OLM v0 cannot go back"
+        )
+    );
+    let mut o = converted();
+    o.extension.as_mut().unwrap()["metadata"]["annotations"] = json!({});
+    assert!(
+        rollback::plan(&o)
+            .refused
+            .unwrap()
+            .contains("is not the migration of")
+    );
+    // Nothing installed yet: rolled back as well.
+    let mut o = converted();
+    o.extension.as_mut().unwrap()["status"] = json!({});
+    assert!(rollback::plan(&o).refused.is_none());
+}
+
+#[test]
+fn the_pause_annotation_is_the_controllers() {
+    assert_eq!(
+        rollback::PAUSED_ANNOTATION,
+        crate::controller::extension::plan::control::ANNOTATION_PAUSED
+    );
+}

@@ -1,0 +1,211 @@
+//! `olmv1 migrate rollback` as a plan (docs/how-to/switch-from-olm-v0.md, "rollback";
+//! olm-v0 reference §3.5): the ClusterExtension goes without its uninstall ever running
+//! — paused first (a paused extension being deleted uninstalls nothing,
+//! `controller::extension::plan::paused`), deleted with orphan propagation (garbage
+//! collection leaves the objects it owns), then its finalizers removed — its revision
+//! record goes, and the Subscription is re-created from the backup with `startingCSV`
+//! = the installed CSV, so OLM v0 installs that CSV again over the objects still in
+//! place; the backup goes last. Pure and state-driven like the convert: a rollback
+//! interrupted anywhere finishes when run again. Refused when the extension installed
+//! another bundle than the backed-up CSV: OLM v0 cannot step back to an older CSV.
+
+use super::backup::{Backup, configmap_name};
+use super::convert::{Target, finalizers};
+use super::read::text;
+use super::target::MIGRATED_FROM_ANNOTATION;
+use crate::api;
+use serde::Serialize;
+use serde_json::Value;
+
+/// The annotation that pauses an extension (`"true"`).
+pub const PAUSED_ANNOTATION: &str = "olm.operatorframework.io/paused";
+
+/// What is on the cluster for one rollback, read by the command line.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    pub namespace: String,
+    pub name: String,
+    /// The backup ConfigMap, read back.
+    pub backup: Option<Result<Backup, String>>,
+    /// The live Subscription.
+    pub subscription: Option<Value>,
+    /// The live ClusterExtension named like the Subscription.
+    pub extension: Option<Value>,
+    /// The extension's revision record ConfigMaps.
+    pub records: Vec<Target>,
+}
+
+/// One step of a rollback; each is safe to run again.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "step", rename_all = "camelCase")]
+pub enum Step {
+    PauseExtension {
+        name: String,
+    },
+    /// Delete with propagationPolicy Orphan.
+    DeleteExtension {
+        name: String,
+    },
+    RemoveExtensionFinalizers {
+        name: String,
+        finalizers: Vec<String>,
+    },
+    DeleteRevisionRecord {
+        target: Target,
+    },
+    RestoreSubscription {
+        manifest: Value,
+    },
+    DeleteBackup {
+        target: Target,
+    },
+}
+
+impl Step {
+    /// The step in words.
+    pub fn describe(&self) -> String {
+        match self {
+            Step::PauseExtension { name } => format!(
+                "pause ClusterExtension {name} ({PAUSED_ANNOTATION}: \"true\": it uninstalls nothing)"
+            ),
+            Step::DeleteExtension { name } => format!(
+                "delete ClusterExtension {name} (propagationPolicy Orphan: its objects stay)"
+            ),
+            Step::RemoveExtensionFinalizers { name, finalizers } => format!(
+                "remove finalizers {} from ClusterExtension {name}",
+                finalizers.join(", ")
+            ),
+            Step::DeleteRevisionRecord { target } => format!("delete the revision record {target}"),
+            Step::RestoreSubscription { manifest } => format!(
+                "create {} with startingCSV {}",
+                Target::of(manifest),
+                text(manifest, "/spec/startingCSV").unwrap_or_default()
+            ),
+            Step::DeleteBackup { target } => format!("delete the backup {target}"),
+        }
+    }
+}
+
+/// The plan of a rollback.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub subscription: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    pub steps: Vec<Step>,
+}
+
+/// The steps that remain (see the module documentation).
+pub fn plan(o: &Observed) -> Plan {
+    let subscription = format!("{}/{}", o.namespace, o.name);
+    let refuse = |why: String| Plan {
+        subscription: subscription.clone(),
+        refused: Some(why),
+        steps: Vec::new(),
+    };
+    let backup = match &o.backup {
+        Some(Ok(b)) => b,
+        Some(Err(e)) => {
+            return refuse(format!(
+                "the backup ConfigMap {}/{} is unreadable: {e}",
+                o.namespace,
+                configmap_name(&o.name)
+            ));
+        }
+        None => {
+            return refuse(format!(
+                "no backup ConfigMap {}/{}: {subscription} was not converted by olmv1 migrate convert (or was rolled back already)",
+                o.namespace,
+                configmap_name(&o.name)
+            ));
+        }
+    };
+    let mut steps = Vec::new();
+    if let Some(ext) = &o.extension {
+        if let Some(why) = refusal(ext, backup, &subscription) {
+            return refuse(why);
+        }
+        steps.extend(remove_extension(ext, &o.name));
+    }
+    steps.extend(
+        o.records
+            .iter()
+            .map(|t| Step::DeleteRevisionRecord { target: t.clone() }),
+    );
+    if o.subscription.is_none() {
+        steps.push(Step::RestoreSubscription {
+            manifest: backup.restored_subscription(),
+        });
+    }
+    steps.push(Step::DeleteBackup {
+        target: Target {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: o.namespace.clone(),
+            name: configmap_name(&o.name),
+        },
+    });
+    Plan {
+        subscription,
+        refused: None,
+        steps,
+    }
+}
+
+/// Why the extension may not be removed for OLM v0: it is not this Subscription's
+/// migration, or it installed another bundle than the backed-up CSV.
+fn refusal(ext: &Value, backup: &Backup, subscription: &str) -> Option<String> {
+    let name = text(ext, "/metadata/name").unwrap_or_default();
+    let from = ext
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(MIGRATED_FROM_ANNOTATION))
+        .and_then(Value::as_str);
+    if from != Some(subscription) {
+        return Some(format!(
+            "ClusterExtension {name} is not the migration of Subscription {subscription} (annotation {MIGRATED_FROM_ANNOTATION}): it is left alone"
+        ));
+    }
+    let installed = text(ext, "/status/install/bundle/name")?;
+    if installed == backup.installed_csv {
+        return None;
+    }
+    let version = text(ext, "/status/install/bundle/version").unwrap_or_default();
+    Some(format!(
+        "ClusterExtension {name} has installed {installed} (version {version}) since the switch from {} (version {}): OLM v0 cannot go back to an older CSV, so a Subscription starting at {} would downgrade the operator; pin spec.source.catalog.version to {} to go back with olmv1 first, or keep the ClusterExtension",
+        backup.installed_csv, backup.version, backup.installed_csv, backup.version
+    ))
+}
+
+/// Pause, delete (orphan), then remove the finalizers of the extension.
+fn remove_extension(ext: &Value, name: &str) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let deleting = text(ext, "/metadata/deletionTimestamp").is_some();
+    let paused = ext
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(PAUSED_ANNOTATION))
+        .and_then(Value::as_str)
+        == Some("true");
+    if !paused && !deleting {
+        steps.push(Step::PauseExtension { name: name.into() });
+    }
+    if !deleting {
+        steps.push(Step::DeleteExtension { name: name.into() });
+    }
+    let controllers = [api::FINALIZER_EXTENSION, api::FINALIZER_EXTENSION_CONTENT];
+    let mut ours: Vec<String> = finalizers(ext)
+        .into_iter()
+        .filter(|f| controllers.contains(&f.as_str()))
+        .collect();
+    if ours.is_empty() && !deleting {
+        // The controller may still add its finalizer until the deletion starts.
+        ours = controllers.iter().map(|f| f.to_string()).collect();
+    }
+    if !ours.is_empty() {
+        steps.push(Step::RemoveExtensionFinalizers {
+            name: name.into(),
+            finalizers: ours,
+        });
+    }
+    steps
+}
