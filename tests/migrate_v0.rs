@@ -6,7 +6,9 @@
 //! ClusterCatalog serves (eligible: the ClusterExtension pins the version for Manual
 //! approval, names the default channel, keeps the OwnNamespace watch, carries the
 //! Subscription's config, selects the catalog; the installer RBAC is `olmv1 rbac`'s),
-//! one from a gRPC address CatalogSource (blocked, with what to do).
+//! one from a gRPC address CatalogSource (blocked, with what to do). `convert` and
+//! `rollback` run on such installations too, and the controller's takeover of a
+//! converted one: refused while another bundle resolves, then in place (no rollout).
 
 mod support;
 
@@ -530,4 +532,223 @@ async fn an_interrupted_convert_finishes_when_run_again() {
     let (code, again, _) = run(&["--apply"]);
     assert_eq!(code, 0, "{again}");
     assert!(again.contains("nothing to do: converted"), "{again}");
+}
+
+/// The objects OLM v0 made from the bundle that olmv1 renders too (olm-v0 reference
+/// §1.2), laid down as v0 leaves them in `ns` for CSV `csv`: the CRD (label
+/// `olm.managed`, no owner), a Widget, the ServiceAccount (ownerReference to the CSV),
+/// and the Deployment's spec — the bundle's, with what v0 adds to the pod template: the
+/// CSV's annotations olmv1 does not render (`olm.operatorGroup`,
+/// `operatorframework.io/properties`; `olm.operatorNamespace` and `olm.targetNamespaces`
+/// are rendered with the values v0 writes for AllNamespaces) and the env var
+/// `OPERATOR_CONDITION_NAME`.
+async fn v0_made(admin: &kube::Client, spec: &BundleSpec, ns: &str) -> (Vec<Value>, Value) {
+    let rendered = support::bundles::render(spec, ns);
+    let find = |kind: &str| {
+        rendered
+            .iter()
+            .find(|o| o["kind"] == kind)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} rendered"))
+    };
+    let csv = spec.bundle_name();
+    let mut crd = find("CustomResourceDefinition");
+    crd["metadata"]["labels"] = json!({"olm.managed": "true"});
+    let crd = olm_v0::create_any(admin, crd).await;
+    let csvs = olm_v0::api(admin, "v1alpha1", "ClusterServiceVersion", ns);
+    let csv_uid = csvs.get(&csv).await.expect("CSV").metadata.uid;
+    let owner = json!([{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "name": csv, "uid": csv_uid, "controller": false, "blockOwnerDeletion": false}]);
+    let mut sa = find("ServiceAccount");
+    sa["metadata"]["labels"] = json!({"olm.managed": "true"});
+    sa["metadata"]["ownerReferences"] = owner;
+    let sa = olm_v0::create_any(admin, sa).await;
+    let widgets = ApiResource::from_gvk(&GroupVersionKind::gvk(&spec.group(), "v1", "Widget"));
+    let api_version = format!("{}/v1", spec.group());
+    let widget = support::eventually(30, "Widget served", || {
+        let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns, &widgets);
+        let api_version = api_version.clone();
+        async move {
+            let w: DynamicObject = serde_json::from_value(json!({"apiVersion": api_version,
+                "kind": "Widget", "metadata": {"name": "w1", "namespace": ns}}))
+            .ok()?;
+            let created = api.create(&Default::default(), &w).await.ok()?;
+            serde_json::to_value(created).ok()
+        }
+    })
+    .await;
+    let mut deployment = find("Deployment")["spec"].clone();
+    let template = &mut deployment["template"];
+    let annotations = template["metadata"]["annotations"]
+        .as_object_mut()
+        .expect("pod template annotations");
+    annotations.insert("olm.operatorGroup".into(), json!(format!("{ns}-og")));
+    annotations.insert(
+        "operatorframework.io/properties".into(),
+        json!(olm_v0::properties_annotation(
+            &spec.package,
+            &spec.version,
+            &[]
+        )),
+    );
+    let container = &mut template["spec"]["containers"][0];
+    container["env"] = json!([{"name": "OPERATOR_CONDITION_NAME", "value": csv}]);
+    (vec![crd, sa, widget], deployment)
+}
+
+fn deployments(admin: &kube::Client, ns: &str) -> Api<k8s_openapi::api::apps::v1::Deployment> {
+    Api::namespaced(admin.clone(), ns)
+}
+
+#[tokio::test]
+async fn the_controller_takes_the_v0_installation_over_only_for_the_installed_bundle() {
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use olmv1::api::ClusterExtension;
+    support::controller();
+    let cluster = support::cluster();
+    let kubeconfig = cluster.admin_kubeconfig.clone();
+    let admin = cluster.admin().await;
+    olm_v0::install_crds(&admin).await;
+    let spec = BundleSpec::new(&support::unique("take"), "1.0.0");
+    let newer = BundleSpec::new(&spec.package, "1.1.0");
+    let catalog = support::unique("takecat");
+    let image = publish(&catalog, &spec.package, &[spec.clone(), newer]).await;
+    create_catalog(&catalog, &image).await;
+    wait_serving(&admin, &catalog).await;
+    let ns = support::namespace(&admin, "take").await;
+    olm_v0::create(
+        &admin,
+        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "demo-catalog", "namespace": ns},
+            "spec": {"sourceType": "grpc", "image": image}}),
+        None,
+    )
+    .await;
+    let csv = spec.bundle_name();
+    Installation {
+        ns: &ns,
+        name: "take",
+        package: &spec.package,
+        version: &spec.version,
+        csv: &csv,
+        catalog_source: (&ns, "demo-catalog"),
+        targets: json!([]),
+        spec_extra: json!({"channel": "stable"}),
+    }
+    .lay_down(&admin)
+    .await;
+    let (made, deployment_spec) = v0_made(&admin, &spec, &ns).await;
+    let name = spec.deployment_name();
+    olm_v0::lay_down_workload_with(&admin, &ns, &csv, &name, Some(deployment_spec)).await;
+    let deployments = deployments(&admin, &ns);
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(admin.clone(), &ns);
+    // The Deployment controller made its ReplicaSet (the pod template hash).
+    support::eventually(60, "the v0 Deployment's ReplicaSet", || {
+        let replica_sets = replica_sets.clone();
+        async move {
+            (replica_sets
+                .list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .len()
+                == 1)
+                .then_some(())
+        }
+    })
+    .await;
+    let before = deployments.get(&name).await.expect("Deployment");
+    let target = format!("{ns}/take");
+    let registry = support::registry().host();
+    let args = [
+        "migrate",
+        "convert",
+        &target,
+        "--insecure-registry",
+        registry,
+        "--apply",
+    ];
+    let (code, out, err) = olmv1(&args, &kubeconfig);
+    println!("{out}");
+    assert_eq!(code, 0, "{err}\n{out}");
+
+    // The catalog's newest bundle (1.1.0) is not the installed CSV: refused, untouched.
+    let exts: Api<ClusterExtension> = Api::all(admin.clone());
+    let refused = support::extensions::wait_progressing_message(
+        &exts,
+        "take",
+        "not taking over OLM v0's installation",
+    )
+    .await;
+    let message = support::extensions::condition(&refused, "Progressing")
+        .expect("Progressing")
+        .message;
+    assert!(
+        message.contains(&format!(
+            "(Subscription {target}): the resolved bundle {}.v1.1.0 version 1.1.0 is not the installed CSV {csv} version 1.0.0",
+            spec.package
+        )),
+        "{message}"
+    );
+    let live = deployments.get(&name).await.expect("Deployment");
+    let owner_name = |d: &k8s_openapi::api::apps::v1::Deployment| {
+        d.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("olm.operatorframework.io/owner-name").cloned())
+    };
+    assert_eq!(owner_name(&live), None, "refused, yet taken: {live:?}");
+    assert_eq!(live.metadata.generation, before.metadata.generation);
+
+    // Pinned to the installed version: taken over in place.
+    exts.patch(
+        "take",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&json!({"spec": {"source": {"catalog": {"version": "1.0.0"}}}})),
+    )
+    .await
+    .expect("pin the version");
+    let installed = support::extensions::wait_installed(&exts, "take", "1.0.0").await;
+    assert_eq!(
+        installed
+            .status
+            .and_then(|s| s.install)
+            .map(|i| i.bundle.name),
+        Some(csv.clone())
+    );
+    let after = deployments.get(&name).await.expect("Deployment");
+    assert_eq!(after.metadata.uid, before.metadata.uid);
+    assert_eq!(owner_name(&after).as_deref(), Some("take"));
+    // Server-side apply leaves what v0 set and the bundle does not (the pod template's
+    // v0 annotations, OPERATOR_CONDITION_NAME): the pod template is unchanged, so no
+    // rollout — the same generation, one ReplicaSet.
+    assert_eq!(
+        after.metadata.generation, before.metadata.generation,
+        "a rollout"
+    );
+    let template = |d: &k8s_openapi::api::apps::v1::Deployment| {
+        serde_json::to_value(&d.spec.as_ref().expect("spec").template).expect("json")
+    };
+    assert_eq!(template(&after), template(&before));
+    assert_eq!(
+        replica_sets
+            .list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .len(),
+        1
+    );
+    // The CRD, the ServiceAccount and the Widget: the same objects.
+    for object in &made {
+        let live = olm_v0::read_again(&admin, object)
+            .await
+            .expect("still there");
+        assert_eq!(uid(&live), uid(object), "{live:#}");
+    }
+    let widget = olm_v0::read_again(&admin, &made[2]).await.expect("Widget");
+    assert_eq!(
+        widget["metadata"]["resourceVersion"],
+        made[2]["metadata"]["resourceVersion"]
+    );
 }

@@ -5,7 +5,8 @@
 
 use super::order::{PhaseKind, apply_order};
 use super::ownership::{
-    Conflict, Owner, Ownership, classify, conflict_message, helm_managed, with_ownership,
+    Conflict, HELM_RELEASE_NAME_ANNOTATION, Owner, Ownership, classify, conflict_message,
+    helm_managed, with_ownership,
 };
 use super::types::{FIELD_MANAGER, ObjectRef};
 use futures::FutureExt;
@@ -99,6 +100,10 @@ pub struct ApplyOptions {
     /// ([`super::ownership::helm_managed`]): set for a first install that adopts no
     /// release; unset once olmv1's record exists or while adopting.
     pub refuse_helm_managed: bool,
+    /// Take over existing objects no ClusterExtension owns
+    /// ([`Ownership::Unmanaged`], without Helm's release annotation): set only while
+    /// taking over an OLM v0 installation (docs/how-to/switch-from-olm-v0.md).
+    pub adopt_unmanaged: bool,
 }
 
 impl Default for ApplyOptions {
@@ -109,6 +114,7 @@ impl Default for ApplyOptions {
             concurrency: 16,
             poll: Duration::from_millis(100),
             refuse_helm_managed: false,
+            adopt_unmanaged: false,
         }
     }
 }
@@ -316,6 +322,7 @@ async fn check_takeover(
 ) -> Result<HashMap<usize, Option<String>>, ApplyError> {
     let concurrency = opts.concurrency;
     let refuse_helm = opts.refuse_helm_managed;
+    let adopt_unmanaged = opts.adopt_unmanaged;
     let found: Vec<Option<(usize, Option<String>, Ownership)>> =
         futures::stream::iter(refs.iter().cloned().enumerate())
             .map(|(i, r)| {
@@ -330,9 +337,13 @@ async fn check_takeover(
                         .await
                         .map_err(kube_err("reading", r))?;
                     Ok::<_, ApplyError>(existing.map(|o| {
+                        let annotations = o.metadata.annotations.as_ref();
                         let mut ownership = classify(o.metadata.labels.as_ref(), &owner.name);
                         if refuse_helm {
-                            ownership = helm_managed(ownership, o.metadata.annotations.as_ref());
+                            ownership = helm_managed(ownership, annotations);
+                        }
+                        if adopt_unmanaged && adoptable(&ownership, annotations) {
+                            ownership = Ownership::Ours;
                         }
                         (i, o.metadata.resource_version.clone(), ownership)
                     }))
@@ -363,6 +374,16 @@ async fn check_takeover(
             conflicts,
         })
     }
+}
+
+/// Whether an existing object may be taken over from OLM v0: no ClusterExtension owns
+/// it and Helm did not install it.
+fn adoptable(
+    ownership: &Ownership,
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> bool {
+    *ownership == Ownership::Unmanaged
+        && annotations.is_none_or(|a| !a.contains_key(HELM_RELEASE_NAME_ANNOTATION))
 }
 
 /// The `Established` condition of a CRD: (status, message).

@@ -223,6 +223,18 @@ pub async fn lay_down_workload(
     csv: &str,
     deployment: &str,
 ) -> Vec<Value> {
+    lay_down_workload_with(client, ns, csv, deployment, None).await
+}
+
+/// [`lay_down_workload`] with the Deployment's `spec` given (as OLM v0 makes it from
+/// the CSV: the bundle's, with v0's pod template additions).
+pub async fn lay_down_workload_with(
+    client: &kube::Client,
+    ns: &str,
+    csv: &str,
+    deployment: &str,
+    deployment_spec: Option<Value>,
+) -> Vec<Value> {
     let csvs = api(client, "v1alpha1", "ClusterServiceVersion", ns);
     let live = csvs
         .patch(
@@ -240,7 +252,7 @@ pub async fn lay_down_workload(
     let labels = json!({"olm.owner": csv, "olm.owner.kind": "ClusterServiceVersion",
         "olm.owner.namespace": ns, "olm.managed": "true"});
     let rbac = "rbac.authorization.k8s.io/v1";
-    let objects = vec![
+    let mut objects = vec![
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": deployment, "namespace": ns, "labels": labels, "ownerReferences": owner},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": deployment}},
@@ -277,6 +289,9 @@ pub async fn lay_down_workload(
                 "olm.owner.kind": "OperatorGroup", "olm.owner.namespace": ns, "olm.managed": "true"}},
             "rules": []}),
     ];
+    if let Some(spec) = deployment_spec {
+        objects[0]["spec"] = spec;
+    }
     let mut out = Vec::new();
     for obj in objects {
         out.push(create_any(client, obj).await);

@@ -1,13 +1,15 @@
 //! [`KubeExecutor`]: the reconcile's I/O against the cluster — the finalizer, the
 //! namespace and installer-account lookups, the revision record, upstream OLM v1's
-//! release, resolution over the served catalogs, the install pipeline
-//! ([`super::pipeline`]: render, apply, readiness) within `--install-timeout`, the drift
+//! release, the backup of an OLM v0 installation being taken over, resolution over the
+//! served catalogs, the install pipeline ([`super::pipeline`]: render, apply,
+//! readiness) within `--install-timeout`, the drift
 //! watches and their cache of unchanged installs, the uninstall steps (delete, remove the
 //! record and finalizers), status and Events. Decides nothing: every step is named by
 //! [`super::plan`].
 
 use super::flow::Executor;
 use super::installer::{self, InstallerAccount};
+use super::plan::migration::{self, Migration, V0Takeover};
 use super::plan::{Apply, DeleteFailure, Deletion, InstallFailure, Installed, Note, Rendered};
 use super::rollout::Readiness;
 use super::status::{self, Observation};
@@ -20,7 +22,7 @@ use crate::controller::common;
 use crate::metrics::Phase;
 use crate::migrate::upstream_helm::{self as helm_release, UpstreamRelease};
 use crate::resolve::{self, Explanation, ResolveRequest};
-use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams};
 use kube::runtime::events::{Event, EventType};
@@ -151,6 +153,20 @@ impl Executor for KubeExecutor<'_> {
                 .map(Some)
                 .map_err(|e| e.to_string()),
         }
+    }
+
+    async fn load_v0_backup(&self, migration: &Migration) -> Result<V0Takeover, String> {
+        // Read as the controller (`get` on ConfigMaps, config/rbac/cluster_role.yaml):
+        // the installer account is not granted its backup.
+        let (namespace, name) = migration::split_reference(&migration.backup)?;
+        let configmap = Api::<ConfigMap>::namespaced(self.ctx.client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map_err(|e| format!("getting backup ConfigMap {}: {e}", migration.backup))?
+            .ok_or_else(|| format!("backup ConfigMap {} not found", migration.backup))?;
+        let value = serde_json::to_value(&configmap)
+            .map_err(|e| format!("backup ConfigMap {}: {e}", migration.backup))?;
+        migration::from_backup(migration, &value)
     }
 
     async fn resolve(&self, request: &ResolveRequest) -> Result<Explanation, kube::Error> {

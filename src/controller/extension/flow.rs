@@ -8,6 +8,7 @@
 
 use super::ExtensionError;
 use super::installer::InstallerAccount;
+use super::plan::migration::{Migration, V0Takeover};
 use super::plan::{
     self, Apply, DeleteFailure, Deletion, Ending, Facts, InstallFailure, Installed, Note, Plan,
     Rendered, Standing, Tally,
@@ -35,6 +36,9 @@ pub(crate) trait Executor {
     /// Upstream OLM v1's installation of the extension (its latest Helm release not yet
     /// adopted), for an extension olmv1 has no record of (`Err`: why it cannot be read).
     async fn load_upstream(&self) -> Result<Option<UpstreamRelease>, String>;
+    /// The backup ConfigMap of the OLM v0 installation `migration` takes over, read
+    /// (`Err`: why it cannot be).
+    async fn load_v0_backup(&self, migration: &Migration) -> Result<V0Takeover, String>;
     /// Resolves over the served catalogs, with the verdict on every bundle of the
     /// package (`Err`: the catalogs could not be listed).
     async fn resolve(&self, request: &ResolveRequest) -> Result<Explanation, kube::Error>;
@@ -112,6 +116,7 @@ pub(crate) async fn reconcile<E: Executor>(
     facts.keep_crds = plan::uninstall::keeps_crds(ext);
     facts.progressing = progressing_reason(ext);
     facts.controls = plan::control::Controls::of(ext);
+    facts.migration = Migration::of(ext);
     loop {
         match plan::decide(&ext.spec, &facts) {
             Plan::AddFinalizer => {
@@ -131,6 +136,9 @@ pub(crate) async fn reconcile<E: Executor>(
             Plan::Validate => facts.validation = Some(exec.validate().await),
             Plan::LoadRecord => facts.record = Some(exec.load_record().await),
             Plan::LoadUpstream => facts.upstream = Some(exec.load_upstream().await),
+            Plan::LoadV0Backup(migration) => {
+                facts.v0_backup = Some(exec.load_v0_backup(&migration).await);
+            }
             Plan::Resolve(request) => match exec.resolve(&request).await {
                 Ok(explained) => {
                     facts.resolution = Some(explained.result);

@@ -5,7 +5,8 @@
 //! `progressDeadlineMinutes`, the takeover of upstream OLM v1's installation, an
 //! unchanged install skipped (readiness only read again), preflights skipped for the
 //! installed revision; and every branch of the uninstall (`uninstall_tests.rs`); the
-//! upgrade controls (`control_tests.rs`) and rollback (`rollback_tests.rs`).
+//! upgrade controls (`control_tests.rs`), rollback (`rollback_tests.rs`) and the
+//! takeover of an OLM v0 installation (`migration_tests.rs`).
 
 use super::super::installer::InstallerAccount;
 use super::super::rollout::Readiness;
@@ -35,6 +36,8 @@ struct Fake {
     validation: Vec<String>,
     record: Option<Result<Option<RevisionHistory>, String>>,
     upstream: Option<Result<Option<UpstreamRelease>, String>>,
+    /// What reading the backup of an OLM v0 installation answers.
+    v0_backup: Option<Result<plan::migration::V0Takeover, String>>,
     resolution: Option<Result<Resolution, ResolveError>>,
     /// Resolution's verdicts on the package's bundles (the upgrade notice).
     candidates: Vec<crate::resolve::BundleExplanation>,
@@ -116,6 +119,15 @@ impl Executor for Fake {
         self.call("load_upstream");
         self.upstream.clone().unwrap_or(Ok(None))
     }
+    async fn load_v0_backup(
+        &self,
+        migration: &plan::migration::Migration,
+    ) -> Result<plan::migration::V0Takeover, String> {
+        self.call(&format!("load_v0_backup {}", migration.backup));
+        self.v0_backup
+            .clone()
+            .unwrap_or_else(|| Err("no backup".into()))
+    }
     async fn resolve(
         &self,
         request: &ResolveRequest,
@@ -160,9 +172,13 @@ impl Executor for Fake {
         _history: Option<&RevisionHistory>,
     ) -> Result<Installed, InstallFailure> {
         let version = &step.bundle.version;
-        match &step.adopt {
-            Some(r) => self.call(&format!("install {version} adopting {}", r.secret)),
-            None => self.call(&format!("install {version}")),
+        match (&step.adopt, &step.adopt_v0) {
+            (Some(r), _) => self.call(&format!("install {version} adopting {}", r.secret)),
+            (None, Some(v0)) => self.call(&format!(
+                "install {version} taking over {}",
+                v0.subscription
+            )),
+            (None, None) => self.call(&format!("install {version}")),
         }
         let again = self.applied.borrow_mut().replace(step.clone()).is_some();
         match &self.remedy {
@@ -1247,3 +1263,6 @@ mod control;
 
 #[path = "rollback_tests.rs"]
 mod rollback;
+
+#[path = "migration_tests.rs"]
+mod migration;

@@ -8,7 +8,7 @@
 //! install at all, preflights or not, adoption), [`crate::bundle`],
 //! [`crate::preflight`], [`super::certs`] and [`super::rollout`].
 
-use super::plan::{Apply, InstallFailure, Installed, Rendered};
+use super::plan::{Apply, InstallFailure, Installed, Rendered, migration};
 use super::rollout::{self, Readiness};
 use super::{ExtensionContext, certs, prune};
 use crate::api::{BundleIdentity, ClusterExtension};
@@ -40,7 +40,9 @@ pub(crate) async fn render(
 /// did, and the objects of the installed revision (for the drift watches). With an
 /// upstream release to adopt (its objects are exactly the rendered ones, checked by the
 /// plan), they are applied in place (never deleted or recreated) and the release Secret
-/// is marked as adopted.
+/// is marked as adopted. Taking over an OLM v0 installation (the target is exactly its
+/// installed CSV, checked by the plan), existing objects no ClusterExtension owns are
+/// applied over in place too.
 pub(crate) async fn apply(
     ctx: &ExtensionContext,
     owner: &Owner,
@@ -80,6 +82,7 @@ pub(crate) async fn apply(
     let started = Instant::now();
     let options = apply::ApplyOptions {
         refuse_helm_managed: step.refuse_helm_managed,
+        adopt_unmanaged: step.adopt_v0.is_some(),
         ..Default::default()
     };
     let outcome = apply::install_revision(
@@ -92,9 +95,16 @@ pub(crate) async fn apply(
         &options,
     )
     .await
-    .map_err(|e| match e {
-        InstallError::Apply(ApplyError::Conflict { message, .. }) => InstallFailure::Apply(message),
-        other => InstallFailure::Apply(other.to_string()),
+    .map_err(|e| match (e, &step.adopt_v0) {
+        // An object of the v0 installation is another ClusterExtension's: refused before
+        // any object was written (only the pending revision record was).
+        (InstallError::Apply(ApplyError::Conflict { message, .. }), Some(v0)) => {
+            InstallFailure::AdoptionRefused(migration::refused_message(&v0.subscription, &message))
+        }
+        (InstallError::Apply(ApplyError::Conflict { message, .. }), None) => {
+            InstallFailure::Apply(message)
+        }
+        (other, _) => InstallFailure::Apply(other.to_string()),
     })?;
     ctx.metrics.phase(Phase::apply, started.elapsed());
     if let Some(release) = &step.adopt {

@@ -255,7 +255,7 @@ pub fn plan(o: &Observed) -> Plan {
         });
     }
     let then = format!(
-        "OLM v0 no longer manages the operator; ClusterExtension {} takes it over once olmv1's controller adopts OLM v0 installations (until then it reports the objects it finds and changes none of them); `olmv1 migrate rollback {subscription}` hands it back to OLM v0",
+        "OLM v0 no longer manages the operator; olmv1's controller takes it over in place as ClusterExtension {} when it resolves exactly the installed CSV (otherwise its Progressing condition says what differs and nothing is changed); `olmv1 migrate rollback {subscription}` hands it back to OLM v0",
         o.name
     );
     Plan {

@@ -8,6 +8,8 @@
 //! - [`target`]: from the resolution to the install — the target bundle (or the
 //!   maintained one), the takeover of upstream OLM v1's installation, skipping an
 //!   unchanged and undrifted install, re-reading only readiness, skipping preflights;
+//! - [`migration`]: the takeover of an OLM v0 installation `olmv1 migrate convert`
+//!   stopped (only the exact bundle it installed);
 //! - [`report`]: an install's result as status and Events (`RollingOut` while what it
 //!   installed is not ready, [`super::rollout`]); failures → conditions;
 //! - [`ending`]: `progressDeadlineMinutes`, the requeue, and what the failure
@@ -22,6 +24,7 @@
 
 pub mod control;
 pub mod ending;
+pub mod migration;
 pub mod notice;
 pub mod paused;
 pub mod report;
@@ -73,6 +76,10 @@ pub struct Facts {
     /// Helm release), or why it could not be read.
     pub upstream: Option<Result<Option<UpstreamRelease>, String>>,
     pub resolution: Option<Result<Resolution, ResolveError>>,
+    /// The OLM v0 Subscription the extension replaces ([`migration::Migration::of`]).
+    pub migration: Option<migration::Migration>,
+    /// Its backup: the installed CSV being taken over (`Err`: why it cannot be read).
+    pub v0_backup: Option<Result<migration::V0Takeover, String>>,
     /// Resolution's verdict on every bundle of the package (the upgrade notice).
     pub candidates: Vec<BundleExplanation>,
     /// The opt-in upgrade controls (annotations) and what the status said of them.
@@ -129,6 +136,8 @@ impl Facts {
             record: None,
             upstream: None,
             resolution: None,
+            migration: None,
+            v0_backup: None,
             candidates: Vec::new(),
             controls: Controls::default(),
             drifted: None,
@@ -201,6 +210,8 @@ pub enum Plan {
     LoadUpstream,
     /// Resolve the package.
     Resolve(ResolveRequest),
+    /// Read the backup of the OLM v0 installation being taken over.
+    LoadV0Backup(migration::Migration),
     /// Check that the upstream release being adopted is of this bundle.
     CheckUpstream(BundleIdentity),
     /// Ask whether the last install was made of this fingerprint and nothing drifted
@@ -239,6 +250,9 @@ pub struct Install {
     /// Upstream OLM v1's release whose objects this install adopts (in place) when they
     /// are exactly the objects olmv1 renders.
     pub adopt: Option<UpstreamRelease>,
+    /// The OLM v0 installation this install takes over (in place), the target being
+    /// exactly its installed CSV.
+    pub adopt_v0: Option<migration::V0Takeover>,
     /// The resolved bundle waits for approval; `target` is the installed one.
     pub held: Option<Held>,
     /// A rollback: `target` is an earlier revision from the record (or the installed

@@ -110,8 +110,8 @@ fn install_failed(
     report
 }
 
-/// The Event of what an install did: adopted upstream's installation, restored drift,
-/// upgraded or installed.
+/// The Event of what an install did: adopted upstream's or OLM v0's installation,
+/// restored drift, upgraded or installed.
 fn install_events(
     facts: &Facts,
     install: &Install,
@@ -157,6 +157,18 @@ fn install_events(
                         bundle.version,
                         release.secret,
                         release.objects.len()
+                    ),
+                ));
+            }
+        }
+        _ if install.adopt_v0.is_some() => {
+            if let Some(v0) = &install.adopt_v0 {
+                events.push(normal(
+                    "Adopted",
+                    "Adopt",
+                    format!(
+                        "took over OLM v0's installation of bundle {} version {} (Subscription {}, backup ConfigMap {}) in place: nothing deleted or recreated; applied{by}",
+                        bundle.name, bundle.version, v0.subscription, v0.backup
                     ),
                 ));
             }

@@ -214,6 +214,7 @@ fn install(target: BundleIdentity, rollback: Rollback) -> Install {
         target,
         maintained: None,
         adopt: None,
+        adopt_v0: None,
         held: None,
         rollback: Some(rollback),
     }
@@ -329,6 +330,7 @@ pub(super) fn remediate(
                     enforcement: enforcement(spec),
                     refuse_helm_managed: false,
                     adopt: None,
+                    adopt_v0: None,
                     fingerprint: fingerprint(facts, account, back, Some(back)),
                 })));
             }

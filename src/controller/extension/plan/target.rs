@@ -4,11 +4,13 @@
 //! release against the target, then its objects against the rendered ones), and the
 //! install steps — skipped when the same install was made before and nothing drifted
 //! since ([`fingerprint`]), then only readiness is read again; otherwise pull and render,
-//! the preflights (skipped for the installed revision again), apply. A rollback
+//! the preflights (skipped for the installed revision again), apply. The takeover of an
+//! OLM v0 installation is decided in [`super::migration`]. A rollback
 //! ([`super::rollback`]) names the target first, and takes over when the apply of an
 //! upgrade under `upgrade-remediation: Rollback` fails.
 
 use super::control::{Held, held};
+use super::migration::V0Takeover;
 use super::notice::REASON_APPROVAL_REQUIRED;
 use super::{
     Facts, Install, InstallFailure, Next, Plan, Report, adoption_refused, after_install,
@@ -51,6 +53,9 @@ pub struct Apply {
     pub refuse_helm_managed: bool,
     /// Upstream OLM v1's release being adopted (marked as adopted once applied).
     pub adopt: Option<UpstreamRelease>,
+    /// The OLM v0 installation taken over: existing objects no ClusterExtension owns are
+    /// applied over in place.
+    pub adopt_v0: Option<V0Takeover>,
     /// What the install is made of, kept with its result while nothing drifts.
     pub fingerprint: Option<String>,
 }
@@ -87,10 +92,15 @@ pub(super) fn decide(
                     Some(Ok(())) => {}
                 }
             }
+            let adopt_v0 = match super::migration::takeover(spec, facts, &target) {
+                Ok(v0) => v0,
+                Err(plan) => return *plan,
+            };
             Install {
                 target,
                 maintained: None,
                 adopt: facts.adopting().cloned(),
+                adopt_v0,
                 held,
                 rollback: None,
             }
@@ -215,6 +225,7 @@ fn steps(spec: &ClusterExtensionSpec, facts: &Facts, install: Install) -> Plan {
         account: account.clone(),
         target: install.target,
         adopt: install.adopt,
+        adopt_v0: install.adopt_v0,
     }))
 }
 
@@ -240,6 +251,7 @@ fn maintained(
             installed.package, installed.name, installed.version
         )),
         adopt: None,
+        adopt_v0: None,
         held: None,
         rollback: None,
     })
