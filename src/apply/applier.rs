@@ -5,8 +5,8 @@
 
 use super::order::{PhaseKind, apply_order};
 use super::ownership::{
-    Conflict, HELM_RELEASE_NAME_ANNOTATION, Owner, Ownership, classify, conflict_message,
-    helm_managed, with_ownership,
+    Conflict, Owner, Ownership, classify, conflict_message, helm_managed, unmanaged_adopted,
+    with_ownership,
 };
 use super::types::{FIELD_MANAGER, ObjectRef};
 use futures::FutureExt;
@@ -342,8 +342,8 @@ async fn check_takeover(
                         if refuse_helm {
                             ownership = helm_managed(ownership, annotations);
                         }
-                        if adopt_unmanaged && adoptable(&ownership, annotations) {
-                            ownership = Ownership::Ours;
+                        if adopt_unmanaged {
+                            ownership = unmanaged_adopted(ownership, annotations);
                         }
                         (i, o.metadata.resource_version.clone(), ownership)
                     }))
@@ -374,16 +374,6 @@ async fn check_takeover(
             conflicts,
         })
     }
-}
-
-/// Whether an existing object may be taken over from OLM v0: no ClusterExtension owns
-/// it and Helm did not install it.
-fn adoptable(
-    ownership: &Ownership,
-    annotations: Option<&std::collections::BTreeMap<String, String>>,
-) -> bool {
-    *ownership == Ownership::Unmanaged
-        && annotations.is_none_or(|a| !a.contains_key(HELM_RELEASE_NAME_ANNOTATION))
 }
 
 /// The `Established` condition of a CRD: (status, message).

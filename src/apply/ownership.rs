@@ -125,6 +125,20 @@ pub fn helm_managed(
     }
 }
 
+/// Taking over an OLM v0 installation (docs/how-to/switch-from-olm-v0.md): an existing
+/// object no ClusterExtension owns, and that Helm did not install, becomes this
+/// extension's; every other ownership stays as it is.
+pub fn unmanaged_adopted(
+    ownership: Ownership,
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> Ownership {
+    let helm = annotations.is_some_and(|a| a.contains_key(HELM_RELEASE_NAME_ANNOTATION));
+    match ownership {
+        Ownership::Unmanaged if !helm => Ownership::Ours,
+        ownership => ownership,
+    }
+}
+
 /// Classifies an existing object's `metadata.labels` for extension `extension`.
 pub fn classify(
     labels: Option<&std::collections::BTreeMap<String, String>>,
@@ -173,6 +187,32 @@ pub fn conflict_message(conflicts: &[Conflict]) -> String {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn only_unmanaged_objects_without_a_helm_release_are_adopted() {
+        let mut helm = BTreeMap::new();
+        helm.insert(HELM_RELEASE_NAME_ANNOTATION.to_string(), "r".to_string());
+        assert_eq!(
+            unmanaged_adopted(Ownership::Unmanaged, None),
+            Ownership::Ours
+        );
+        assert_eq!(
+            unmanaged_adopted(Ownership::Unmanaged, Some(&BTreeMap::new())),
+            Ownership::Ours
+        );
+        assert_eq!(
+            unmanaged_adopted(Ownership::Unmanaged, Some(&helm)),
+            Ownership::Unmanaged
+        );
+        assert_eq!(
+            unmanaged_adopted(Ownership::OtherExtension("x".into()), None),
+            Ownership::OtherExtension("x".into())
+        );
+        assert_eq!(
+            unmanaged_adopted(Ownership::HelmRelease("r".into()), Some(&helm)),
+            Ownership::HelmRelease("r".into())
+        );
+    }
 
     #[test]
     fn ownership_is_added_and_other_metadata_kept() {
