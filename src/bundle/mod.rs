@@ -25,7 +25,9 @@ pub use config::{BundleConfig, ConfigError, DeploymentConfig, InstallMode, Insta
 pub use csv::{Csv, CsvError, WebhookDescription, WebhookType};
 pub use image::{BundleImageError, MEDIATYPE_LABEL, check_labels, is_digest_reference, load_image};
 pub use load::{LoadError, LoadOptions, load_dir};
-pub use render::{RenderError, RenderOptions, render, render_owned, to_yaml_documents};
+pub use render::{
+    RenderError, RenderOptions, operator_condition, render, render_owned, to_yaml_documents,
+};
 pub use validate::{CertProvider, ValidationErrors, validate};
 
 use serde_json::Value;

@@ -22,6 +22,7 @@ fn load(name: &str) -> Bundle {
 fn cm() -> RenderOptions {
     RenderOptions {
         cert_provider: CertProvider::CertManager,
+        ..Default::default()
     }
 }
 
@@ -429,6 +430,7 @@ fn webhooks_without_cert_provider_are_rejected() {
         None,
         &RenderOptions {
             cert_provider: CertProvider::None,
+            ..Default::default()
         },
     )
     .unwrap_err();
@@ -443,7 +445,8 @@ fn webhooks_without_cert_provider_are_rejected() {
             "ns",
             None,
             &RenderOptions {
-                cert_provider: CertProvider::None
+                cert_provider: CertProvider::None,
+                ..Default::default()
             }
         )
         .is_ok()
@@ -951,6 +954,7 @@ fn conformance_over_shared_bundles() {
         None,
         &RenderOptions {
             cert_provider: CertProvider::None,
+            ..Default::default()
         },
     )
     .unwrap_err();
@@ -958,4 +962,68 @@ fn conformance_over_shared_bundles() {
         e.to_string(),
         "unsupported bundle: webhookDefinitions are not supported"
     );
+}
+
+/// On a cluster serving OperatorCondition: one named like the CSV, its Role and
+/// RoleBinding for the operator's account, and the env var in every container; nothing
+/// of it otherwise (docs/how-to/upgrade-control.md, "The operator's own say").
+#[test]
+fn the_operator_condition_is_rendered_only_when_asked() {
+    let bundle = load("all-namespaces");
+    let plain = render(&bundle, "ns", None, &cm()).unwrap();
+    let with = render(
+        &bundle,
+        "ns",
+        None,
+        &RenderOptions {
+            operator_condition: true,
+            ..cm()
+        },
+    )
+    .unwrap();
+    let csv = crate::bundle::Csv::parse(&bundle.csv).unwrap();
+    let name = csv.metadata.name.as_str();
+    let of = |objects: &[Value], kind: &str| -> Vec<Value> {
+        objects
+            .iter()
+            .filter(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .cloned()
+            .collect()
+    };
+    assert!(of(&plain, "OperatorCondition").is_empty());
+    assert!(
+        !serde_json::to_string(&plain)
+            .unwrap()
+            .contains("OPERATOR_CONDITION_NAME")
+    );
+    let condition = of(&with, "OperatorCondition");
+    assert_eq!(condition.len(), 1);
+    assert_eq!(condition[0]["apiVersion"], "operators.coreos.com/v2");
+    assert_eq!(condition[0]["metadata"]["namespace"], "ns");
+    let role = of(&with, "Role");
+    assert_eq!(role[0]["rules"][0]["resourceNames"], json!([name]));
+    assert_eq!(
+        role[0]["rules"][0]["resources"],
+        json!(["operatorconditions", "operatorconditions/status"])
+    );
+    let binding = of(&with, "RoleBinding");
+    let accounts = &condition[0]["spec"]["serviceAccounts"];
+    assert_eq!(
+        binding[0]["subjects"][0]["name"], accounts[0],
+        "bound to the operator's account"
+    );
+    for d in with.iter().filter(|o| o["kind"] == "Deployment") {
+        for c in d["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+        {
+            assert!(
+                c["env"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&json!({"name": "OPERATOR_CONDITION_NAME", "value": name}))
+            );
+        }
+    }
+    assert_eq!(with.len(), plain.len() + 3);
 }

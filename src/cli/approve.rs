@@ -88,6 +88,7 @@ mod tests {
                 image: String::new(),
             },
             approved: None,
+            operator: None,
         };
         let ext = |reason: &str| -> ClusterExtension {
             serde_json::from_value(serde_json::json!({

@@ -55,6 +55,11 @@ pub struct RenderArgs {
     /// Certificate provider for webhooks.
     #[arg(long, value_enum, default_value = "cert-manager")]
     pub cert_provider: CertProviderArg,
+    /// Also render the OperatorCondition, its Role and RoleBinding and the
+    /// OPERATOR_CONDITION_NAME env var, as the controller does on a cluster that serves
+    /// operators.coreos.com/v2 OperatorCondition.
+    #[arg(long)]
+    pub operator_condition: bool,
     /// Cache directory for pulled images (default $XDG_CACHE_HOME/olmv1 or ~/.cache/olmv1).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
@@ -146,6 +151,7 @@ fn run_inner(args: RenderArgs) -> Result<String, String> {
             CertProviderArg::CertManager => CertProvider::CertManager,
             CertProviderArg::None => CertProvider::None,
         },
+        operator_condition: args.operator_condition,
     };
     let objects = render_owned(bundle, &args.namespace, Some(&config), &options)
         .map_err(|e| e.to_string())?;
@@ -185,6 +191,7 @@ mod tests {
             watch_namespace: None,
             config: None,
             cert_provider: CertProviderArg::CertManager,
+            operator_condition: false,
             cache_dir: None,
             insecure_registries: Vec::new(),
             registries_conf: None,

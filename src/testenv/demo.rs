@@ -271,11 +271,22 @@ pub fn render_with_config(
     namespace: &str,
     config: Option<&Value>,
 ) -> anyhow::Result<Vec<Value>> {
+    render_with_options(spec, namespace, config, &Default::default())
+}
+
+/// [`render_with_config`] with render options (e.g. on a cluster serving
+/// OperatorCondition).
+pub fn render_with_options(
+    spec: &BundleSpec,
+    namespace: &str,
+    config: Option<&Value>,
+    options: &crate::bundle::RenderOptions,
+) -> anyhow::Result<Vec<Value>> {
     let dir = tempfile::tempdir().context("creating a temporary directory")?;
     write_bundle_dir(spec, dir.path())?;
     let bundle = crate::bundle::load_dir(dir.path(), &Default::default())
         .with_context(|| format!("loading bundle {}", spec.bundle_name()))?;
-    crate::bundle::render(&bundle, namespace, config, &Default::default())
+    crate::bundle::render(&bundle, namespace, config, options)
         .with_context(|| format!("rendering bundle {}", spec.bundle_name()))
 }
 
@@ -382,6 +393,7 @@ mod tests {
         let bundle = crate::bundle::load_dir(dir.path(), &Default::default()).unwrap();
         let options = crate::bundle::RenderOptions {
             cert_provider: crate::bundle::CertProvider::None,
+            ..Default::default()
         };
         let err = crate::bundle::render(&bundle, "ns", None, &options).unwrap_err();
         assert_eq!(

@@ -3,6 +3,7 @@
 //! webhook Services and cert-manager objects. Pure and deterministic: the output is
 //! sorted by (kind, namespace, name) and the same input gives byte-identical output.
 
+pub mod operator_condition;
 mod rbac;
 mod typed;
 mod webhooks;
@@ -23,6 +24,9 @@ use std::collections::{BTreeSet, HashMap};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RenderOptions {
     pub cert_provider: CertProvider,
+    /// The cluster serves `operators.coreos.com/v2` `OperatorCondition`: render one for
+    /// the bundle, with its Role, RoleBinding and env var ([`operator_condition`]).
+    pub operator_condition: bool,
 }
 
 /// Why a bundle could not be rendered.
@@ -173,6 +177,21 @@ fn render_validated(
     deployments(&ctx, cfg.deployment_config.as_ref(), &mut out);
     webhooks::configurations(&ctx, &mut out);
     webhooks::services_and_certificates(&ctx, &mut out);
+    if options.operator_condition {
+        operator_condition::objects(&ctx, &mut out);
+        let names: BTreeSet<&str> = ctx
+            .strategy()
+            .deployments
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect();
+        let ours = |o: &Value| {
+            str_at(o, "/kind") == "Deployment" && names.contains(str_at(o, "/metadata/name"))
+        };
+        for d in out.iter_mut().filter(|o| ours(o)) {
+            operator_condition::inject_env(d, &csv.metadata.name);
+        }
+    }
     sort_objects(&mut out);
     Ok(out)
 }

@@ -228,6 +228,9 @@ pub fn rbac_for(c: &Check, args: &CheckArgs) -> Option<Result<String, String>> {
         bundled_rbac: Default::default(),
         diff: None,
         watch_namespace: watch,
+        // A cluster running OLM v0 serves OperatorCondition: the controller installs
+        // one with the bundle (docs/how-to/upgrade-control.md, "The operator's own say").
+        operator_condition: true,
         catalog: Some(catalog.to_string()),
         cache_dir: None,
         fetch: FetchArgs {

@@ -72,6 +72,11 @@ pub struct RbacArgs {
     /// bundle is rendered with (OwnNamespace/SingleNamespace bundles).
     #[arg(long)]
     pub watch_namespace: Option<String>,
+    /// For bundles: include what the controller installs on a cluster that serves
+    /// operators.coreos.com/v2 OperatorCondition (the OperatorCondition, its Role and
+    /// RoleBinding; docs/how-to/upgrade-control.md).
+    #[arg(long)]
+    pub operator_condition: bool,
     /// Catalog in which `package@version` is looked up: an FBC file or directory, a
     /// catalog image reference, or the name of a ClusterCatalog (as `olmv1 resolve
     /// --catalog`).
@@ -94,13 +99,17 @@ fn render_bundle(
     what: &str,
     namespace: &str,
     watch_namespace: Option<&str>,
+    operator_condition: bool,
 ) -> Result<Vec<Value>, String> {
     let config = watch_namespace.map(|ns| serde_json::json!({ "watchNamespace": ns }));
     crate::bundle::render_owned(
         bundle,
         namespace,
         config.as_ref(),
-        &crate::bundle::RenderOptions::default(),
+        &crate::bundle::RenderOptions {
+            operator_condition,
+            ..Default::default()
+        },
     )
     .map_err(|e| format!("rendering {what}: {e}"))
 }
@@ -110,6 +119,7 @@ fn read_source(
     path: &Path,
     namespace: &str,
     watch_namespace: Option<&str>,
+    operator_condition: bool,
 ) -> Result<Vec<Value>, String> {
     let is_bundle =
         path.join("metadata").join("annotations.yaml").is_file() || path.join("manifests").is_dir();
@@ -123,6 +133,7 @@ fn read_source(
         &path.display().to_string(),
         namespace,
         watch_namespace,
+        operator_condition,
     )
 }
 
@@ -139,6 +150,7 @@ fn read_image(reference: &str, args: &RbacArgs) -> Result<Vec<Value>, String> {
         &format!("bundle image {reference}"),
         &args.namespace,
         args.watch_namespace.as_deref(),
+        args.operator_condition,
     )
 }
 
@@ -152,7 +164,12 @@ impl Reader<'_> {
     fn objects(&mut self, input: &Input) -> Result<Vec<Value>, String> {
         let args = self.args;
         match input {
-            Input::Path(p) => read_source(p, &args.namespace, args.watch_namespace.as_deref()),
+            Input::Path(p) => read_source(
+                p,
+                &args.namespace,
+                args.watch_namespace.as_deref(),
+                args.operator_condition,
+            ),
             Input::Image(r) => read_image(r, args),
             Input::Catalog { package, version } => {
                 let Some(catalog) = args.catalog.as_deref() else {

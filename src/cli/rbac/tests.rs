@@ -10,6 +10,7 @@ fn base(source: &str) -> RbacArgs {
         bundled_rbac: BundledRbac::Include,
         diff: None,
         watch_namespace: None,
+        operator_condition: false,
         catalog: None,
         cache_dir: None,
         fetch: FetchArgs::default(),

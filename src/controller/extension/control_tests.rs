@@ -316,3 +316,80 @@ fn a_paused_deletion_waits() {
     assert!(message.contains("the deletion waits"), "{message}");
     assert!(reasons(&fake).contains(&"DeletionPaused"));
 }
+
+#[test]
+fn the_operator_holds_an_upgrade_while_its_operator_condition_says_not_upgradeable() {
+    use crate::controller::extension::plan::operator::{REASON_NOT_UPGRADEABLE, RECHECK};
+    let says = "Upgradeable=False (reason \"Migrating\", by the operator): data migration running";
+    let fake = Fake {
+        record: record("1.0.0"),
+        resolution: Some(resolved("1.1.0", None)),
+        candidates: candidates(false),
+        unchanged: Some(pulled("1.0.0")),
+        operator_condition: Some(Err(says.into())),
+        ..Fake::default()
+    };
+    let action = run(&ext(), &fake);
+    assert!(!fake.calls().iter().any(|c| c.starts_with("install")));
+    assert!(
+        fake.calls()
+            .contains(&"read_operator_condition p.v1.0.0".to_string())
+    );
+    let (reason, message) = held(&fake);
+    assert_eq!(reason, REASON_NOT_UPGRADEABLE);
+    assert!(message.contains("the upgrade to 1.1.0 (p.v1.1.0) is held by the operator"));
+    assert!(message.contains("data migration running"), "{message}");
+    assert_eq!(upgrade(&fake).0, REASON_NOT_UPGRADEABLE);
+    assert_eq!(
+        reasons(&fake),
+        ["UpgradeAvailable", REASON_NOT_UPGRADEABLE],
+        "the hold begins"
+    );
+    assert_eq!(
+        action,
+        Action::requeue(RECHECK),
+        "a status update triggers nothing"
+    );
+    // Held already: no Event again.
+    let mut again_ext = ext();
+    again_ext.status = Some(
+        serde_json::from_value(
+            json!({"conditions": [{"type": "Progressing", "status": "True",
+            "reason": REASON_NOT_UPGRADEABLE, "message": message,
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
+        )
+        .expect("status"),
+    );
+    let again = Fake {
+        record: record("1.0.0"),
+        resolution: Some(resolved("1.1.0", None)),
+        unchanged: Some(pulled("1.0.0")),
+        operator_condition: Some(Err(says.into())),
+        ..Fake::default()
+    };
+    run(&again_ext, &again);
+    assert!(!reasons(&again).contains(&REASON_NOT_UPGRADEABLE));
+
+    // Upgradeable (or the OperatorCondition gone): the upgrade runs.
+    let lifted = Fake {
+        record: record("1.0.0"),
+        resolution: Some(resolved("1.1.0", None)),
+        install: Some(Ok(pulled("1.1.0"))),
+        operator_condition: Some(Ok(())),
+        ..Fake::default()
+    };
+    run(&ext(), &lifted);
+    assert!(lifted.calls().contains(&"install 1.1.0".to_string()));
+    assert_eq!(lifted.outcome(), Outcome::Succeeded);
+
+    // Without the kind served nothing is read and nothing is held.
+    let plain = Fake {
+        record: record("1.0.0"),
+        resolution: Some(resolved("1.1.0", None)),
+        install: Some(Ok(pulled("1.1.0"))),
+        ..Fake::default()
+    };
+    run(&ext(), &plain);
+    assert!(!plain.calls().iter().any(|c| c.starts_with("read_operator")));
+    assert_eq!(plain.outcome(), Outcome::Succeeded);
+}

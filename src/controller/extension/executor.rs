@@ -169,6 +169,23 @@ impl Executor for KubeExecutor<'_> {
         migration::from_backup(migration, &value)
     }
 
+    async fn operator_conditions_served(&self) -> bool {
+        // Unknown (discovery failed, nothing remembered): no hold; the install's render
+        // asks again and retries when it still fails.
+        let served = self.ctx.operator_conditions.get(&self.ctx.client).await;
+        served.unwrap_or_default()
+    }
+
+    async fn read_operator_condition(&self, name: &str) -> Result<(), String> {
+        let account = self.installer.as_ref().map_err(Clone::clone)?;
+        let client = self
+            .ctx
+            .installers
+            .get(&account.namespace, &account.name)
+            .map_err(|e| e.to_string())?;
+        super::operator_conditions::read(&client, &self.ext.spec.namespace, name).await
+    }
+
     async fn resolve(&self, request: &ResolveRequest) -> Result<Explanation, kube::Error> {
         let started = Instant::now();
         let catalogs = Api::<ClusterCatalog>::all(self.ctx.client.clone())

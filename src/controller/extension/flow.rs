@@ -39,6 +39,12 @@ pub(crate) trait Executor {
     /// The backup ConfigMap of the OLM v0 installation `migration` takes over, read
     /// (`Err`: why it cannot be).
     async fn load_v0_backup(&self, migration: &Migration) -> Result<V0Takeover, String>;
+    /// Whether the cluster serves `operators.coreos.com/v2` `OperatorCondition`
+    /// (discovery, cached for a while).
+    async fn operator_conditions_served(&self) -> bool;
+    /// The OperatorCondition `name` in the install namespace: upgradeable (or absent),
+    /// or what holds the upgrade (`Err`, also when it cannot be read).
+    async fn read_operator_condition(&self, name: &str) -> Result<(), String>;
     /// Resolves over the served catalogs, with the verdict on every bundle of the
     /// package (`Err`: the catalogs could not be listed).
     async fn resolve(&self, request: &ResolveRequest) -> Result<Explanation, kube::Error>;
@@ -146,6 +152,12 @@ pub(crate) async fn reconcile<E: Executor>(
                 }
                 Err(e) => return ExtensionError::from(e).into(),
             },
+            Plan::DiscoverOperatorConditions => {
+                facts.operator_conditions = Some(exec.operator_conditions_served().await);
+            }
+            Plan::ReadOperatorCondition(name) => {
+                facts.operator_condition = Some(exec.read_operator_condition(&name).await);
+            }
             Plan::CheckUpstream(target) => {
                 let release = facts.adopting().ok_or_else(|| "no release".to_string());
                 let checked = release.and_then(|r| helm_release::check_bundle(r, &target));

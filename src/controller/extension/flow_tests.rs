@@ -41,6 +41,8 @@ struct Fake {
     resolution: Option<Result<Resolution, ResolveError>>,
     /// Resolution's verdicts on the package's bundles (the upgrade notice).
     candidates: Vec<crate::resolve::BundleExplanation>,
+    /// The installed bundle's OperatorCondition, when the cluster serves the kind.
+    operator_condition: Option<Result<(), String>>,
     /// What the paused drift check answers.
     drift: Option<Result<Vec<String>, String>>,
     install: Option<Result<Installed, InstallFailure>>,
@@ -127,6 +129,13 @@ impl Executor for Fake {
         self.v0_backup
             .clone()
             .unwrap_or_else(|| Err("no backup".into()))
+    }
+    async fn operator_conditions_served(&self) -> bool {
+        self.operator_condition.is_some()
+    }
+    async fn read_operator_condition(&self, name: &str) -> Result<(), String> {
+        self.call(&format!("read_operator_condition {name}"));
+        self.operator_condition.clone().unwrap_or(Ok(()))
     }
     async fn resolve(
         &self,

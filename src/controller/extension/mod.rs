@@ -19,6 +19,7 @@ mod dry_run;
 mod executor;
 mod flow;
 pub mod installer;
+pub mod operator_conditions;
 mod pipeline;
 pub mod plan;
 pub mod prune;
@@ -93,6 +94,8 @@ pub struct ExtensionContext {
     /// The reconcile worker limit (`--max-concurrent-reconciles`, fair: first come,
     /// first served; see [`crate::controller::workers`]).
     pub workers: Arc<Workers>,
+    /// Whether the cluster serves OperatorCondition (discovery, cached).
+    pub operator_conditions: operator_conditions::Served,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -132,6 +135,7 @@ impl ExtensionContext {
             failures: Failures::default(),
             metrics: Arc::new(Metrics::new()),
             workers: Workers::new(DEFAULT_MAX_CONCURRENT_RECONCILES),
+            operator_conditions: operator_conditions::Served::default(),
         }
     }
 

@@ -275,8 +275,14 @@ async fn render_bundle(
         .as_ref()
         .and_then(|c| c.inline.clone())
         .map(Value::Object);
+    let operator_condition = ctx
+        .operator_conditions
+        .get(&ctx.client)
+        .await
+        .map_err(InstallFailure::Retry)?;
     let options = RenderOptions {
         cert_provider: cert_provider(ctx, &loaded).await?,
+        operator_condition,
     };
     let namespace = ext.spec.namespace.clone();
     let mut rendered = tokio::task::spawn_blocking(move || {

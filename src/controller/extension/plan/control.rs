@@ -122,12 +122,22 @@ pub struct Held {
     pub target: BundleIdentity,
     /// The approved version when it is another one.
     pub approved: Option<String>,
+    /// Held by the operator instead (its OperatorCondition says `Upgradeable=False`,
+    /// [`super::operator`]): what it says.
+    pub operator: Option<String>,
 }
 
 impl Held {
     /// The Progressing message (`installed`: the installed version, if any).
     pub fn message(&self, name: &str, installed: Option<&str>) -> String {
         let t = &self.target;
+        if let Some(operator) = &self.operator {
+            let v = installed.unwrap_or_default();
+            return format!(
+                "Desired state reached for installed version {v}; the upgrade to {} ({}) is held by the operator: {operator}",
+                t.version, t.name
+            );
+        }
         let what = match installed {
             Some(v) => format!(
                 "Desired state reached for installed version {v}; the upgrade to {} ({}) waits for approval",
@@ -168,6 +178,7 @@ pub fn held(
     (asks && approved != Some(target.version.as_str())).then(|| Held {
         target: target.clone(),
         approved: approved.map(str::to_string),
+        operator: None,
     })
 }
 

@@ -15,9 +15,10 @@
 //! - [`ending`]: `progressDeadlineMinutes`, the requeue, and what the failure
 //!   bookkeeping records ([`Standing`] in, [`Tally`] out);
 //! - [`uninstall`]: what an uninstall deletes, whether CRDs stay, what it reports;
-//! - [`notice`], [`control`], [`paused`], [`rollback`]: the opt-in upgrade controls
-//!   (docs/how-to/upgrade-control.md) — the UpgradeAvailable condition and its Events,
-//!   manual approval, pause, rollback and upgrade remediation.
+//! - [`notice`], [`control`], [`paused`], [`rollback`], [`operator`]: the opt-in upgrade
+//!   controls (docs/how-to/upgrade-control.md) — the UpgradeAvailable condition and its
+//!   Events, manual approval, pause, rollback and upgrade remediation, and the
+//!   operator's own say (its OperatorCondition).
 //!
 //! The I/O for each step is done by the [`super::flow::Executor`]; nothing here waits on
 //! anything.
@@ -26,6 +27,7 @@ pub mod control;
 pub mod ending;
 pub mod migration;
 pub mod notice;
+pub mod operator;
 pub mod paused;
 pub mod report;
 pub mod rollback;
@@ -84,6 +86,12 @@ pub struct Facts {
     pub candidates: Vec<BundleExplanation>,
     /// The opt-in upgrade controls (annotations) and what the status said of them.
     pub controls: Controls,
+    /// Whether the cluster serves `operators.coreos.com/v2` `OperatorCondition` (asked
+    /// only when an upgrade is to be decided).
+    pub operator_conditions: Option<bool>,
+    /// The installed bundle's OperatorCondition: upgradeable (or absent), or what holds
+    /// the upgrade ([`operator`]).
+    pub operator_condition: Option<Result<(), String>>,
     /// Paused: which installed objects differ from the installed revision (`Err`: why
     /// that could not be checked).
     pub drifted: Option<Result<Vec<String>, String>>,
@@ -140,6 +148,8 @@ impl Facts {
             v0_backup: None,
             candidates: Vec::new(),
             controls: Controls::default(),
+            operator_conditions: None,
+            operator_condition: None,
             drifted: None,
             progressing: None,
             upstream_bundle: None,
@@ -212,6 +222,10 @@ pub enum Plan {
     Resolve(ResolveRequest),
     /// Read the backup of the OLM v0 installation being taken over.
     LoadV0Backup(migration::Migration),
+    /// Ask (discovery, cached) whether the cluster serves OperatorCondition.
+    DiscoverOperatorConditions,
+    /// Read the OperatorCondition of this name in the install namespace.
+    ReadOperatorCondition(String),
     /// Check that the upstream release being adopted is of this bundle.
     CheckUpstream(BundleIdentity),
     /// Ask whether the last install was made of this fingerprint and nothing drifted
@@ -461,6 +475,8 @@ fn end(spec: &ClusterExtensionSpec, facts: &Facts, report: Report) -> Plan {
     notice::attach(spec, facts, &mut report);
     paused::attach(facts, &mut report);
     rollback::attach(facts, &mut report);
+    let (note, recheck) = operator::attach(facts, &report);
+    report.events.extend(note);
     // Readiness read right after an apply may predate the watches of what it applied:
     // the next check comes soon (docs/concepts/rollout-status.md).
     let standing = Standing {
@@ -475,6 +491,12 @@ fn end(spec: &ClusterExtensionSpec, facts: &Facts, report: Report) -> Plan {
         facts.progressing.as_deref(),
     );
     rollback::after_deadline(facts, rolling, &mut ending);
+    if recheck {
+        let soon = ending
+            .requeue
+            .map_or(operator::RECHECK, |r| r.min(operator::RECHECK));
+        ending.requeue = Some(soon);
+    }
     Plan::End(Box::new(ending))
 }
 

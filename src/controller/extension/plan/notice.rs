@@ -92,6 +92,8 @@ pub enum Hold {
     Paused,
     /// A rollback holds the upgrade (`rollback-to`, or a failed upgrade rolled back).
     RolledBack,
+    /// The operator's OperatorCondition says `Upgradeable=False`.
+    Operator,
 }
 
 /// The `UpgradeAvailable` condition of one reconcile.
@@ -160,6 +162,10 @@ pub fn notice(
                         "the extension was rolled back to {}: the upgrade waits",
                         installed.0
                     ),
+                    Hold::Operator => {
+                        "the operator's OperatorCondition says Upgradeable=False: the upgrade waits"
+                            .to_string()
+                    }
                     Hold::None => "the controller is upgrading to it".to_string(),
                 }
             } else {
@@ -177,6 +183,7 @@ pub fn notice(
         Hold::Approval if target_newer => REASON_APPROVAL_REQUIRED,
         Hold::Paused if target_newer => REASON_PAUSED,
         Hold::RolledBack if target_newer => REASON_ROLLED_BACK,
+        Hold::Operator if target_newer => super::operator::REASON_NOT_UPGRADEABLE,
         _ if target_newer || has(Verdict::Available) => REASON_UPGRADING,
         _ if has(Verdict::Excluded) => REASON_EXCLUDED_BY_SPEC,
         _ => REASON_NO_UPGRADE_PATH,
@@ -278,6 +285,9 @@ pub(super) fn attach(spec: &ClusterExtensionSpec, facts: &Facts, report: &mut Re
     let hold = match &report.observation.outcome {
         _ if facts.controls.paused => Hold::Paused,
         Outcome::Held { reason, .. } if *reason == REASON_APPROVAL_REQUIRED => Hold::Approval,
+        Outcome::Held { reason, .. } if *reason == super::operator::REASON_NOT_UPGRADEABLE => {
+            Hold::Operator
+        }
         _ if report
             .observation
             .control

@@ -65,7 +65,10 @@ pub fn after_install(
                     message: holds.unwrap_or_default(),
                 },
                 (Some(held), _) => Outcome::Held {
-                    reason: REASON_APPROVAL_REQUIRED,
+                    reason: match held.operator {
+                        Some(_) => super::operator::REASON_NOT_UPGRADEABLE,
+                        None => REASON_APPROVAL_REQUIRED,
+                    },
                     message: held.message(&facts.name, Some(&bundle.version)),
                 },
                 (None, Some(why)) => Outcome::Maintained(why),

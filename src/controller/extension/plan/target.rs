@@ -79,7 +79,13 @@ pub(super) fn decide(
     let install = match resolution {
         Ok(resolution) => {
             let resolved = resolution.bundle.identity();
-            let held = held(&facts.controls, installed, &resolved);
+            let held = match held(&facts.controls, installed, &resolved) {
+                Some(approval) => Some(approval),
+                None => match super::operator::hold(spec, facts, installed, &resolved) {
+                    Ok(operator) => operator,
+                    Err(lookup) => return lookup,
+                },
+            };
             let target = match (&held, installed) {
                 (None, _) => resolved,
                 (Some(_), Some(installed)) => installed.clone(),

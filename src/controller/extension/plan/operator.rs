@@ -1,0 +1,141 @@
+//! The operator's own say over its upgrades (docs/how-to/upgrade-control.md, "The
+//! operator's own say"): when the cluster serves `operators.coreos.com/v2`
+//! `OperatorCondition`, every install renders one named like the bundle
+//! ([`crate::bundle::operator_condition`]), and an upgrade — not the first
+//! install, not a rollback — waits while the installed bundle's OperatorCondition says
+//! `Upgradeable=False` (an administrator's `spec.overrides` wins, as in OLM v0).
+//! [`hold`] names the lookups it needs and decides; [`attach`] adds the Event (once per
+//! hold) and the recheck (a status update of the OperatorCondition triggers no
+//! reconcile).
+
+use super::control::Held;
+use super::{Facts, Plan, Report, normal};
+use crate::api::{BundleIdentity, ClusterExtensionSpec};
+use crate::controller::extension::status::Outcome;
+use std::time::Duration;
+
+/// Progressing (True) and UpgradeAvailable reason while the operator holds an upgrade.
+pub const REASON_NOT_UPGRADEABLE: &str = "NotUpgradeable";
+
+/// How soon a held upgrade is checked again: the operator lifting its hold (a status
+/// update) triggers no reconcile. One read of the OperatorCondition per check, only
+/// while an upgrade is held.
+pub const RECHECK: Duration = Duration::from_secs(15);
+
+/// Whether the operator holds `resolved` back from replacing `installed`: `Err` is the
+/// lookup to make first (discovery, then the OperatorCondition).
+pub(super) fn hold(
+    spec: &ClusterExtensionSpec,
+    facts: &Facts,
+    installed: Option<&BundleIdentity>,
+    resolved: &BundleIdentity,
+) -> Result<Option<Held>, Plan> {
+    let Some(installed) = installed else {
+        return Ok(None);
+    };
+    if installed.name == resolved.name && installed.version == resolved.version {
+        return Ok(None);
+    }
+    match facts.operator_conditions {
+        None => return Err(Plan::DiscoverOperatorConditions),
+        Some(false) => return Ok(None),
+        Some(true) => {}
+    }
+    let says = match &facts.operator_condition {
+        None => return Err(Plan::ReadOperatorCondition(installed.name.clone())),
+        Some(Ok(())) => return Ok(None),
+        Some(Err(says)) => says,
+    };
+    Ok(Some(Held {
+        target: resolved.clone(),
+        approved: None,
+        operator: Some(format!(
+            "OperatorCondition {} in namespace {} says {says}",
+            installed.name, spec.namespace
+        )),
+    }))
+}
+
+/// On every ending: while the operator holds an upgrade, an Event when the hold begins
+/// and a recheck after [`RECHECK`].
+pub(super) fn attach(facts: &Facts, report: &Report) -> (Option<super::Note>, bool) {
+    let Outcome::Held { reason, message } = &report.observation.outcome else {
+        return (None, false);
+    };
+    if *reason != REASON_NOT_UPGRADEABLE {
+        return (None, false);
+    }
+    let begins = facts.progressing.as_deref() != Some(REASON_NOT_UPGRADEABLE);
+    let note = begins.then(|| normal(REASON_NOT_UPGRADEABLE, "Upgrade", message.clone()));
+    (note, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::extension::installer::InstallerAccount;
+
+    fn bundle(version: &str) -> BundleIdentity {
+        BundleIdentity {
+            package: "p".into(),
+            name: format!("p.v{version}"),
+            version: version.into(),
+            release: None,
+            image: String::new(),
+        }
+    }
+
+    fn spec() -> ClusterExtensionSpec {
+        serde_json::from_value(serde_json::json!({
+            "namespace": "ns", "source": {"sourceType": "Catalog"}
+        }))
+        .expect("spec")
+    }
+
+    fn facts() -> Facts {
+        Facts::new(Some(1), false, true, Err::<InstallerAccount, _>("x".into()))
+    }
+
+    #[test]
+    fn only_an_upgrade_on_a_cluster_serving_operator_conditions_is_held() {
+        let (v1, v2) = (bundle("1.0.0"), bundle("1.1.0"));
+        let mut f = facts();
+        assert!(
+            matches!(hold(&spec(), &f, None, &v1), Ok(None)),
+            "first install"
+        );
+        assert!(
+            matches!(hold(&spec(), &f, Some(&v1), &v1), Ok(None)),
+            "no upgrade"
+        );
+        assert!(matches!(
+            hold(&spec(), &f, Some(&v1), &v2),
+            Err(Plan::DiscoverOperatorConditions)
+        ));
+        f.operator_conditions = Some(false);
+        assert!(
+            matches!(hold(&spec(), &f, Some(&v1), &v2), Ok(None)),
+            "not served"
+        );
+        f.operator_conditions = Some(true);
+        assert!(matches!(
+            hold(&spec(), &f, Some(&v1), &v2),
+            Err(Plan::ReadOperatorCondition(name)) if name == "p.v1.0.0"
+        ));
+        f.operator_condition = Some(Ok(()));
+        assert!(
+            matches!(hold(&spec(), &f, Some(&v1), &v2), Ok(None)),
+            "upgradeable"
+        );
+        f.operator_condition = Some(Err("Upgradeable=False: migrating".into()));
+        let held = hold(&spec(), &f, Some(&v1), &v2)
+            .ok()
+            .flatten()
+            .expect("held");
+        let message = held.message("e", Some("1.0.0"));
+        assert_eq!(
+            message,
+            "Desired state reached for installed version 1.0.0; the upgrade to 1.1.0 (p.v1.1.0) is held by the operator: OperatorCondition p.v1.0.0 in namespace ns says Upgradeable=False: migrating"
+        );
+    }
+}
