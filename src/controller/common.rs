@@ -257,6 +257,15 @@ impl Failures {
             .remove(name);
     }
 
+    /// Forgets since when `name` has not reached its desired state (the next pending
+    /// reconcile starts the clock anew), keeping its backoff.
+    pub fn restart_clock(&self, name: &str) {
+        self.since
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+    }
+
     /// Forgets the backoff of `name` but not since when it has not reached its desired
     /// state (a rollout in progress).
     pub fn reset_backoff(&self, name: &str) {

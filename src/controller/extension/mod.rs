@@ -168,6 +168,9 @@ impl ExtensionContext {
             self.metrics
                 .error(MetricsController::clusterextension, reason);
         }
+        if tally.restart {
+            self.failures.restart_clock(name);
+        }
         if tally.pending {
             self.failures.failing_for(name, generation);
         }

@@ -463,3 +463,45 @@ fn remediation_goes_back_from_an_upgrade_whose_rollout_outlasts_the_deadline() {
     assert!(!reasons(&reported).contains(&"RollingBack"));
     assert_eq!(rolled_back(&reported), None);
 }
+
+/// After a deadline-based rollback the clock of `progressDeadlineMinutes` starts over:
+/// the previous version rolling out again is not reported as ProgressDeadlineExceeded
+/// with the failed upgrade's time (docs/how-to/upgrade-control.md, "Automatic
+/// remediation of a failed upgrade").
+#[test]
+fn a_rollback_after_the_deadline_starts_the_deadline_clock_over() {
+    let opted = annotated(
+        extension(json!({"progressDeadlineMinutes": 10})),
+        ANNOTATION_UPGRADE_REMEDIATION,
+        "Rollback",
+    );
+    let condition = RolledBack {
+        status: true,
+        reason: REASON_UPGRADE_FAILED,
+        message: "upgrade to 1.1.0 (p.v1.1.0, registry/p:1.1.0) failed; rolling back to 1.0.0 (...). The failure: its rollout was not ready within progressDeadlineMinutes: x".into(),
+    };
+    let after = with_rolled_back(opted, &condition);
+    let back = Fake {
+        record: history(&["1.0.0", "1.1.0"], None),
+        resolution: Some(resolved("1.1.0", None)),
+        install: Some(Ok(Installed {
+            readiness: crate::controller::extension::rollout::Readiness::NotReady(vec![
+                "deployment/foo 0/1 available".into(),
+            ]),
+            ..pulled("1.0.0")
+        })),
+        // The failed upgrade's clock: past the deadline.
+        failing_for: Duration::from_secs(900),
+        ..Fake::default()
+    };
+    run(&after, &back);
+    assert_eq!(installs(&back), ["install 1.0.0"]);
+    assert!(
+        matches!(back.outcome(), Outcome::RollingOut { ref version, .. } if version == "1.0.0"),
+        "{:?}",
+        back.outcome()
+    );
+    assert!(!reasons(&back).contains(&"ProgressDeadlineExceeded"));
+    let tally = back.tally.borrow().expect("tally");
+    assert!(tally.pending && tally.restart, "{tally:?}");
+}

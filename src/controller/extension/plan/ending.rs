@@ -50,6 +50,9 @@ pub struct Tally {
     /// it already runs).
     pub pending: bool,
     pub count: Count,
+    /// The installed version changed back (a rollback): the clock of
+    /// `progressDeadlineMinutes` starts over.
+    pub restart: bool,
 }
 
 /// How a reconcile ends.
@@ -133,6 +136,7 @@ pub fn end(
             error: report.error,
             pending,
             count,
+            restart: false,
         },
         requeue,
     }

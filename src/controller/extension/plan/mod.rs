@@ -52,6 +52,7 @@ use crate::migrate::upstream_helm::UpstreamRelease;
 use crate::resolve::deprecation::{CatalogData, DeprecationCondition, deprecation_conditions};
 use crate::resolve::{BundleExplanation, Resolution, ResolveError, ResolveRequest, UpgradePolicy};
 use control::{Controls, Held};
+use std::time::Duration;
 
 /// What one reconcile knows so far; `None`: not looked up yet.
 #[derive(Debug)]
@@ -479,8 +480,16 @@ fn end(spec: &ClusterExtensionSpec, facts: &Facts, report: Report) -> Plan {
     report.events.extend(note);
     // Readiness read right after an apply may predate the watches of what it applied:
     // the next check comes soon (docs/concepts/rollout-status.md).
+    // A rollback applied in this reconcile starts the clock of progressDeadlineMinutes
+    // over: the version gone back to is not judged by the failed upgrade's time.
+    let restart = rollback::went_back(&report);
     let standing = Standing {
         watched: standing.watched && facts.rendered.is_none(),
+        pending_for: if restart {
+            Duration::ZERO
+        } else {
+            standing.pending_for
+        },
         ..*standing
     };
     let rolling = matches!(report.observation.outcome, Outcome::RollingOut { .. });
@@ -490,6 +499,7 @@ fn end(spec: &ClusterExtensionSpec, facts: &Facts, report: Report) -> Plan {
         spec.progress_deadline_minutes,
         facts.progressing.as_deref(),
     );
+    ending.tally.restart = restart;
     rollback::after_deadline(facts, rolling, &mut ending);
     if recheck {
         let soon = ending

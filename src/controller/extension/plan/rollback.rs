@@ -484,6 +484,12 @@ pub(super) fn after_deadline(facts: &Facts, rolling: bool, ending: &mut super::E
     ending.requeue = Some(std::time::Duration::from_secs(1));
 }
 
+/// Whether `report` rolled the extension back in this reconcile (its `RolledBack` Event:
+/// a revision from the record was applied, by annotation or by remediation).
+pub(super) fn went_back(report: &Report) -> bool {
+    report.events.iter().any(|n| n.reason == "RolledBack")
+}
+
 /// On every ending that reached the install target: a RolledBack condition that no
 /// rollback keeps any more turns False (`UpgradesResumed`).
 pub(super) fn attach(facts: &Facts, report: &mut Report) {

@@ -123,6 +123,7 @@ fn failed(facts: &Facts, message: String) -> Plan {
             error: Some("UninstallFailed"),
             pending: false,
             count: Count::Failed,
+            restart: false,
         },
         requeue: Some(standing.backoff),
         ..Ending::default()
