@@ -58,6 +58,34 @@ fn env_of(d: &Deployment) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Argo CD's health of `e` by contrib/argocd's health.lua, run by gopher-lua as Argo CD
+/// does (hack/build-argo-health.sh builds the driver, as tests/argo_health.rs uses it).
+fn argo_health(e: &ClusterExtension) -> (String, String) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let built = std::process::Command::new(root.join("hack/build-argo-health.sh"))
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("run hack/build-argo-health.sh");
+    assert!(built.status.success(), "hack/build-argo-health.sh failed");
+    let driver = String::from_utf8_lossy(&built.stdout).trim().to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("object.json");
+    std::fs::write(&file, serde_json::to_vec(e).expect("json")).expect("write object");
+    let script = root.join(
+        "contrib/argocd/resource_customizations/olm.operatorframework.io/ClusterExtension/health.lua",
+    );
+    let out = std::process::Command::new(driver)
+        .arg("run")
+        .arg(&script)
+        .arg(&file)
+        .output()
+        .expect("run argo-health");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("health json");
+    let text = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+    (text("status"), text("message"))
+}
+
 async fn set_upgradeable(admin: &kube::Client, ns: &str, name: &str, status: &str) {
     let patch = json!({"status": {"conditions": [{
         "type": "Upgradeable", "status": status, "reason": "Migrating",
@@ -166,6 +194,11 @@ async fn the_operator_condition_holds_an_upgrade_until_the_operator_lifts_it() {
     assert_eq!(available.reason, "NotUpgradeable");
     let installed = e.status.as_ref().and_then(|s| s.install.as_ref());
     assert_eq!(installed.map(|i| i.bundle.version.as_str()), Some("1.1.0"));
+    assert_eq!(
+        argo_health(&e),
+        ("Healthy".to_string(), progressing.message.clone()),
+        "contrib/argocd's health.lua on the live object"
+    );
 
     // True: the upgrade proceeds (the hold is checked again every 15 s).
     set_upgradeable(&admin, &ns, &v11, "True").await;

@@ -4,6 +4,11 @@
 --   Progressing=True while resolving, rolling out (RollingOut) or retrying (Retrying).
 -- Degraded: Progressing=False (Blocked, InvalidConfiguration, ProgressDeadlineExceeded:
 --   retrying cannot help until something changes), with the condition's message.
+-- The upgrade controls (docs/how-to/argocd.md, "Upgrade controls"), with Progressing's
+-- message: Paused -> Suspended; an upgrade waiting for approval (ApprovalRequired) or
+-- held by the operator (NotUpgradeable) -> Healthy while installed (Suspended while
+-- nothing is installed yet); RolledBack -> Healthy when asked (rollback-to), Degraded
+-- when a failed upgrade was rolled back (RolledBack=True/UpgradeFailed).
 -- Uses only the libraries Argo CD opens for health checks (base, table).
 local hs = {}
 
@@ -52,6 +57,34 @@ if progressing.status == "True" and progressing.reason == "Succeeded" then
   end
   hs.status = "Progressing"
   hs.message = installed.message
+  return hs
+end
+
+if progressing.status == "True" and progressing.reason == "Paused" then
+  hs.status = "Suspended"
+  hs.message = progressing.message
+  return hs
+end
+
+if progressing.status == "True" and (progressing.reason == "ApprovalRequired" or progressing.reason == "NotUpgradeable") then
+  if installed.status == "True" then
+    hs.status = "Healthy"
+  else
+    hs.status = "Suspended"
+  end
+  hs.message = progressing.message
+  return hs
+end
+
+if progressing.status == "True" and progressing.reason == "RolledBack" then
+  local rolledBack = condition(conditions, "RolledBack")
+  if rolledBack ~= nil and rolledBack.status == "True" and rolledBack.reason == "UpgradeFailed" then
+    hs.status = "Degraded"
+    hs.message = rolledBack.message
+    return hs
+  end
+  hs.status = "Healthy"
+  hs.message = progressing.message
   return hs
 end
 
