@@ -83,6 +83,7 @@ fn main() -> std::process::ExitCode {
     };
     let options = RenderOptions {
         cert_provider: CertProvider::CertManager,
+        ..Default::default()
     };
     let mut times: Vec<Duration> = Vec::with_capacity(iterations);
     let mut objects_count = 0;

@@ -584,7 +584,11 @@ async fn upgrade_controls(
     // A failed upgrade rolled back (RolledBack=True/UpgradeFailed, the rest as above;
     // the flow tests cover the controller writing it): Degraded, with its message.
     let mut failed = live.clone();
-    for c in failed["status"]["conditions"].as_array_mut().into_iter().flatten() {
+    for c in failed["status"]["conditions"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
         if c["type"] == "RolledBack" {
             c["reason"] = json!("UpgradeFailed");
             c["message"] = json!("upgrade to 1.1.0 failed; rolled back to 1.0.0");

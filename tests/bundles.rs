@@ -189,6 +189,7 @@ async fn rendered_fixture_objects_pass_server_side_dry_run() {
 
     let options = RenderOptions {
         cert_provider: CertProvider::CertManager,
+        ..Default::default()
     };
     let mut failures: Vec<String> = Vec::new();
     let mut skipped: BTreeSet<String> = BTreeSet::new();

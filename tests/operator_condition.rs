@@ -80,7 +80,11 @@ fn argo_health(e: &ClusterExtension) -> (String, String) {
         .arg(&file)
         .output()
         .expect("run argo-health");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).expect("health json");
     let text = |k: &str| v[k].as_str().unwrap_or_default().to_string();
     (text("status"), text("message"))

@@ -284,8 +284,8 @@ fn upgrade(
     }
 }
 
-/// The next step of a paused extension or of an upgrade waiting for approval
-/// (docs/how-to/upgrade-control.md).
+/// The next step of a paused extension, a rollback, or an upgrade waiting for approval
+/// or held by the operator (docs/how-to/upgrade-control.md).
 fn control_step(r: &ExtensionReport, reason: &str) -> Option<String> {
     if let Some(p) = &r.paused {
         return Some(format!(
@@ -301,6 +301,13 @@ fn control_step(r: &ExtensionReport, reason: &str) -> Option<String> {
             ),
             _ => "a failed upgrade was rolled back: it is retried once the catalog or the spec changes".to_string(),
         });
+    }
+    if reason == crate::controller::extension::plan::operator::REASON_NOT_UPGRADEABLE {
+        let condition = r.installed.as_ref().map_or("", |i| i.bundle.as_str());
+        return Some(format!(
+            "the operator holds the upgrade (OperatorCondition {condition} in namespace {} says Upgradeable=False): it proceeds once the operator sets Upgradeable=True, or an administrator sets an Upgradeable override in its spec.overrides",
+            r.namespace
+        ));
     }
     if reason == REASON_APPROVAL_REQUIRED
         && let Some(t) = &r.target
@@ -642,6 +649,21 @@ mod tests {
                 "olmv1-system"
             ),
             "serviceaccount olmv1-system/installer"
+        );
+    }
+
+    #[test]
+    fn an_upgrade_held_by_the_operator_says_what_lifts_the_hold() {
+        let r = build(
+            &ext(None, "1.0.0", ("NotUpgradeable", "held")),
+            &catalog(),
+            vec![],
+        );
+        assert!(
+            r.next
+                .contains("OperatorCondition p.v1.0.0 in namespace ns says Upgradeable=False"),
+            "{}",
+            r.next
         );
     }
 }

@@ -52,7 +52,6 @@ use crate::migrate::upstream_helm::UpstreamRelease;
 use crate::resolve::deprecation::{CatalogData, DeprecationCondition, deprecation_conditions};
 use crate::resolve::{BundleExplanation, Resolution, ResolveError, ResolveRequest, UpgradePolicy};
 use control::{Controls, Held};
-use std::time::Duration;
 
 /// What one reconcile knows so far; `None`: not looked up yet.
 #[derive(Debug)]
@@ -476,20 +475,13 @@ fn end(spec: &ClusterExtensionSpec, facts: &Facts, report: Report) -> Plan {
     notice::attach(spec, facts, &mut report);
     paused::attach(facts, &mut report);
     rollback::attach(facts, &mut report);
-    let (note, recheck) = operator::attach(facts, &report);
-    report.events.extend(note);
+    let held = operator::attach(facts, &mut report);
+    let (restart, pending_for) = rollback::clock(&report, standing.pending_for);
     // Readiness read right after an apply may predate the watches of what it applied:
     // the next check comes soon (docs/concepts/rollout-status.md).
-    // A rollback applied in this reconcile starts the clock of progressDeadlineMinutes
-    // over: the version gone back to is not judged by the failed upgrade's time.
-    let restart = rollback::went_back(&report);
     let standing = Standing {
         watched: standing.watched && facts.rendered.is_none(),
-        pending_for: if restart {
-            Duration::ZERO
-        } else {
-            standing.pending_for
-        },
+        pending_for,
         ..*standing
     };
     let rolling = matches!(report.observation.outcome, Outcome::RollingOut { .. });
@@ -501,12 +493,7 @@ fn end(spec: &ClusterExtensionSpec, facts: &Facts, report: Report) -> Plan {
     );
     ending.tally.restart = restart;
     rollback::after_deadline(facts, rolling, &mut ending);
-    if recheck {
-        let soon = ending
-            .requeue
-            .map_or(operator::RECHECK, |r| r.min(operator::RECHECK));
-        ending.requeue = Some(soon);
-    }
+    operator::recheck(held, &mut ending);
     Plan::End(Box::new(ending))
 }
 

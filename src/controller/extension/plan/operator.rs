@@ -29,7 +29,7 @@ pub(super) fn hold(
     facts: &Facts,
     installed: Option<&BundleIdentity>,
     resolved: &BundleIdentity,
-) -> Result<Option<Held>, Plan> {
+) -> Result<Option<Held>, Box<Plan>> {
     let Some(installed) = installed else {
         return Ok(None);
     };
@@ -37,12 +37,15 @@ pub(super) fn hold(
         return Ok(None);
     }
     match facts.operator_conditions {
-        None => return Err(Plan::DiscoverOperatorConditions),
+        None => return Err(Box::new(Plan::DiscoverOperatorConditions)),
         Some(false) => return Ok(None),
         Some(true) => {}
     }
     let says = match &facts.operator_condition {
-        None => return Err(Plan::ReadOperatorCondition(installed.name.clone())),
+        None => {
+            let read = Plan::ReadOperatorCondition(installed.name.clone());
+            return Err(Box::new(read));
+        }
         Some(Ok(())) => return Ok(None),
         Some(Err(says)) => says,
     };
@@ -56,18 +59,28 @@ pub(super) fn hold(
     }))
 }
 
-/// On every ending: while the operator holds an upgrade, an Event when the hold begins
-/// and a recheck after [`RECHECK`].
-pub(super) fn attach(facts: &Facts, report: &Report) -> (Option<super::Note>, bool) {
+/// On every ending: while the operator holds an upgrade, an Event when the hold begins;
+/// whether it holds one ([`recheck`]).
+pub(super) fn attach(facts: &Facts, report: &mut Report) -> bool {
     let Outcome::Held { reason, message } = &report.observation.outcome else {
-        return (None, false);
+        return false;
     };
     if *reason != REASON_NOT_UPGRADEABLE {
-        return (None, false);
+        return false;
     }
-    let begins = facts.progressing.as_deref() != Some(REASON_NOT_UPGRADEABLE);
-    let note = begins.then(|| normal(REASON_NOT_UPGRADEABLE, "Upgrade", message.clone()));
-    (note, true)
+    if facts.progressing.as_deref() != Some(REASON_NOT_UPGRADEABLE) {
+        let note = normal(REASON_NOT_UPGRADEABLE, "Upgrade", message.clone());
+        report.events.push(note);
+    }
+    true
+}
+
+/// A held upgrade is checked again after [`RECHECK`] at the latest.
+pub(super) fn recheck(held: bool, ending: &mut super::Ending) {
+    if held {
+        let soon = ending.requeue.map_or(RECHECK, |r| r.min(RECHECK));
+        ending.requeue = Some(soon);
+    }
 }
 
 #[cfg(test)]
@@ -108,10 +121,8 @@ mod tests {
             matches!(hold(&spec(), &f, Some(&v1), &v1), Ok(None)),
             "no upgrade"
         );
-        assert!(matches!(
-            hold(&spec(), &f, Some(&v1), &v2),
-            Err(Plan::DiscoverOperatorConditions)
-        ));
+        let lookup = |f: &Facts| hold(&spec(), f, Some(&v1), &v2).err().map(|p| *p);
+        assert!(matches!(lookup(&f), Some(Plan::DiscoverOperatorConditions)));
         f.operator_conditions = Some(false);
         assert!(
             matches!(hold(&spec(), &f, Some(&v1), &v2), Ok(None)),
@@ -119,8 +130,8 @@ mod tests {
         );
         f.operator_conditions = Some(true);
         assert!(matches!(
-            hold(&spec(), &f, Some(&v1), &v2),
-            Err(Plan::ReadOperatorCondition(name)) if name == "p.v1.0.0"
+            lookup(&f),
+            Some(Plan::ReadOperatorCondition(name)) if name == "p.v1.0.0"
         ));
         f.operator_condition = Some(Ok(()));
         assert!(

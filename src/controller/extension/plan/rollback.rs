@@ -21,6 +21,7 @@ use crate::api::conditions::REASON_BLOCKED;
 use crate::api::{BundleIdentity, ClusterExtensionSpec};
 use crate::controller::extension::rollout::Readiness;
 use crate::controller::extension::status::Outcome;
+use std::time::Duration;
 
 pub const ANNOTATION_ROLLBACK_TO: &str = "olm.operatorframework.io/rollback-to";
 pub const ANNOTATION_UPGRADE_REMEDIATION: &str = "olm.operatorframework.io/upgrade-remediation";
@@ -481,13 +482,17 @@ pub(super) fn after_deadline(facts: &Facts, rolling: bool, ending: &mut super::E
         reason: REASON_UPGRADE_FAILED,
         message,
     });
-    ending.requeue = Some(std::time::Duration::from_secs(1));
+    ending.requeue = Some(Duration::from_secs(1));
 }
 
 /// Whether `report` rolled the extension back in this reconcile (its `RolledBack` Event:
-/// a revision from the record was applied, by annotation or by remediation).
-pub(super) fn went_back(report: &Report) -> bool {
-    report.events.iter().any(|n| n.reason == "RolledBack")
+/// a revision from the record was applied, by annotation or by remediation), and the
+/// time pending (`pending_for`) the deadline then judges: a rollback starts the clock of
+/// `progressDeadlineMinutes` over, so the version gone back to is not judged by the
+/// failed upgrade's time.
+pub(super) fn clock(report: &Report, pending_for: Duration) -> (bool, Duration) {
+    let back = report.events.iter().any(|n| n.reason == "RolledBack");
+    (back, if back { Duration::ZERO } else { pending_for })
 }
 
 /// On every ending that reached the install target: a RolledBack condition that no

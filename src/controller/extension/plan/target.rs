@@ -83,7 +83,7 @@ pub(super) fn decide(
                 Some(approval) => Some(approval),
                 None => match super::operator::hold(spec, facts, installed, &resolved) {
                     Ok(operator) => operator,
-                    Err(lookup) => return lookup,
+                    Err(lookup) => return *lookup,
                 },
             };
             let target = match (&held, installed) {
