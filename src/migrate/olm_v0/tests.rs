@@ -250,10 +250,12 @@ fn an_address_catalog_source_passes_once_a_cluster_catalog_holds_the_bundle() {
     ));
     let c = check(&op, &[good_catalog()]);
     assert!(c.eligible, "{:?}", c.blockers);
-    assert!(c.cluster_catalog.is_none(), "nothing to make from an address");
+    assert!(
+        c.cluster_catalog.is_none(),
+        "nothing to make from an address"
+    );
     assert_eq!(
-        c.cluster_extension["spec"]["source"]["catalog"]["selector"]["matchLabels"]
-            ["olm.operatorframework.io/metadata.name"],
+        c.cluster_extension["spec"]["source"]["catalog"]["selector"]["matchLabels"]["olm.operatorframework.io/metadata.name"],
         "demo-catalog"
     );
     // A ConfigMap CatalogSource alike; a missing one still blocks.
