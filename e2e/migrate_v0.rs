@@ -268,8 +268,8 @@ fn seen(what: String, object: &impl serde::Serialize) -> Seen {
     }
 }
 
-/// The Deployment and every ClusterRole and ClusterRoleBinding whose name or labels
-/// mention the package (OLM v0's and olmv1's).
+/// The Deployment and every ClusterRole, ClusterRoleBinding and CRD whose name or
+/// labels mention the package (OLM v0's and olmv1's).
 async fn watched(admin: &kube::Client, ns: &str, deployment: &str, package: &str) -> Vec<Seen> {
     let d: Api<Deployment> = Api::namespaced(admin.clone(), ns);
     let d = d.get(deployment).await.expect("Deployment");
@@ -297,6 +297,14 @@ async fn watched(admin: &kube::Client, ns: &str, deployment: &str, package: &str
         if mentions(&b.metadata) {
             let name = b.metadata.name.clone().unwrap_or_default();
             out.push(seen(format!("ClusterRoleBinding {name}"), &b));
+        }
+    }
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for c in crds.list(&Default::default()).await.expect("list").items {
+        if mentions(&c.metadata) {
+            let name = c.metadata.name.clone().unwrap_or_default();
+            out.push(seen(format!("CustomResourceDefinition {name}"), &c));
         }
     }
     out.sort_by(|a, b| a.what.cmp(&b.what));
