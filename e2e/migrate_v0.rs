@@ -153,7 +153,24 @@ async fn install_through_subscription(
     // catalog-operator records the installed CSV on the Subscription a moment after
     // the CSV succeeds; `check` needs it (as the how-to says: AtLatestKnown first).
     wait_at_latest_known(admin, &ns, &sub, &csv).await;
+    wait_install_plan_complete(admin, &ns, &sub).await;
     V0Install { ns, sub, csv }
+}
+
+/// The Subscription's InstallPlan `Complete` (catalog-operator done with its steps).
+async fn wait_install_plan_complete(admin: &kube::Client, ns: &str, sub: &str) {
+    let subs = olm_v0::api(admin, "v1alpha1", "Subscription", ns);
+    let plans = olm_v0::api(admin, "v1alpha1", "InstallPlan", ns);
+    eventually(120, "the InstallPlan Complete", || {
+        let (subs, plans) = (subs.clone(), plans.clone());
+        async move {
+            let s = serde_json::to_value(subs.get(sub).await.ok()?).ok()?;
+            let name = s["status"]["installPlanRef"]["name"].as_str()?.to_string();
+            let p = serde_json::to_value(plans.get(&name).await.ok()?).ok()?;
+            (p["status"]["phase"] == "Complete").then_some(())
+        }
+    })
+    .await;
 }
 
 async fn wait_at_latest_known(admin: &kube::Client, ns: &str, sub: &str, csv: &str) {
@@ -242,22 +259,35 @@ async fn operator_pod(admin: &kube::Client, ns: &str, deployment: &str) -> (Stri
 
 /// What is watched of an object: its resourceVersion and the latest time OLM v0's
 /// programs (field managers `olm`, `catalog`) wrote it.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 struct Seen {
     what: String,
     resource_version: String,
     v0_wrote: Option<jiff::Timestamp>,
+    /// OLM v0's managedFields entries and the labels (for the failure message).
+    v0_fields: Value,
+}
+
+impl PartialEq for Seen {
+    fn eq(&self, other: &Seen) -> bool {
+        (&self.what, &self.resource_version, self.v0_wrote)
+            == (&other.what, &other.resource_version, other.v0_wrote)
+    }
 }
 
 fn seen(what: String, object: &impl serde::Serialize) -> Seen {
     let v = serde_json::to_value(object).expect("json");
-    let v0_wrote = v["metadata"]["managedFields"]
+    let v0: Vec<&Value> = v["metadata"]["managedFields"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|m| m["manager"] == "olm" || m["manager"] == "catalog")
+        .collect();
+    let v0_wrote = v0
+        .iter()
         .filter_map(|m| m["time"].as_str()?.parse::<jiff::Timestamp>().ok())
         .max();
+    let v0_fields = json!({"managedFields": v0, "labels": v["metadata"]["labels"]});
     Seen {
         what,
         resource_version: v["metadata"]["resourceVersion"]
@@ -265,6 +295,7 @@ fn seen(what: String, object: &impl serde::Serialize) -> Seen {
             .unwrap_or_default()
             .to_string(),
         v0_wrote,
+        v0_fields,
     }
 }
 
@@ -431,7 +462,6 @@ async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &st
     println!("[{label}] olmv1 migrate check {target}:\n{out}{err}");
     assert_eq!(code, 0, "eligible: {err}\n{out}");
     let convert_started = Instant::now();
-    let convert_at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(1);
     let (code, out, err) = olmv1(
         &[
             "migrate",
@@ -444,6 +474,10 @@ async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &st
         &kubeconfig,
     );
     let convert_took = convert_started.elapsed();
+    // OLM v0 may finish work it had started while convert runs (convert unties again
+    // what it ties again); after convert returned it must write nothing (one second of
+    // slack: managedFields' times are in whole seconds).
+    let convert_at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(1);
     println!("[{label}] olmv1 migrate convert --apply ({convert_took:?}):\n{out}{err}");
     assert_eq!(code, 0, "{err}\n{out}");
 
@@ -494,18 +528,27 @@ async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &st
     assert!(v0.exited().is_empty(), "OLM v0 stopped: {:?}", v0.exited());
     let later = watched(&admin, ns, &deployment, &spec.package).await;
     assert_eq!(later, before, "something changed after the takeover");
-    // Nor did OLM v0 write any of them since the convert (managedFields' times are in
-    // whole seconds: one second of slack).
+    // Nor did OLM v0 write any of them since the convert returned.
     for s in &later {
         if let Some(t) = s.v0_wrote {
             assert!(
                 t <= convert_at,
-                "OLM v0 wrote {} at {t}, after the convert",
-                s.what
+                "OLM v0 wrote {} at {t}, after the convert: {:#}",
+                s.what,
+                s.v0_fields
             );
         }
     }
-    println!("[{label}] watched after the takeover: {later:#?}");
+    // No object of the operator still carries OLM v0's owner labels (which would keep
+    // OLM v0 interested in it).
+    for s in &later {
+        assert!(
+            s.v0_fields["labels"].get("olm.owner").is_none(),
+            "{} still owned by OLM v0 after the convert: {:#}",
+            s.what,
+            s.v0_fields
+        );
+    }
     assert!(csvs_anywhere(&admin, &spec.package).await.is_empty());
     let subs = olm_v0::api(&admin, "v1alpha1", "Subscription", ns);
     assert!(subs.get_opt(&inst.sub).await.expect("read").is_none());

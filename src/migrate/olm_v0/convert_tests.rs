@@ -537,3 +537,27 @@ fn rollback_on_manual_approval_awaits_then_approves_exactly_the_installed_csv() 
         rollback::Step::AwaitInstallPlan { .. } | rollback::Step::ApproveInstallPlan { .. }
     )));
 }
+
+#[test]
+fn once_the_csv_is_gone_only_what_v0_tied_again_is_untied_again() {
+    let all = convert::plan(&fresh()).steps;
+    let mut o = fresh();
+    for step in &all {
+        done(&mut o, step);
+    }
+    assert!(convert::untie_again(&o).is_empty());
+    // catalog-operator put the owner labels back on the ClusterRole.
+    o.tied.push(fresh().tied[0].clone());
+    let again = convert::untie_again(&o);
+    assert_eq!(kinds(&again), ["untie"]);
+    assert_eq!(
+        again,
+        all.iter()
+            .filter(|s| matches!(s, Step::Untie { target, .. } if target.kind == "ClusterRole"))
+            .cloned()
+            .collect::<Vec<_>>()
+    );
+    // While the CSV is still there (being deleted), nothing: its own deletion goes on.
+    o.csv = fresh().csv;
+    assert!(convert::untie_again(&o).is_empty());
+}
