@@ -6,7 +6,8 @@
 //! ClusterCatalog serves (eligible: the ClusterExtension pins the version for Manual
 //! approval, names the default channel, keeps the OwnNamespace watch, carries the
 //! Subscription's config, selects the catalog; the installer RBAC is `olmv1 rbac`'s),
-//! one from a gRPC address CatalogSource (blocked, with what to do). `convert` and
+//! one from a gRPC address CatalogSource (eligible when the ClusterCatalog holds the
+//! bundle, else blocked, with what to do). `convert` and
 //! `rollback` run on such installations too, and the controller's takeover of a
 //! converted one: refused while another bundle resolves, then in place (no rollout).
 
@@ -157,7 +158,8 @@ async fn check_says_eligible_with_the_extension_or_names_each_blocker() {
         "{table}"
     );
 
-    // A gRPC address CatalogSource in another namespace: blocked, with what to do.
+    // A gRPC address CatalogSource in another namespace, for the same package: eligible,
+    // since the ClusterCatalog holds the installed bundle (nothing to make from it).
     let ns2 = support::namespace(&admin, "mig").await;
     olm_v0::create(
         &admin,
@@ -182,6 +184,41 @@ async fn check_says_eligible_with_the_extension_or_names_each_blocker() {
     let target2 = format!("{ns2}/addr");
     let (code, table, _) = olmv1(&["migrate", "check", &target2, "--no-rbac"], &kubeconfig);
     println!("{table}");
+    assert_eq!(code, 0, "{table}");
+    assert!(
+        table.contains(&format!(
+            "ClusterCatalog: {catalog} (holds the installed bundle; none made from the CatalogSource, which is not image-based)"
+        )),
+        "{table}"
+    );
+
+    // The same for a package no ClusterCatalog holds: blocked, with what to do.
+    let ns3 = support::namespace(&admin, "mig").await;
+    olm_v0::create(
+        &admin,
+        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "local", "namespace": ns3},
+            "spec": {"sourceType": "grpc", "address": "127.0.0.1:50051"}}),
+        None,
+    )
+    .await;
+    let nowhere = support::unique("nowhere");
+    let nowhere_csv = format!("{nowhere}.v1.0.0");
+    Installation {
+        ns: &ns3,
+        name: "addr",
+        package: &nowhere,
+        version: "1.0.0",
+        csv: &nowhere_csv,
+        catalog_source: (&ns3, "local"),
+        targets: json!([]),
+        spec_extra: json!({"channel": "stable"}),
+    }
+    .lay_down(&admin)
+    .await;
+    let target3 = format!("{ns3}/addr");
+    let (code, table, _) = olmv1(&["migrate", "check", &target3, "--no-rbac"], &kubeconfig);
+    println!("{table}");
     assert_eq!(code, 1, "a blocked Subscription exits 1: {table}");
     assert!(
         table.contains("is not image-based: it has a gRPC address (127.0.0.1:50051)"),
@@ -191,29 +228,28 @@ async fn check_says_eligible_with_the_extension_or_names_each_blocker() {
         table.contains("what to do: publish the catalog as a file-based catalog image"),
         "{table}"
     );
+    assert!(table.contains("no Serving ClusterCatalog holds"), "{table}");
     // convert refuses it, naming the blocker, and changes nothing.
-    let (code, out, _) = olmv1(&["migrate", "convert", &target2, "--apply"], &kubeconfig);
+    let (code, out, _) = olmv1(&["migrate", "convert", &target3, "--apply"], &kubeconfig);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(&format!(
-            "Subscription {target2}: refused: Subscription {target2} is not eligible: CatalogSource"
+            "Subscription {target3}: refused: Subscription {target3} is not eligible: CatalogSource"
         )),
         "{out}"
     );
-    let subs2 = olm_v0::api(&admin, "v1alpha1", "Subscription", &ns2);
-    assert!(subs2.get_opt("addr").await.expect("read").is_some());
-    // The address CatalogSource blocks, but the package is still found in the catalog.
-    assert!(
-        !table.contains("no Serving ClusterCatalog holds"),
-        "{table}"
-    );
+    let subs3 = olm_v0::api(&admin, "v1alpha1", "Subscription", &ns3);
+    assert!(subs3.get_opt("addr").await.expect("read").is_some());
 
     let (code, out, _) = olmv1(
         &["migrate", "check", "--all", "-o", "yaml", "--no-rbac"],
         &kubeconfig,
     );
     assert_eq!(code, 1, "--all with one blocked Subscription exits 1");
-    assert!(out.contains(&target) && out.contains(&target2), "{out}");
+    assert!(
+        out.contains(&target) && out.contains(&target2) && out.contains(&target3),
+        "{out}"
+    );
 }
 
 /// Lays down an eligible v0 installation `name` of `spec` in a new namespace, with the

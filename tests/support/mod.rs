@@ -13,6 +13,7 @@ pub mod bundles;
 pub mod extensions;
 pub mod metrics;
 pub mod olm_v0;
+pub mod olm_v0_run;
 pub mod pods;
 pub mod process;
 pub mod upstream;

@@ -3,8 +3,8 @@
 //! test control plane, and v0 installations laid down as OLM v0 leaves them once a
 //! Subscription is installed (Subscription, CSV with the bundle's properties
 //! annotation, InstallPlan, OperatorGroup, CatalogSource, OperatorCondition, each
-//! with the status OLM v0 writes). Running olm-operator and catalog-operator themselves
-//! is not wired yet (docs/how-to/switch-from-olm-v0.md, "Tests with real OLM v0").
+//! with the status OLM v0 writes). olm-operator and catalog-operator themselves run in
+//! `super::olm_v0_run` (docs/how-to/switch-from-olm-v0.md, "Tests with real OLM v0").
 #![allow(dead_code)]
 
 use kube::api::{

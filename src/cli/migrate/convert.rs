@@ -69,8 +69,13 @@ pub fn convert(args: &ConvertArgs) -> Result<(String, u8), String> {
         None => &plan.steps[..],
     };
     let mut out = render(&plan, Output::Table, true)?;
-    let failed = super::super::block_on(execute(kc, steps, &mut out))??;
+    let failed = super::super::block_on(execute(kc, steps, 0, &mut out))??;
     if failed {
+        return Ok((out, 2));
+    }
+    if steps.len() == plan.steps.len()
+        && super::super::block_on(settle(kc, &ns, &name, steps.len(), &mut out))??
+    {
         return Ok((out, 2));
     }
     if steps.len() < plan.steps.len() {
@@ -219,11 +224,56 @@ async fn installer_and_catalog(kc: Option<&Path>, o: &mut Observed) -> Result<()
     Ok(())
 }
 
-/// Performs `steps` in order, each line of progress appended to `out`; `true` when one
-/// failed (nothing after it is done).
-async fn execute(kc: Option<&Path>, steps: &[Step], out: &mut String) -> Result<bool, String> {
+/// How long the convert waits, after its steps, for the CSV to be gone.
+const CSV_GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// After the steps: waits until the CSV is gone (olm-operator may put its finalizer
+/// back and run its cleanup first; the objects are untied by then), reads again and
+/// unties what is tied again. catalog-operator may still be executing the InstallPlan
+/// the convert deleted, from its cache, and put OLM v0's owner labels back on an
+/// object just untied (seen with the real OLM v0, e2e/migrate_v0.rs). `true` when a
+/// step failed.
+async fn settle(
+    kc: Option<&Path>,
+    ns: &str,
+    name: &str,
+    done: usize,
+    out: &mut String,
+) -> Result<bool, String> {
+    let deadline = tokio::time::Instant::now() + CSV_GONE_WAIT;
+    let o = loop {
+        let mut o = read(kc, ns, name).await?;
+        if o.csv.is_none() {
+            installer_and_catalog(kc, &mut o).await?;
+            break o;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            out.push_str("the CSV is still being deleted by OLM v0: run convert --apply again once it is gone, to untie anything OLM v0 tied again\n");
+            return Ok(false);
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    };
+    let again = convert::untie_again(&o);
+    if again.is_empty() {
+        return Ok(false);
+    }
+    out.push_str(
+        "OLM v0 tied objects to the CSV again while finishing its work: untie them again\n",
+    );
+    execute(kc, &again, done, out).await
+}
+
+/// Performs `steps` in order, numbered after `before`, each line of progress appended
+/// to `out`; `true` when one failed (nothing after it is done).
+async fn execute(
+    kc: Option<&Path>,
+    steps: &[Step],
+    before: usize,
+    out: &mut String,
+) -> Result<bool, String> {
     let client = super::gather::client(kc).await?;
     for (i, step) in steps.iter().enumerate() {
+        let i = i + before;
         match perform(&client, step).await {
             Ok(()) => out.push_str(&format!("done {}: {}\n", i + 1, step.describe())),
             Err(e) => {

@@ -68,7 +68,18 @@ pub fn detail(c: &Check) -> String {
             out.push_str("  ClusterCatalog it would create:\n");
             out.push_str(&indent(&yaml(&p.manifest)));
         }
-        None => out.push_str("  ClusterCatalog: none (the CatalogSource is not image-based)\n"),
+        None => {
+            let held_by = c
+                .cluster_extension
+                .pointer("/spec/source/catalog/selector/matchLabels/olm.operatorframework.io~1metadata.name")
+                .and_then(serde_json::Value::as_str);
+            out.push_str(&match held_by {
+                Some(name) => format!(
+                    "  ClusterCatalog: {name} (holds the installed bundle; none made from the CatalogSource, which is not image-based)\n"
+                ),
+                None => "  ClusterCatalog: none (the CatalogSource is not image-based)\n".into(),
+            });
+        }
     }
     out.push_str(&format!(
         "  installer ServiceAccount: {}/{}\n",

@@ -36,8 +36,35 @@ pub fn rollback(args: &RollbackArgs) -> Result<(String, u8), String> {
     if args.dry_run {
         return Ok((out, 0));
     }
-    let failed = super::super::block_on(execute(kc, &plan.steps, &mut out))??;
+    let run = execute_all(kc, (&ns, &name), plan.steps, &mut out);
+    let failed = super::super::block_on(run)??;
     Ok((out, if failed { 2 } else { 0 }))
+}
+
+/// Performs `steps`; after a wait for OLM v0 (Manual approval) reads and plans again
+/// and goes on. True when a step failed.
+async fn execute_all(
+    kc: Option<&Path>,
+    (ns, name): (&str, &str),
+    mut steps: Vec<Step>,
+    out: &mut String,
+) -> Result<bool, String> {
+    let mut done = 0;
+    for _round in 0..3 {
+        match execute(kc, name, &steps, out, &mut done).await? {
+            Executed::Failed => return Ok(true),
+            Executed::All => return Ok(false),
+            Executed::Waited => {}
+        }
+        let plan = rollback::plan(&read(kc, ns, name).await?);
+        if let Some(why) = plan.refused {
+            out.push_str(&format!("rollback refused: {why}\n"));
+            return Ok(true);
+        }
+        steps = plan.steps;
+    }
+    out.push_str("still waiting for OLM v0: run rollback again\n");
+    Ok(true)
 }
 
 async fn read(kc: Option<&Path>, ns: &str, name: &str) -> Result<Observed, String> {
@@ -48,12 +75,7 @@ async fn read(kc: Option<&Path>, ns: &str, name: &str) -> Result<Observed, Strin
         namespace: ns.into(),
         name: configmap_name(name),
     };
-    let sub = Target {
-        api_version: "operators.coreos.com/v1alpha1".into(),
-        kind: "Subscription".into(),
-        namespace: ns.into(),
-        name: name.into(),
-    };
+    let sub = subscription(ns, name);
     let selector = format!(
         "olm.operatorframework.io/revision-record=true,olm.operatorframework.io/owner-name={name}"
     );
@@ -69,12 +91,78 @@ async fn read(kc: Option<&Path>, ns: &str, name: &str) -> Result<Observed, Strin
         subscription: k::get(&c, &sub).await?,
         extension: k::get(&c, &extension(name)).await?,
         records,
+        install_plans: k::list(&c, INSTALL_PLAN.0, INSTALL_PLAN.1, ns, None).await?,
     })
 }
 
-async fn execute(kc: Option<&Path>, steps: &[Step], out: &mut String) -> Result<bool, String> {
+const INSTALL_PLAN: (&str, &str) = ("operators.coreos.com/v1alpha1", "InstallPlan");
+
+/// How long a rollback waits for OLM v0 to make the restored Subscription's InstallPlan.
+const INSTALL_PLAN_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Waits until the Subscription `ns/name` names its InstallPlan and that exists.
+async fn await_install_plan(
+    c: &kube::Client,
+    ns: &str,
+    name: &str,
+    csv: &str,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + INSTALL_PLAN_WAIT;
+    loop {
+        let sub = k::get(c, &subscription(ns, name)).await?;
+        let plan = sub
+            .as_ref()
+            .and_then(|s| s.pointer("/status/installPlanRef/name"))
+            .and_then(serde_json::Value::as_str);
+        if let Some(plan) = plan {
+            let t = Target {
+                api_version: INSTALL_PLAN.0.into(),
+                kind: INSTALL_PLAN.1.into(),
+                namespace: ns.into(),
+                name: plan.into(),
+            };
+            if k::get(c, &t).await?.is_some() {
+                return Ok(());
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "OLM v0 made no InstallPlan for {csv} in {ns} within {} s (is catalog-operator running and the CatalogSource healthy?)",
+                INSTALL_PLAN_WAIT.as_secs()
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+fn subscription(ns: &str, name: &str) -> Target {
+    Target {
+        api_version: "operators.coreos.com/v1alpha1".into(),
+        kind: "Subscription".into(),
+        namespace: ns.into(),
+        name: name.into(),
+    }
+}
+
+/// How [`execute`] ended.
+enum Executed {
+    All,
+    Failed,
+    /// It waited for OLM v0: what follows must be planned again.
+    Waited,
+}
+
+async fn execute(
+    kc: Option<&Path>,
+    subscription_name: &str,
+    steps: &[Step],
+    out: &mut String,
+    count: &mut usize,
+) -> Result<Executed, String> {
     let c = super::gather::client(kc).await?;
-    for (i, step) in steps.iter().enumerate() {
+    for step in steps {
+        *count += 1;
+        let i = *count - 1;
         let done = match step {
             Step::PauseExtension { name } => {
                 let patch = json!({"metadata": {"annotations": {PAUSED_ANNOTATION: "true"}}});
@@ -95,6 +183,12 @@ async fn execute(kc: Option<&Path>, steps: &[Step], out: &mut String) -> Result<
                 k::delete(&c, target, false).await
             }
             Step::RestoreSubscription { manifest } => k::create(&c, manifest).await,
+            Step::AwaitInstallPlan { namespace, csv } => {
+                await_install_plan(&c, namespace, subscription_name, csv).await
+            }
+            Step::ApproveInstallPlan { target, .. } => {
+                k::merge_patch(&c, target, &json!({"spec": {"approved": true}})).await
+            }
         };
         match done {
             Ok(()) => out.push_str(&format!("done {}: {}\n", i + 1, step.describe())),
@@ -104,11 +198,14 @@ async fn execute(kc: Option<&Path>, steps: &[Step], out: &mut String) -> Result<
                     i + 1,
                     step.describe()
                 ));
-                return Ok(true);
+                return Ok(Executed::Failed);
             }
         }
+        if matches!(step, Step::AwaitInstallPlan { .. }) {
+            return Ok(Executed::Waited);
+        }
     }
-    Ok(false)
+    Ok(Executed::All)
 }
 
 fn render(plan: &Plan, output: Output, applying: bool) -> Result<String, String> {

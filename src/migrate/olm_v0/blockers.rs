@@ -164,10 +164,15 @@ pub fn of_scope(scope: &WatchScope, namespace: &str) -> Option<Blocker> {
     }
 }
 
-/// The Subscription's CatalogSource must be a gRPC CatalogSource with an image.
+/// The Subscription's CatalogSource must be a gRPC CatalogSource with an image — or,
+/// when it serves from elsewhere (a gRPC `address`, a ConfigMap), a Serving
+/// ClusterCatalog must already hold the installed bundle (`in_cluster_catalog`): then
+/// nothing needs to be made from the CatalogSource, and the ClusterExtension selects
+/// that catalog (the real OLM v0 test, e2e/migrate_v0.rs, installs from an address).
 pub fn of_catalog_source(
     cs: Option<&serde_json::Value>,
     sub: &SubscriptionView,
+    in_cluster_catalog: bool,
 ) -> Option<Blocker> {
     let name = format!(
         "{}/{}",
@@ -181,7 +186,7 @@ pub fn of_catalog_source(
             "restore the CatalogSource (OLM v1 needs its image as a ClusterCatalog)",
         ));
     };
-    if catalog_source_image(cs).is_some() {
+    if catalog_source_image(cs).is_some() || in_cluster_catalog {
         return None;
     }
     let kind = match (text(cs, "/spec/sourceType"), text(cs, "/spec/address")) {

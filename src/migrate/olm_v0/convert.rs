@@ -266,6 +266,20 @@ pub fn plan(o: &Observed) -> Plan {
     }
 }
 
+/// What a finished convert still does once the CSV is gone: untie again what OLM v0
+/// tied again meanwhile (catalog-operator finishing a deleted InstallPlan from its
+/// cache; e2e/migrate_v0.rs), nothing else. Nothing while the CSV is still there.
+pub fn untie_again(o: &Observed) -> Vec<Step> {
+    if o.csv.is_some() {
+        return Vec::new();
+    }
+    plan(o)
+        .steps
+        .into_iter()
+        .filter(|s| matches!(s, Step::Untie { .. }))
+        .collect()
+}
+
 enum Start {
     Refused(String),
     /// Only a ClusterCatalog is missing: create it (if not yet), then wait.

@@ -369,6 +369,7 @@ fn converted() -> rollback::Observed {
             namespace: "olmv1-system".into(),
             name: "olmv1-revision-demo".into(),
         }],
+        install_plans: vec![],
     }
 }
 
@@ -385,7 +386,23 @@ fn rollback_done(o: &mut rollback::Observed, step: &rollback::Step) {
         S::RemoveExtensionFinalizers { .. } => o.extension = None,
         S::DeleteRevisionRecord { target } => o.records.retain(|r| r != target),
         S::RestoreSubscription { manifest } => o.subscription = Some(manifest.clone()),
+        S::AwaitInstallPlan { .. } if o.subscription.is_some() => {
+            o.subscription.as_mut().unwrap()["status"] =
+                json!({"installPlanRef": {"name": "install-xyz"}});
+            // A stray one beside it (OLM v0 makes those on conflicts).
+            o.install_plans.push(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+                "metadata": {"name": "install-stray", "namespace": "ops"},
+                "spec": {"approved": false, "clusterServiceVersionNames": []}}));
+            o.install_plans.push(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+                "metadata": {"name": "install-xyz", "namespace": "ops"},
+                "spec": {"approved": false, "approval": "Manual",
+                    "clusterServiceVersionNames": ["demo-operator.v1.2.0"]}}));
+        }
         S::DeleteBackup { .. } => o.backup = None,
+        S::AwaitInstallPlan { .. } => {}
+        S::ApproveInstallPlan { .. } => o.install_plans[1]["spec"]["approved"] = json!(true),
     }
 }
 
@@ -459,4 +476,88 @@ fn the_pause_annotation_is_the_controllers() {
         rollback::PAUSED_ANNOTATION,
         crate::controller::extension::plan::control::ANNOTATION_PAUSED
     );
+}
+
+#[test]
+fn rollback_on_manual_approval_awaits_then_approves_exactly_the_installed_csv() {
+    let manual = || {
+        let mut o = converted();
+        if let Some(Ok(b)) = o.backup.as_mut() {
+            b.subscription["spec"]["installPlanApproval"] = json!("Manual");
+        }
+        o
+    };
+    let all = rollback::plan(&manual()).steps;
+    let text: Vec<String> = all.iter().map(rollback::Step::describe).collect();
+    assert_eq!(
+        text[4..],
+        [
+            "create Subscription ops/demo with startingCSV demo-operator.v1.2.0",
+            "wait for OLM v0's InstallPlan of demo-operator.v1.2.0 in ops (Manual approval)",
+            "delete the backup ConfigMap ops/olmv1-migration-demo",
+        ]
+    );
+    // The Subscription restored, its InstallPlan not named yet: still waiting.
+    let mut o = manual();
+    for step in &all[..5] {
+        rollback_done(&mut o, step);
+    }
+    assert!(matches!(
+        rollback::plan(&o).steps[0],
+        rollback::Step::AwaitInstallPlan { .. }
+    ));
+    // Waited: the InstallPlan is there, to approve; then only the backup goes.
+    let mut o = manual();
+    for step in &all[..6] {
+        rollback_done(&mut o, step);
+    }
+    let next = rollback::plan(&o).steps;
+    assert_eq!(
+        next.iter()
+            .map(rollback::Step::describe)
+            .collect::<Vec<_>>(),
+        [
+            "approve InstallPlan ops/install-xyz (it installs demo-operator.v1.2.0 only, the CSV still running: no upgrade)",
+            "delete the backup ConfigMap ops/olmv1-migration-demo",
+        ]
+    );
+    rollback_done(&mut o, &next[0]);
+    assert_eq!(rollback::plan(&o).steps, next[1..].to_vec());
+    // An InstallPlan that installs more than the CSV is not approved.
+    let mut o = manual();
+    for step in &all[..6] {
+        rollback_done(&mut o, step);
+    }
+    o.install_plans[1]["spec"]["clusterServiceVersionNames"] =
+        json!(["demo-operator.v1.2.0", "dep.v1.0.0"]);
+    assert_eq!(rollback::plan(&o).steps, next[1..].to_vec());
+    // Automatic approval: nothing to wait for.
+    assert!(!rollback::plan(&converted()).steps.iter().any(|s| matches!(
+        s,
+        rollback::Step::AwaitInstallPlan { .. } | rollback::Step::ApproveInstallPlan { .. }
+    )));
+}
+
+#[test]
+fn once_the_csv_is_gone_only_what_v0_tied_again_is_untied_again() {
+    let all = convert::plan(&fresh()).steps;
+    let mut o = fresh();
+    for step in &all {
+        done(&mut o, step);
+    }
+    assert!(convert::untie_again(&o).is_empty());
+    // catalog-operator put the owner labels back on the ClusterRole.
+    o.tied.push(fresh().tied[0].clone());
+    let again = convert::untie_again(&o);
+    assert_eq!(kinds(&again), ["untie"]);
+    assert_eq!(
+        again,
+        all.iter()
+            .filter(|s| matches!(s, Step::Untie { target, .. } if target.kind == "ClusterRole"))
+            .cloned()
+            .collect::<Vec<_>>()
+    );
+    // While the CSV is still there (being deleted), nothing: its own deletion goes on.
+    o.csv = fresh().csv;
+    assert!(convert::untie_again(&o).is_empty());
 }

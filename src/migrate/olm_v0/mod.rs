@@ -90,10 +90,12 @@ pub fn check(op: &V0Operator, catalogs: &[CatalogView]) -> Check {
         blockers.push(b);
     }
     let catalog_plan = catalog::plan(op.catalog_source.as_ref(), &sub, catalogs);
-    if let Some(b) = blockers::of_catalog_source(op.catalog_source.as_ref(), &sub) {
+    let found = catalog::find(catalogs, &sub, version.as_deref(), catalog_plan.as_ref());
+    if let Some(b) =
+        blockers::of_catalog_source(op.catalog_source.as_ref(), &sub, found.catalog.is_some())
+    {
         blockers.push(b);
     }
-    let found = catalog::find(catalogs, &sub, version.as_deref(), catalog_plan.as_ref());
     if let Some(b) = blockers::of_catalog_match(&found, &sub, version.as_deref()) {
         blockers.push(b);
     }

@@ -5,7 +5,10 @@
 //! collection leaves the objects it owns), then its finalizers removed — its revision
 //! record goes, and the Subscription is re-created from the backup with `startingCSV`
 //! = the installed CSV, so OLM v0 installs that CSV again over the objects still in
-//! place; the backup goes last. Pure and state-driven like the convert: a rollback
+//! place. On Manual approval OLM v0 waits for that CSV's InstallPlan to be approved:
+//! the rollback waits for it and approves it when it installs exactly the backed-up
+//! CSV (the one still running: no upgrade; found by the real OLM v0 test,
+//! e2e/migrate_v0.rs). The backup goes last. Pure and state-driven like the convert: a rollback
 //! interrupted anywhere finishes when run again. Refused when the extension installed
 //! another bundle than the backed-up CSV: OLM v0 cannot step back to an older CSV.
 
@@ -33,6 +36,8 @@ pub struct Observed {
     pub extension: Option<Value>,
     /// The extension's revision record ConfigMaps.
     pub records: Vec<Target>,
+    /// The InstallPlans of the Subscription's namespace.
+    pub install_plans: Vec<Value>,
 }
 
 /// One step of a rollback; each is safe to run again.
@@ -55,6 +60,16 @@ pub enum Step {
     },
     RestoreSubscription {
         manifest: Value,
+    },
+    /// Wait until OLM v0 made the InstallPlan of the restored Subscription (Manual
+    /// approval), then plan again.
+    AwaitInstallPlan {
+        namespace: String,
+        csv: String,
+    },
+    ApproveInstallPlan {
+        target: Target,
+        csv: String,
     },
     DeleteBackup {
         target: Target,
@@ -80,6 +95,12 @@ impl Step {
                 "create {} with startingCSV {}",
                 Target::of(manifest),
                 text(manifest, "/spec/startingCSV").unwrap_or_default()
+            ),
+            Step::AwaitInstallPlan { namespace, csv } => {
+                format!("wait for OLM v0's InstallPlan of {csv} in {namespace} (Manual approval)")
+            }
+            Step::ApproveInstallPlan { target, csv } => format!(
+                "approve {target} (it installs {csv} only, the CSV still running: no upgrade)"
             ),
             Step::DeleteBackup { target } => format!("delete the backup {target}"),
         }
@@ -137,6 +158,9 @@ pub fn plan(o: &Observed) -> Plan {
         steps.push(Step::RestoreSubscription {
             manifest: backup.restored_subscription(),
         });
+    }
+    if manual(backup).is_some() {
+        steps.extend(approval(o, &backup.installed_csv));
     }
     steps.push(Step::DeleteBackup {
         target: Target {
@@ -208,4 +232,46 @@ fn remove_extension(ext: &Value, name: &str) -> Vec<Step> {
         });
     }
     steps
+}
+
+/// The backed-up Subscription asks for Manual approval.
+fn manual(backup: &Backup) -> Option<()> {
+    (text(&backup.subscription, "/spec/installPlanApproval")? == "Manual").then_some(())
+}
+
+/// On Manual approval: wait for the InstallPlan the restored Subscription names
+/// (`status.installPlanRef`: OLM v0 may leave stray ones beside it), then approve it
+/// when it installs `csv` and nothing else and is not approved yet. One installing
+/// more is left to the user (more than what ran before the switch).
+fn approval(o: &Observed, csv: &str) -> Option<Step> {
+    let wait = Step::AwaitInstallPlan {
+        namespace: o.namespace.clone(),
+        csv: csv.into(),
+    };
+    let Some(name) = o
+        .subscription
+        .as_ref()
+        .and_then(|s| text(s, "/status/installPlanRef/name"))
+    else {
+        return Some(wait);
+    };
+    let Some(plan) = o
+        .install_plans
+        .iter()
+        .find(|p| text(p, "/metadata/name").as_deref() == Some(name.as_str()))
+    else {
+        return Some(wait);
+    };
+    let names: Vec<&str> = plan
+        .pointer("/spec/clusterServiceVersionNames")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let approved = plan.pointer("/spec/approved").and_then(Value::as_bool) == Some(true);
+    (!approved && names == [csv]).then(|| Step::ApproveInstallPlan {
+        target: Target::of(plan),
+        csv: csv.into(),
+    })
 }

@@ -243,6 +243,34 @@ fn an_address_catalog_source_blocks_and_no_catalog_is_planned() {
 }
 
 #[test]
+fn an_address_catalog_source_passes_once_a_cluster_catalog_holds_the_bundle() {
+    let mut op = operator();
+    op.catalog_source = Some(catalog_source(
+        json!({"sourceType": "grpc", "address": "127.0.0.1:50051"}),
+    ));
+    let c = check(&op, &[good_catalog()]);
+    assert!(c.eligible, "{:?}", c.blockers);
+    assert!(
+        c.cluster_catalog.is_none(),
+        "nothing to make from an address"
+    );
+    assert_eq!(
+        c.cluster_extension["spec"]["source"]["catalog"]["selector"]["matchLabels"]["olm.operatorframework.io/metadata.name"],
+        "demo-catalog"
+    );
+    // A ConfigMap CatalogSource alike; a missing one still blocks.
+    op.catalog_source = Some(catalog_source(
+        json!({"sourceType": "configmap", "configMap": "demo"}),
+    ));
+    assert!(check(&op, &[good_catalog()]).eligible);
+    op.catalog_source = None;
+    assert_eq!(
+        codes(&check(&op, &[good_catalog()])),
+        vec![BlockerCode::CatalogSourceNotImage]
+    );
+}
+
+#[test]
 fn a_missing_cluster_catalog_is_planned_with_priority_and_poll_interval() {
     let other = serving("demo-catalog", "example.com/other:v1", None);
     let c = check(&operator(), &[other]);

@@ -1,0 +1,606 @@
+//! `olmv1 migrate` against OLM v0's real programs on a real node
+//! (docs/how-to/switch-from-olm-v0.md, "Tests with real OLM v0"): olm-operator and
+//! catalog-operator (`support::olm_v0_run`) install an operator through a real
+//! Subscription from a catalog `opm serve` serves; its pod really runs on the node.
+//! Then the real `olmv1 migrate check` and `convert --apply`, and the controller takes
+//! the installation over in place: the same pod (no rollout, no restart), the same CRD
+//! and custom resource, the v0 objects gone, and OLM v0 — still running — leaves
+//! everything alone for 60 s. `olmv1 migrate rollback` hands it back to OLM v0: the
+//! Subscription AtLatestKnown, the CSV Succeeded, still the same pod.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use olmv1::api::{ClusterCatalog, ClusterExtension};
+use olmv1::testenv::demo::{self, BundleSpec};
+use olmv1::testenv::registry::TestRegistry;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::extensions::{condition, create_catalog, wait_installed};
+use support::olm_v0_run::{self, Programs};
+use support::{eventually, node_cluster, olm_v0};
+
+/// Runs the built `olmv1` with `args`; (exit code, stdout, stderr).
+fn olmv1(args: &[&str], kubeconfig: &Path) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_olmv1"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .expect("run olmv1");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Publishes `bundles` to the node registry in a catalog image; returns its reference.
+async fn publish_on_node(name: &str, package: &str, bundles: &[BundleSpec]) -> String {
+    let node = node_cluster().node.as_ref().expect("node");
+    let registry = TestRegistry::existing(&node.registry).expect("registry");
+    let mut entries = Vec::new();
+    for b in bundles {
+        let image = demo::push_bundle(&registry, b).await.expect("push bundle");
+        entries.push((b.clone(), image));
+    }
+    let files = std::collections::BTreeMap::from([(
+        format!("{package}/catalog.json"),
+        demo::catalog_fbc(package, &entries),
+    )]);
+    let repo_tag = format!("catalogs/{name}:latest");
+    olmv1::testenv::registry::push_catalog_image(&registry, &repo_tag, &files)
+        .await
+        .expect("push catalog");
+    format!("{}/{repo_tag}", node.registry)
+}
+
+async fn wait_serving(admin: &kube::Client, name: &str) {
+    let api: Api<ClusterCatalog> = Api::all(admin.clone());
+    eventually(180, "ClusterCatalog Serving", || {
+        let api = api.clone();
+        async move {
+            let c = serde_json::to_value(api.get(name).await.ok()?).ok()?;
+            let serving = c["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|x| x["type"] == "Serving" && x["status"] == "True");
+            serving.then_some(())
+        }
+    })
+    .await;
+}
+
+/// OLM v0 running: its CRDs, its global namespace, olm-operator and catalog-operator.
+async fn start_v0(admin: &kube::Client, kubeconfig: &Path) -> Programs {
+    olm_v0::install_crds(admin).await;
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    if namespaces
+        .get_opt(olm_v0_run::GLOBAL_NAMESPACE)
+        .await
+        .expect("read")
+        .is_none()
+    {
+        let ns: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": olm_v0_run::GLOBAL_NAMESPACE}}))
+                .expect("ns");
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("create olm namespace");
+    }
+    olm_v0_run::start(kubeconfig)
+}
+
+/// One v0 installation made by the real programs: the namespace and Subscription.
+struct V0Install {
+    ns: String,
+    sub: String,
+    csv: String,
+}
+
+/// CatalogSource (address), OperatorGroup (`targets`; `[]`: AllNamespaces) and
+/// Subscription (`approval`), then — approving the InstallPlan when Manual — waits
+/// until the CSV is `Succeeded`.
+async fn install_through_subscription(
+    admin: &kube::Client,
+    spec: &BundleSpec,
+    address: &str,
+    own_namespace: bool,
+    approval: &str,
+) -> V0Install {
+    let ns = support::namespace(admin, "v0").await;
+    let sub = format!("{}-sub", spec.package);
+    olm_v0::create(
+        admin,
+        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "v0-catalog", "namespace": ns},
+            "spec": {"sourceType": "grpc", "address": address, "displayName": "v0 test catalog"}}),
+        None,
+    )
+    .await;
+    let og_spec = if own_namespace {
+        json!({"targetNamespaces": [ns]})
+    } else {
+        json!({})
+    };
+    olm_v0::create(
+        admin,
+        json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+            "metadata": {"name": "og", "namespace": ns}, "spec": og_spec}),
+        None,
+    )
+    .await;
+    olm_v0::create(
+        admin,
+        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": sub, "namespace": ns},
+            "spec": {"name": spec.package, "source": "v0-catalog", "sourceNamespace": ns,
+                "channel": "stable", "installPlanApproval": approval}}),
+        None,
+    )
+    .await;
+    if approval == "Manual" {
+        approve_install_plan(admin, &ns, &sub).await;
+    }
+    let csv = spec.bundle_name();
+    wait_csv_succeeded(admin, &ns, &csv, 240).await;
+    // catalog-operator records the installed CSV on the Subscription a moment after
+    // the CSV succeeds; `check` needs it (as the how-to says: AtLatestKnown first).
+    wait_at_latest_known(admin, &ns, &sub, &csv).await;
+    wait_install_plan_complete(admin, &ns, &sub).await;
+    V0Install { ns, sub, csv }
+}
+
+/// The Subscription's InstallPlan `Complete` (catalog-operator done with its steps).
+async fn wait_install_plan_complete(admin: &kube::Client, ns: &str, sub: &str) {
+    let subs = olm_v0::api(admin, "v1alpha1", "Subscription", ns);
+    let plans = olm_v0::api(admin, "v1alpha1", "InstallPlan", ns);
+    eventually(120, "the InstallPlan Complete", || {
+        let (subs, plans) = (subs.clone(), plans.clone());
+        async move {
+            let s = serde_json::to_value(subs.get(sub).await.ok()?).ok()?;
+            let name = s["status"]["installPlanRef"]["name"].as_str()?.to_string();
+            let p = serde_json::to_value(plans.get(&name).await.ok()?).ok()?;
+            (p["status"]["phase"] == "Complete").then_some(())
+        }
+    })
+    .await;
+}
+
+async fn wait_at_latest_known(admin: &kube::Client, ns: &str, sub: &str, csv: &str) {
+    let subs = olm_v0::api(admin, "v1alpha1", "Subscription", ns);
+    eventually(
+        240,
+        &format!("Subscription {ns}/{sub} AtLatestKnown at {csv}"),
+        || {
+            let subs = subs.clone();
+            async move {
+                let s = serde_json::to_value(subs.get_opt(sub).await.ok()??).ok()?;
+                (s["status"]["state"] == "AtLatestKnown" && s["status"]["installedCSV"] == csv)
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+}
+
+/// Approves the InstallPlan the Subscription names (OLM v0 may make stray ones).
+async fn approve_install_plan(admin: &kube::Client, ns: &str, sub: &str) {
+    let subs = olm_v0::api(admin, "v1alpha1", "Subscription", ns);
+    let name = eventually(120, "the Subscription's InstallPlan", || {
+        let subs = subs.clone();
+        async move {
+            let s = serde_json::to_value(subs.get(sub).await.ok()?).ok()?;
+            s["status"]["installPlanRef"]["name"]
+                .as_str()
+                .map(str::to_string)
+        }
+    })
+    .await;
+    olm_v0::api(admin, "v1alpha1", "InstallPlan", ns)
+        .patch(
+            &name,
+            &Default::default(),
+            &kube::api::Patch::Merge(&json!({"spec": {"approved": true}})),
+        )
+        .await
+        .expect("approve");
+}
+
+async fn wait_csv_succeeded(admin: &kube::Client, ns: &str, csv: &str, seconds: u64) {
+    let csvs = olm_v0::api(admin, "v1alpha1", "ClusterServiceVersion", ns);
+    let what = format!("CSV {ns}/{csv} Succeeded");
+    eventually(seconds, &what, || {
+        let csvs = csvs.clone();
+        async move {
+            let c = serde_json::to_value(csvs.get_opt(csv).await.ok()??).ok()?;
+            (c["status"]["phase"] == "Succeeded").then_some(())
+        }
+    })
+    .await;
+}
+
+/// The operator's one pod: (name, uid, restart count), once it is running and ready.
+async fn operator_pod(admin: &kube::Client, ns: &str, deployment: &str) -> (String, String, i32) {
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), ns);
+    let selector = format!("app={deployment}");
+    eventually(180, "the operator pod ready", || {
+        let (pods, selector) = (pods.clone(), selector.clone());
+        async move {
+            let list = pods
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .ok()?;
+            let [pod] = &list.items[..] else { return None };
+            let status = pod.status.as_ref()?;
+            let ready = status
+                .conditions
+                .as_ref()?
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            let restarts = status.container_statuses.as_ref()?.first()?.restart_count;
+            ready.then(|| {
+                (
+                    pod.metadata.name.clone().unwrap_or_default(),
+                    pod.metadata.uid.clone().unwrap_or_default(),
+                    restarts,
+                )
+            })
+        }
+    })
+    .await
+}
+
+/// What is watched of an object: its resourceVersion and the latest time OLM v0's
+/// programs (field managers `olm`, `catalog`) wrote it.
+#[derive(Debug)]
+struct Seen {
+    what: String,
+    resource_version: String,
+    v0_wrote: Option<jiff::Timestamp>,
+    /// OLM v0's managedFields entries and the labels (for the failure message).
+    v0_fields: Value,
+}
+
+impl PartialEq for Seen {
+    fn eq(&self, other: &Seen) -> bool {
+        (&self.what, &self.resource_version, self.v0_wrote)
+            == (&other.what, &other.resource_version, other.v0_wrote)
+    }
+}
+
+fn seen(what: String, object: &impl serde::Serialize) -> Seen {
+    let v = serde_json::to_value(object).expect("json");
+    let v0: Vec<&Value> = v["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["manager"] == "olm" || m["manager"] == "catalog")
+        .collect();
+    let v0_wrote = v0
+        .iter()
+        .filter_map(|m| m["time"].as_str()?.parse::<jiff::Timestamp>().ok())
+        .max();
+    let v0_fields = json!({"managedFields": v0, "labels": v["metadata"]["labels"]});
+    Seen {
+        what,
+        resource_version: v["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        v0_wrote,
+        v0_fields,
+    }
+}
+
+/// The Deployment and every ClusterRole, ClusterRoleBinding and CRD whose name or
+/// labels mention the package (OLM v0's and olmv1's).
+async fn watched(admin: &kube::Client, ns: &str, deployment: &str, package: &str) -> Vec<Seen> {
+    let d: Api<Deployment> = Api::namespaced(admin.clone(), ns);
+    let d = d.get(deployment).await.expect("Deployment");
+    let mut out = vec![seen(format!("Deployment {deployment}"), &d)];
+    let mentions = |m: &kube::api::ObjectMeta| {
+        m.name.as_deref().is_some_and(|n| n.contains(package))
+            || m.labels
+                .as_ref()
+                .is_some_and(|l| l.values().any(|v| v.contains(package)))
+    };
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    for r in roles.list(&Default::default()).await.expect("list").items {
+        if mentions(&r.metadata) {
+            let name = r.metadata.name.clone().unwrap_or_default();
+            out.push(seen(format!("ClusterRole {name}"), &r));
+        }
+    }
+    let bindings: Api<ClusterRoleBinding> = Api::all(admin.clone());
+    for b in bindings
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+    {
+        if mentions(&b.metadata) {
+            let name = b.metadata.name.clone().unwrap_or_default();
+            out.push(seen(format!("ClusterRoleBinding {name}"), &b));
+        }
+    }
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for c in crds.list(&Default::default()).await.expect("list").items {
+        if mentions(&c.metadata) {
+            let name = c.metadata.name.clone().unwrap_or_default();
+            out.push(seen(format!("CustomResourceDefinition {name}"), &c));
+        }
+    }
+    out.sort_by(|a, b| a.what.cmp(&b.what));
+    out
+}
+
+/// CSVs of the package in any namespace (OLM v0 copies an AllNamespaces CSV into every
+/// namespace).
+async fn csvs_anywhere(admin: &kube::Client, package: &str) -> Vec<String> {
+    let r = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("operators.coreos.com", "v1alpha1", "ClusterServiceVersion"),
+        "clusterserviceversions",
+    );
+    let api: Api<DynamicObject> = Api::all_with(admin.clone(), &r);
+    api.list(&Default::default())
+        .await
+        .expect("list CSVs")
+        .items
+        .into_iter()
+        .filter_map(|c| {
+            let name = c.metadata.name?;
+            name.starts_with(package)
+                .then(|| format!("{}/{name}", c.metadata.namespace.unwrap_or_default()))
+        })
+        .collect()
+}
+
+/// The Widget CRD and a Widget: (CRD uid, Widget as created).
+async fn create_widget(admin: &kube::Client, spec: &BundleSpec, ns: &str) -> (String, Value) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let crd = crds
+        .get(&spec.crd_name())
+        .await
+        .expect("CRD installed by v0");
+    let widgets = ApiResource::from_gvk(&GroupVersionKind::gvk(&spec.group(), "v1", "Widget"));
+    let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns, &widgets);
+    let w: DynamicObject =
+        serde_json::from_value(json!({"apiVersion": format!("{}/v1", spec.group()),
+        "kind": "Widget", "metadata": {"name": "w1", "namespace": ns}, "spec": {"size": 3}}))
+        .expect("widget");
+    let created = api
+        .create(&PostParams::default(), &w)
+        .await
+        .expect("Widget");
+    (
+        crd.metadata.uid.unwrap_or_default(),
+        serde_json::to_value(created).expect("json"),
+    )
+}
+
+fn gone<'a>(
+    admin: &'a kube::Client,
+    kind: &'a str,
+    ns: &'a str,
+    name: &'a str,
+) -> impl std::future::Future<Output = ()> + 'a {
+    let api = olm_v0::api(admin, "v1alpha1", kind, ns);
+    async move {
+        eventually(90, &format!("{kind} {ns}/{name} gone"), || {
+            let api = api.clone();
+            async move { api.get_opt(name).await.ok()?.is_none().then_some(()) }
+        })
+        .await;
+    }
+}
+
+/// The whole path for one operator: install by OLM v0, check, convert, takeover, 60 s
+/// of OLM v0 running beside it, rollback. `own_namespace`: an OwnNamespace
+/// OperatorGroup (else AllNamespaces); `approval`: the Subscription's.
+async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &str) {
+    let _serial = olm_v0_run::serial().await;
+    let cluster = node_cluster();
+    let node = cluster.node.as_ref().expect("node");
+    support::controller_with(|args| {
+        args.skip_rollout_wait = false;
+        args.insecure_registries.push(node.registry.clone());
+    });
+    let admin = cluster.admin().await;
+    let kubeconfig = cluster.admin_kubeconfig.clone();
+    let mut v0 = start_v0(&admin, &kubeconfig).await;
+
+    // The same bundle in both worlds: by image in a ClusterCatalog for olmv1, with its
+    // manifests inline in the catalog opm serves to OLM v0.
+    let mut spec = BundleSpec::new(&support::unique(label), "1.0.0");
+    spec.operator_image = Some(node.workload_image.clone());
+    let catalog = support::unique("v0cat");
+    let image = publish_on_node(&catalog, &spec.package, std::slice::from_ref(&spec)).await;
+    create_catalog(&catalog, &image).await;
+    let (_opm, address) = olm_v0_run::serve_v0_catalog(&spec.package, std::slice::from_ref(&spec));
+    wait_serving(&admin, &catalog).await;
+
+    let started = Instant::now();
+    let inst = install_through_subscription(&admin, &spec, &address, own_namespace, approval).await;
+    eprintln!(
+        "[{label}] OLM v0 installed {} in {:?}",
+        inst.csv,
+        started.elapsed()
+    );
+    let ns = inst.ns.as_str();
+    let deployment = spec.deployment_name();
+    let (pod, pod_uid, restarts) = operator_pod(&admin, ns, &deployment).await;
+    let (crd_uid, widget) = create_widget(&admin, &spec, ns).await;
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(admin.clone(), ns);
+    let rs_before = replica_sets
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .len();
+
+    // check, then convert.
+    let target = format!("{ns}/{}", inst.sub);
+    let (code, out, err) = olmv1(
+        &[
+            "migrate",
+            "check",
+            &target,
+            "--insecure-registry",
+            &node.registry,
+        ],
+        &kubeconfig,
+    );
+    println!("[{label}] olmv1 migrate check {target}:\n{out}{err}");
+    assert_eq!(code, 0, "eligible: {err}\n{out}");
+    let convert_started = Instant::now();
+    let (code, out, err) = olmv1(
+        &[
+            "migrate",
+            "convert",
+            &target,
+            "--apply",
+            "--insecure-registry",
+            &node.registry,
+        ],
+        &kubeconfig,
+    );
+    let convert_took = convert_started.elapsed();
+    // OLM v0 may finish work it had started while convert runs (convert unties again
+    // what it ties again); after convert returned it must write nothing (one second of
+    // slack: managedFields' times are in whole seconds).
+    let convert_at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(1);
+    println!("[{label}] olmv1 migrate convert --apply ({convert_took:?}):\n{out}{err}");
+    assert_eq!(code, 0, "{err}\n{out}");
+
+    // The controller takes it over.
+    let exts: Api<ClusterExtension> = Api::all(admin.clone());
+    let e = wait_installed(&exts, &inst.sub, "1.0.0").await;
+    let takeover_took = convert_started.elapsed();
+    assert_eq!(
+        condition(&e, "Installed").map(|c| c.status).as_deref(),
+        Some("True")
+    );
+    gone(&admin, "Subscription", ns, &inst.sub).await;
+    gone(&admin, "ClusterServiceVersion", ns, &inst.csv).await;
+    let plans = olm_v0::api(&admin, "v1alpha1", "InstallPlan", ns);
+    assert!(
+        plans
+            .list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .is_empty()
+    );
+    let after = operator_pod(&admin, ns, &deployment).await;
+    assert_eq!(
+        after,
+        (pod.clone(), pod_uid.clone(), restarts),
+        "the pod changed"
+    );
+    let rs_after = replica_sets
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .len();
+    assert_eq!(rs_after, rs_before, "a rollout");
+    let (crd_uid_after, widget_after) = create_widget_read(&admin, &spec, ns, &widget).await;
+    assert_eq!(crd_uid_after, crd_uid);
+    assert_eq!(widget_after["metadata"]["uid"], widget["metadata"]["uid"]);
+    assert_eq!(
+        widget_after["metadata"]["resourceVersion"],
+        widget["metadata"]["resourceVersion"]
+    );
+
+    // OLM v0 keeps running beside it for 60 s and changes nothing.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let before = watched(&admin, ns, &deployment, &spec.package).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(v0.exited().is_empty(), "OLM v0 stopped: {:?}", v0.exited());
+    let later = watched(&admin, ns, &deployment, &spec.package).await;
+    assert_eq!(later, before, "something changed after the takeover");
+    // Nor did OLM v0 write any of them since the convert returned.
+    for s in &later {
+        if let Some(t) = s.v0_wrote {
+            assert!(
+                t <= convert_at,
+                "OLM v0 wrote {} at {t}, after the convert: {:#}",
+                s.what,
+                s.v0_fields
+            );
+        }
+    }
+    // No object of the operator still carries OLM v0's owner labels (which would keep
+    // OLM v0 interested in it).
+    for s in &later {
+        assert!(
+            s.v0_fields["labels"].get("olm.owner").is_none(),
+            "{} still owned by OLM v0 after the convert: {:#}",
+            s.what,
+            s.v0_fields
+        );
+    }
+    assert!(csvs_anywhere(&admin, &spec.package).await.is_empty());
+    let subs = olm_v0::api(&admin, "v1alpha1", "Subscription", ns);
+    assert!(subs.get_opt(&inst.sub).await.expect("read").is_none());
+    assert_eq!(operator_pod(&admin, ns, &deployment).await.2, restarts);
+
+    // Rollback: OLM v0 again, the same pod.
+    let rollback_started = Instant::now();
+    let (code, out, err) = olmv1(&["migrate", "rollback", &target], &kubeconfig);
+    println!("[{label}] olmv1 migrate rollback:\n{out}{err}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    wait_csv_succeeded(&admin, ns, &inst.csv, 240).await;
+    wait_at_latest_known(&admin, ns, &inst.sub, &inst.csv).await;
+    let rollback_took = rollback_started.elapsed();
+    let back = operator_pod(&admin, ns, &deployment).await;
+    assert_eq!(
+        back,
+        (pod, pod_uid, restarts),
+        "the pod changed on rollback"
+    );
+    assert!(exts.get_opt(&inst.sub).await.expect("read").is_none());
+    assert!(v0.exited().is_empty(), "OLM v0 stopped: {:?}", v0.exited());
+    println!(
+        "[{label}] figures: convert {convert_took:?}, convert to Installed {takeover_took:?}, \
+         rollback to CSV Succeeded {rollback_took:?}, pod restarts {} (before {restarts}), \
+         ReplicaSets {rs_before} -> {rs_after}",
+        back.2
+    );
+    drop(v0);
+}
+
+async fn create_widget_read(
+    admin: &kube::Client,
+    spec: &BundleSpec,
+    ns: &str,
+    widget: &Value,
+) -> (String, Value) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let crd = crds.get(&spec.crd_name()).await.expect("CRD still there");
+    let live = olm_v0::read_again(admin, widget)
+        .await
+        .expect("Widget still there");
+    let _ = ns;
+    (crd.metadata.uid.unwrap_or_default(), live)
+}
+
+#[tokio::test]
+async fn an_all_namespaces_operator_installed_by_olm_v0_is_taken_over_in_place_and_rolled_back() {
+    take_over_and_roll_back("v0all", false, "Automatic").await;
+}
+
+#[tokio::test]
+async fn an_own_namespace_operator_on_manual_approval_is_taken_over_in_place_and_rolled_back() {
+    take_over_and_roll_back("v0own", true, "Manual").await;
+}
