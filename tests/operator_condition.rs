@@ -4,8 +4,10 @@
 //! cache `hack/build-olm-v0.sh --crds-only` fills) is served, an install creates the
 //! OperatorCondition named like the bundle with its Role and RoleBinding and injects
 //! `OPERATOR_CONDITION_NAME`; `Upgradeable=False` holds an upgrade with the operator's
-//! message in Progressing; `True` lets it through; an OperatorCondition removed while an
-//! upgrade is held lifts the hold (the next revision's OperatorCondition is created).
+//! message in Progressing; `True` lets it through within seconds (the drift watch
+//! follows the hold: a status update triggers the reconcile); an OperatorCondition
+//! removed while an upgrade is held lifts the hold (the next revision's
+//! OperatorCondition is created).
 
 mod support;
 
@@ -204,10 +206,25 @@ async fn the_operator_condition_holds_an_upgrade_until_the_operator_lifts_it() {
         "contrib/argocd's health.lua on the live object"
     );
 
-    // True: the upgrade proceeds (the hold is checked again every 15 s).
+    // True: the upgrade proceeds at once — the status update changes the hold's verdict,
+    // which the drift watch on the OperatorCondition turns into a reconcile (without it,
+    // only the 10-minute safety re-check would see it).
+    let lifted = std::time::Instant::now();
     set_upgradeable(&admin, &ns, &v11, "True").await;
-    wait_installed(&api, &name, "1.2.0").await;
     let v12 = specs[2].bundle_name();
+    support::eventually(
+        5,
+        "the upgrade to 1.2.0 started (the event path)",
+        || async {
+            let applied = conditions.get_opt(&v12).await.ok()?.is_some();
+            let e = api.get(&name).await.ok()?;
+            let reason = condition(&e, "Progressing").map(|c| c.reason);
+            (applied || reason.as_deref() != Some("NotUpgradeable")).then_some(())
+        },
+    )
+    .await;
+    eprintln!("hold lifted -> upgrade started in {:?}", lifted.elapsed());
+    wait_installed(&api, &name, "1.2.0").await;
     support::eventually(60, "the old OperatorCondition pruned", || async {
         conditions.get_opt(&v11).await.ok()?.is_none().then_some(())
     })

@@ -319,7 +319,10 @@ fn a_paused_deletion_waits() {
 
 #[test]
 fn the_operator_holds_an_upgrade_while_its_operator_condition_says_not_upgradeable() {
-    use crate::controller::extension::plan::operator::{REASON_NOT_UPGRADEABLE, RECHECK};
+    use crate::controller::extension::plan::SAFETY_RECHECK;
+    use crate::controller::extension::plan::operator::{
+        REASON_NOT_UPGRADEABLE, UNFOLLOWED_RECHECK,
+    };
     let says = "Upgradeable=False (reason \"Migrating\", by the operator): data migration running";
     let fake = Fake {
         record: record("1.0.0"),
@@ -347,9 +350,21 @@ fn the_operator_holds_an_upgrade_while_its_operator_condition_says_not_upgradeab
     );
     assert_eq!(
         action,
-        Action::requeue(RECHECK),
-        "a status update triggers nothing"
+        Action::requeue(UNFOLLOWED_RECHECK),
+        "no listed watch follows the OperatorCondition yet"
     );
+    // Followed by the watches: the hold changing triggers a reconcile; only the safety
+    // re-check remains.
+    let followed = Fake {
+        record: record("1.0.0"),
+        resolution: Some(resolved("1.1.0", None)),
+        candidates: candidates(false),
+        unchanged: Some(pulled("1.0.0")),
+        operator_condition: Some(Err(says.into())),
+        followed: true,
+        ..Fake::default()
+    };
+    assert_eq!(run(&ext(), &followed), Action::requeue(SAFETY_RECHECK));
     // Held already: no Event again.
     let mut again_ext = ext();
     again_ext.status = Some(

@@ -58,6 +58,8 @@ struct Fake {
     failing_for: Duration,
     /// Whether watches follow the readiness of what the extension installed.
     watched: bool,
+    /// Watches that have listed follow what the extension installed.
+    followed: bool,
     calls: RefCell<Vec<String>>,
     fingerprint: RefCell<Option<String>>,
     applied: RefCell<Option<Apply>>,
@@ -241,6 +243,7 @@ fn standing(fake: &Fake) -> Standing {
         backoff: Duration::from_secs(4),
         minute: Duration::from_secs(60),
         watched: fake.watched,
+        followed: fake.followed,
     }
 }
 

@@ -158,6 +158,7 @@ impl ExtensionContext {
             backoff,
             minute: self.settings.minute,
             watched: self.settings.wait_for_rollout && self.drift.follows(name),
+            followed: self.drift.listed(name),
         }
     }
 

@@ -18,7 +18,10 @@
 //! One file per job: [`diff`] decides (pure) which watches an install needs and what to
 //! start and stop; `runner` runs the tasks; `access` probes access; `clean` keeps
 //! the clean installs; `counters` counts ([`Counters`]); [`tracker`] decides (pure) what counts as
-//! drift. [`DriftWatches`] puts them together. The triggers reach the Controller through
+//! drift — and when an OperatorCondition's hold changed, which triggers a reconcile
+//! but is no drift: the install stays clean, since nothing installed changed and the
+//! reconcile only decides the upgrade again (docs/how-to/upgrade-control.md, "The
+//! operator's own say"). [`DriftWatches`] puts them together. The triggers reach the Controller through
 //! [`DriftWatches::trigger_stream`] (`Controller::reconcile_on`). An extension whose
 //! watches have all listed since its last install and saw no drift is *clean*
 //! ([`DriftWatches::unchanged`]): a reconcile that resolves to the same revision again (a
@@ -161,6 +164,13 @@ impl DriftWatches {
     /// installed (every readiness change of it then triggers a reconcile).
     pub fn follows(&self, extension: &str) -> bool {
         self.runner.readiness && self.runner.synced(extension)
+    }
+
+    /// Whether `extension` has watches and all of them have listed since they last
+    /// failed: every later change of what it installed (an OperatorCondition's hold
+    /// among it) triggers a reconcile.
+    pub fn listed(&self, extension: &str) -> bool {
+        self.runner.synced(extension)
     }
 
     /// Forgets that `extension` is clean: its next reconcile installs again.

@@ -268,6 +268,7 @@ impl Runner {
             namespace: None,
             extension: None,
             readiness: self.readiness && rollout::is_checked(&kind.group, &kind.kind),
+            hold: watch::is_hold_kind(&kind.group, &kind.kind),
             resource,
         };
         Some(Task {

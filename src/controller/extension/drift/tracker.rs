@@ -5,6 +5,14 @@
 //! changed while the watch was down. Each object is tracked under a key (its name in an
 //! extension's own watch, `namespace/name` in a shared watch) with the extension that
 //! owns it, so that one shared watch can report drift to many extensions.
+//!
+//! An OperatorCondition's hold verdict ([`crate::bundle::operator_condition::upgradeable`],
+//! kept in [`Object::hold`]) changing — the operator setting or lifting
+//! `Upgradeable=False` in its status, which changes no generation — also triggers a
+//! reconcile, as [`Cause::Hold`]: the extension's upgrade is decided again
+//! (docs/how-to/upgrade-control.md, "The operator's own say"), but nothing of what it
+//! installed changed, so it stays clean and nothing is applied again. A change that is
+//! also drift is reported as [`Cause::Drift`].
 
 use std::collections::{HashMap, HashSet};
 
@@ -19,6 +27,9 @@ pub struct Object {
     /// The readiness verdict ([`super::super::rollout::state_of`]: `None` when ready, or
     /// when the kind reports none).
     pub state: Option<String>,
+    /// An OperatorCondition's hold verdict: `Some(why)` while it says
+    /// `Upgradeable=False`; `None` otherwise and for every other kind.
+    pub hold: Option<String>,
 }
 
 /// A watch event, reduced ([`Object`]).
@@ -31,11 +42,23 @@ pub enum Seen {
     InitDone,
 }
 
-/// An object that drifted, and the extension to reconcile for it.
+/// Why an object triggers a reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Cause {
+    /// Deleted, changed in its spec, or changed readiness: the extension is no longer
+    /// clean (its next reconcile installs again).
+    Drift,
+    /// Only an OperatorCondition's hold verdict changed: the upgrade is decided again,
+    /// the install stays clean.
+    Hold,
+}
+
+/// An object that drifted (or whose hold changed), and the extension to reconcile for it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Drift {
     pub owner: String,
     pub key: String,
+    pub cause: Cause,
 }
 
 /// What the tracker remembers of one object.
@@ -44,6 +67,23 @@ struct Known {
     owner: String,
     generation: Option<i64>,
     state: Option<String>,
+    hold: Option<String>,
+}
+
+impl Known {
+    /// What changed from `previous` to `self` (`None`: nothing that triggers).
+    fn change_from(&self, previous: &Known) -> Option<Cause> {
+        let drifted = self.owner != previous.owner
+            || self.generation != previous.generation
+            || self.state != previous.state;
+        if drifted {
+            Some(Cause::Drift)
+        } else if self.hold != previous.hold {
+            Some(Cause::Hold)
+        } else {
+            None
+        }
+    }
 }
 
 impl From<Object> for (String, Known) {
@@ -54,6 +94,7 @@ impl From<Object> for (String, Known) {
                 owner: o.owner,
                 generation: o.generation,
                 state: o.state,
+                hold: o.hold,
             },
         )
     }
@@ -81,12 +122,14 @@ impl Tracker {
         match seen {
             Seen::Apply(object) => {
                 let (key, now) = object.into();
-                match self.known.insert(key.clone(), now.clone()) {
-                    Some(previous) if previous != now => vec![Drift {
+                let previous = self.known.insert(key.clone(), now.clone());
+                match previous.and_then(|p| now.change_from(&p)) {
+                    Some(cause) => vec![Drift {
                         owner: now.owner,
                         key,
+                        cause,
                     }],
-                    _ => Vec::new(),
+                    None => Vec::new(),
                 }
             }
             Seen::Delete(object) => {
@@ -94,6 +137,7 @@ impl Tracker {
                 vec![Drift {
                     owner: object.owner,
                     key: object.key,
+                    cause: Cause::Drift,
                 }]
             }
             Seen::Init => {
@@ -112,10 +156,15 @@ impl Tracker {
                 let mut drifted = Vec::new();
                 if self.listed {
                     for (key, known) in &self.known {
-                        if fresh.get(key).is_none_or(|k| k != known) {
+                        let cause = match fresh.get(key) {
+                            None => Some(Cause::Drift),
+                            Some(now) => now.change_from(known),
+                        };
+                        if let Some(cause) = cause {
                             drifted.push(Drift {
                                 owner: known.owner.clone(),
                                 key: key.clone(),
+                                cause,
                             });
                         }
                     }
@@ -127,6 +176,7 @@ impl Tracker {
                             drifted.push(Drift {
                                 owner: owner.clone(),
                                 key: key.clone(),
+                                cause: Cause::Drift,
                             });
                         }
                     }
@@ -159,6 +209,7 @@ mod tests {
             owner: "e".into(),
             generation: Some(generation),
             state: None,
+            hold: None,
         }
     }
     fn apply(key: &str, generation: i64) -> Seen {
@@ -249,6 +300,49 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_hold_triggers_a_re_evaluation_but_the_same_hold_does_not() {
+        let seen = |generation: i64, hold: Option<&str>| {
+            Seen::Apply(Object {
+                hold: hold.map(str::to_owned),
+                ..object("ns/p.v1", generation)
+            })
+        };
+        let hold_of = |drifts: Vec<Drift>| drifts.into_iter().map(|d| d.cause).collect::<Vec<_>>();
+        let mut t = listed(&[]);
+        let n = none();
+        assert!(t.observe(seen(1, None), &n).is_empty(), "creation");
+        let held = Some("Upgradeable=False: migrating");
+        assert_eq!(
+            hold_of(t.observe(seen(1, held), &n)),
+            vec![Cause::Hold],
+            "the operator holds (a status update: same generation)"
+        );
+        assert!(
+            t.observe(seen(1, held), &n).is_empty(),
+            "a status update that does not change the hold (another condition, a heartbeat)"
+        );
+        assert_eq!(
+            hold_of(t.observe(seen(1, None), &n)),
+            vec![Cause::Hold],
+            "lifted"
+        );
+        assert!(t.observe(seen(1, None), &n).is_empty());
+        assert_eq!(
+            hold_of(t.observe(seen(2, held), &n)),
+            vec![Cause::Drift],
+            "a spec change (an override) is drift, hold or not"
+        );
+        // Changed while the watch was down: the relist reports it as a hold change.
+        assert!(t.observe(Seen::Init, &n).is_empty());
+        let relisted = Object {
+            hold: None,
+            ..object("ns/p.v1", 2)
+        };
+        assert!(t.observe(Seen::InitApply(relisted), &n).is_empty());
+        assert_eq!(hold_of(t.observe(Seen::InitDone, &n)), vec![Cause::Hold]);
+    }
+
+    #[test]
     fn relist_reports_what_changed_while_the_watch_was_down() {
         let mut t = listed(&[("a", 1), ("b", 1), ("c", 2)]);
         let n = none();
@@ -282,11 +376,13 @@ mod tests {
             vec![
                 Drift {
                     owner: "e".into(),
-                    key: "ns/b".into()
+                    key: "ns/b".into(),
+                    cause: Cause::Drift,
                 },
                 Drift {
                     owner: "f".into(),
-                    key: "ns/c".into()
+                    key: "ns/c".into(),
+                    cause: Cause::Drift,
                 },
             ]
         );
@@ -306,7 +402,8 @@ mod tests {
             t.observe(owned("e1", 2), &none()),
             vec![Drift {
                 owner: "e1".into(),
-                key: "ns/x".into()
+                key: "ns/x".into(),
+                cause: Cause::Drift,
             }]
         );
         // Gone while the watch was down: reported to the owner it had.
@@ -315,7 +412,8 @@ mod tests {
             t.observe(Seen::InitDone, &none()),
             vec![Drift {
                 owner: "e1".into(),
-                key: "ns/x".into()
+                key: "ns/x".into(),
+                cause: Cause::Drift,
             }]
         );
     }

@@ -4,16 +4,21 @@
 //! one kind across the cluster for every extension, run as the controller and selected
 //! by `olm.operatorframework.io/owner-kind=ClusterExtension`, each object reported to the
 //! extension its `owner-name` label names. Both are metadata-only, except on kinds whose
-//! readiness is tracked (then full objects, of which only the readiness verdict is
-//! kept), and decide what is drift with the pure [`Tracker`]. Watch errors back off (the
+//! readiness is tracked and on OperatorConditions (then full objects, of which only the
+//! readiness verdict, or the hold verdict of
+//! [`crate::bundle::operator_condition::upgradeable`], is kept), and decide what is drift
+//! with the pure [`Tracker`]. A held upgrade thus follows its OperatorCondition through
+//! the watch (docs/how-to/upgrade-control.md, "The operator's own say"): a changed hold
+//! triggers a reconcile without forgetting the clean install. Watch errors back off (the
 //! watcher's default backoff); a task runs until aborted.
 
 use super::clean::CleanInstalls;
 use super::counters::Counters;
 use super::diff::WatchKey;
-use super::tracker::{Object, Seen, Tracker};
+use super::tracker::{Cause, Object, Seen, Tracker};
 use crate::api::ClusterExtension;
 use crate::apply::{self, ownership::OWNER_NAME_LABEL};
+use crate::bundle::operator_condition;
 use crate::controller::extension::rollout;
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
@@ -55,12 +60,29 @@ pub(super) struct Target {
     pub extension: Option<String>,
     /// Full objects, for their readiness verdict.
     pub readiness: bool,
+    /// Full objects, for their hold verdict ([`is_hold_kind`]).
+    pub hold: bool,
+}
+
+/// Whether objects of the kind `group`/`kind` carry a hold verdict (OperatorCondition).
+pub(super) fn is_hold_kind(group: &str, kind: &str) -> bool {
+    group == operator_condition::GROUP && kind == operator_condition::KIND
+}
+
+/// The hold verdict of an OperatorCondition (`None`: upgradeable).
+fn hold_of(value: &serde_json::Value) -> Option<String> {
+    operator_condition::upgradeable(value).err()
 }
 
 impl Target {
     /// The tracked form of an object (`None`: a shared watch saw an object without an
     /// owner name).
-    fn object(&self, meta: &ObjectMeta, state: Option<String>) -> Option<Object> {
+    fn object(
+        &self,
+        meta: &ObjectMeta,
+        state: Option<String>,
+        hold: Option<String>,
+    ) -> Option<Object> {
         let name = meta.name.clone().unwrap_or_default();
         let (key, owner) = match &self.extension {
             Some(extension) => (name, extension.clone()),
@@ -75,6 +97,7 @@ impl Target {
             owner,
             generation: meta.generation,
             state,
+            hold,
         })
     }
 }
@@ -89,12 +112,14 @@ pub(super) async fn own(
     report: Reporting,
 ) {
     let (resource, namespaced) = discover(&extension, &client, &key).await;
+    let hold = is_hold_kind(&key.group, &key.kind);
     let target = Target {
         resource,
         namespace: (namespaced && !key.namespace.is_empty()).then(|| key.namespace.clone()),
         selector: format!("{OWNER_NAME_LABEL}={extension}"),
         extension: Some(extension),
         readiness,
+        hold,
     };
     follow(client, target, report).await;
 }
@@ -107,7 +132,7 @@ pub(super) async fn follow(client: kube::Client, target: Target, report: Reporti
         // watch cache may be older: managed objects missing from it count as drift).
         .list_semantic(watcher::ListSemantic::MostRecent);
     let target = Arc::new(target);
-    if target.readiness {
+    if target.readiness || target.hold {
         let api: Api<DynamicObject> = match &target.namespace {
             Some(ns) => Api::namespaced_with(client, ns, &target.resource),
             None => Api::all_with(client, &target.resource),
@@ -120,7 +145,9 @@ pub(super) async fn follow(client: kube::Client, target: Target, report: Reporti
                     // Listed items may lack apiVersion and kind.
                     value["apiVersion"] = t.resource.api_version.clone().into();
                     value["kind"] = t.resource.kind.clone().into();
-                    t.object(&o.metadata, rollout::state_of(&value))
+                    let state = t.readiness.then(|| rollout::state_of(&value)).flatten();
+                    let hold = t.hold.then(|| hold_of(&value)).flatten();
+                    t.object(&o.metadata, state, hold)
                 })
             })
         });
@@ -134,7 +161,7 @@ pub(super) async fn follow(client: kube::Client, target: Target, report: Reporti
         let events = watcher(api, config).default_backoff().map(move |e| {
             e.map(|e| {
                 seen(e, |m: &PartialObjectMeta<DynamicObject>| {
-                    t.object(&m.metadata, None)
+                    t.object(&m.metadata, None, None)
                 })
             })
         });
@@ -154,7 +181,9 @@ fn seen<K>(event: watcher::Event<K>, object: impl Fn(&K) -> Option<Object>) -> O
 }
 
 /// The watch's loop: tracks what it sees and, for each extension a managed object of
-/// which drifted, forgets that the extension is clean and asks for its reconcile.
+/// which drifted, forgets that the extension is clean and asks for its reconcile; for
+/// one whose OperatorCondition only changed its hold ([`Cause::Hold`]), only asks for
+/// the reconcile (nothing to install again: the upgrade is decided again).
 async fn run(
     target: &Target,
     events: impl Stream<Item = Result<Option<Seen>, watcher::Error>>,
@@ -192,8 +221,15 @@ async fn run(
                 .filter(|d| d.owner == owner)
                 .map(|d| d.key.as_str())
                 .collect();
-            tracing::info!(extension = %owner, %kind, ?objects, "drift detected; reconciling");
-            report.clean.forget(owner);
+            let drift = drifted
+                .iter()
+                .any(|d| d.owner == owner && d.cause == Cause::Drift);
+            if drift {
+                tracing::info!(extension = %owner, %kind, ?objects, "drift detected; reconciling");
+                report.clean.forget(owner);
+            } else {
+                tracing::info!(extension = %owner, %kind, ?objects, "operator's hold changed; reconciling");
+            }
             report.counters.count_trigger();
             if let Err(e) = report.tx.try_send(ControllerRef::new(owner)) {
                 tracing::debug!(extension = %owner, error = %e, "drift trigger dropped");

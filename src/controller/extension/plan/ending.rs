@@ -24,6 +24,10 @@ pub struct Standing {
     /// Watches that have listed follow the readiness of what the extension installed:
     /// a change of it triggers a reconcile, so a rollout in progress needs no polling.
     pub watched: bool,
+    /// Watches that have listed follow what the extension installed, readiness aside:
+    /// among it its OperatorCondition, whose hold changing triggers a reconcile, so a
+    /// held upgrade needs no polling ([`super::operator::recheck`]).
+    pub followed: bool,
 }
 
 /// What happens to the count of consecutive failures.
@@ -208,6 +212,7 @@ mod tests {
         backoff: Duration::from_secs(8),
         minute: Duration::from_secs(60),
         watched: false,
+        followed: false,
     };
 
     #[test]

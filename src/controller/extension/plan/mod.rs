@@ -493,7 +493,7 @@ fn end(spec: &ClusterExtensionSpec, facts: &Facts, report: Report) -> Plan {
     );
     ending.tally.restart = restart;
     rollback::after_deadline(facts, rolling, &mut ending);
-    operator::recheck(held, &mut ending);
+    operator::recheck(held, standing.followed, &mut ending);
     Plan::End(Box::new(ending))
 }
 

@@ -5,11 +5,14 @@
 //! install, not a rollback — waits while the installed bundle's OperatorCondition says
 //! `Upgradeable=False` (an administrator's `spec.overrides` wins, as in OLM v0).
 //! [`hold`] names the lookups it needs and decides; [`attach`] adds the Event (once per
-//! hold) and the recheck (a status update of the OperatorCondition triggers no
-//! reconcile).
+//! hold) and [`recheck`] the safety re-check. The hold is followed by the drift watch of
+//! the OperatorCondition (`drift::tracker`): the operator setting or lifting
+//! `Upgradeable=False` (a status update) triggers a reconcile, so a held upgrade costs
+//! no API request while nothing changes (docs/concepts/rollout-status.md, "Readiness
+//! from events").
 
 use super::control::Held;
-use super::{Facts, Plan, Report, normal};
+use super::{Facts, Plan, Report, SAFETY_RECHECK, normal};
 use crate::api::{BundleIdentity, ClusterExtensionSpec};
 use crate::controller::extension::status::Outcome;
 use std::time::Duration;
@@ -17,10 +20,11 @@ use std::time::Duration;
 /// Progressing (True) and UpgradeAvailable reason while the operator holds an upgrade.
 pub const REASON_NOT_UPGRADEABLE: &str = "NotUpgradeable";
 
-/// How soon a held upgrade is checked again: the operator lifting its hold (a status
-/// update) triggers no reconcile. One read of the OperatorCondition per check, only
-/// while an upgrade is held.
-pub const RECHECK: Duration = Duration::from_secs(15);
+/// How soon a held upgrade is checked again while no listed watch follows its
+/// OperatorCondition yet (right after the controller started, or after a watch error):
+/// one read of the OperatorCondition per check. Once watches follow it, only the
+/// [`SAFETY_RECHECK`] remains.
+pub const UNFOLLOWED_RECHECK: Duration = Duration::from_secs(15);
 
 /// Whether the operator holds `resolved` back from replacing `installed`: `Err` is the
 /// lookup to make first (discovery, then the OperatorCondition).
@@ -75,10 +79,17 @@ pub(super) fn attach(facts: &Facts, report: &mut Report) -> bool {
     true
 }
 
-/// A held upgrade is checked again after [`RECHECK`] at the latest.
-pub(super) fn recheck(held: bool, ending: &mut super::Ending) {
+/// A held upgrade is checked again after the [`SAFETY_RECHECK`] at the latest while
+/// `followed` (watches that have listed follow its OperatorCondition: the hold changing
+/// triggers a reconcile), else after [`UNFOLLOWED_RECHECK`].
+pub(super) fn recheck(held: bool, followed: bool, ending: &mut super::Ending) {
     if held {
-        let soon = ending.requeue.map_or(RECHECK, |r| r.min(RECHECK));
+        let delay = if followed {
+            SAFETY_RECHECK
+        } else {
+            UNFOLLOWED_RECHECK
+        };
+        let soon = ending.requeue.map_or(delay, |r| r.min(delay));
         ending.requeue = Some(soon);
     }
 }
