@@ -554,7 +554,16 @@ async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &st
     assert!(subs.get_opt(&inst.sub).await.expect("read").is_none());
     assert_eq!(operator_pod(&admin, ns, &deployment).await.2, restarts);
 
-    // Rollback: OLM v0 again, the same pod.
+    if !own_namespace {
+        clean_up(&admin, &kubeconfig, &mut v0, (ns, &inst.sub), &spec.package, &deployment).await;
+        assert_eq!(
+            operator_pod(&admin, ns, &deployment).await,
+            (pod.clone(), pod_uid.clone(), restarts),
+            "the pod changed on cleanup"
+        );
+    }
+
+    // Rollback: OLM v0 again, the same pod (after a cleanup too: the backup stays).
     let rollback_started = Instant::now();
     let (code, out, err) = olmv1(&["migrate", "rollback", &target], &kubeconfig);
     println!("[{label}] olmv1 migrate rollback:\n{out}{err}");
@@ -577,6 +586,110 @@ async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &st
         back.2
     );
     drop(v0);
+}
+
+/// Objects of the kinds OLM v0's cleanup concerns that carry `selector`: ClusterRoles,
+/// ClusterRoleBindings, CRDs, and the Deployments, ServiceAccounts, Roles and
+/// RoleBindings of `ns`, as `<kind> <name>`.
+async fn labelled(admin: &kube::Client, ns: &str, selector: &str) -> Vec<String> {
+    let lp = ListParams::default().labels(selector);
+    let kinds = [
+        ("rbac.authorization.k8s.io", "v1", "ClusterRole", ""),
+        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", ""),
+        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", ""),
+        ("apps", "v1", "Deployment", ns),
+        ("", "v1", "ServiceAccount", ns),
+        ("rbac.authorization.k8s.io", "v1", "Role", ns),
+        ("rbac.authorization.k8s.io", "v1", "RoleBinding", ns),
+    ];
+    let mut out = Vec::new();
+    for (group, version, kind, namespace) in kinds {
+        let r = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+        let api: Api<DynamicObject> = if namespace.is_empty() {
+            Api::all_with(admin.clone(), &r)
+        } else {
+            Api::namespaced_with(admin.clone(), namespace, &r)
+        };
+        for o in api.list(&lp).await.expect("list").items {
+            let owned = o
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("olm.operatorframework.io/owner-name"));
+            let name = o.metadata.name.unwrap_or_default();
+            out.push(format!("{kind} {name}{}", if owned { " (olmv1's)" } else { "" }));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// After the takeover: `migrate cleanup` (dry run, then for real, then again: nothing
+/// to do). The v0-only ClusterRoles and ClusterRoleBindings, the `Operator` object and
+/// OLM v0's component label go, and none comes back over 30 s with OLM v0 running; the
+/// extension stays Installed.
+async fn clean_up(
+    admin: &kube::Client,
+    kubeconfig: &Path,
+    v0: &mut Programs,
+    (ns, sub): (&str, &str),
+    package: &str,
+    deployment: &str,
+) {
+    let target = format!("{ns}/{sub}");
+    let label = format!("operators.coreos.com/{package}.{ns}");
+    let operators: Api<DynamicObject> = Api::all_with(
+        admin.clone(),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("operators.coreos.com", "v1", "Operator")),
+    );
+    let operator = format!("{package}.{ns}");
+    let before = labelled(admin, ns, &label).await;
+    let v0_only: Vec<&String> = before
+        .iter()
+        .filter(|w| w.starts_with("Cluster") && !w.ends_with("(olmv1's)") && !w.contains("CustomResource"))
+        .collect();
+    let had_operator = operators.get_opt(&operator).await.expect("read").is_some();
+    println!("[cleanup] before: Operator {operator} present: {had_operator}; labelled {label}: {before:#?}");
+    let (code, out, err) = olmv1(&["migrate", "cleanup", &target, "--dry-run"], kubeconfig);
+    println!("[cleanup] olmv1 migrate cleanup --dry-run:\n{out}{err}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    let started = Instant::now();
+    let (code, out, err) = olmv1(&["migrate", "cleanup", &target], kubeconfig);
+    let took = started.elapsed();
+    println!("[cleanup] olmv1 migrate cleanup ({took:?}):\n{out}{err}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    for check in ["right after", "30 s later"] {
+        assert!(
+            operators.get_opt(&operator).await.expect("read").is_none(),
+            "{check}: Operator {operator} is there"
+        );
+        let still = labelled(admin, ns, &label).await;
+        assert!(still.is_empty(), "{check}: still labelled {label}: {still:?}");
+        let now = labelled(admin, ns, "").await;
+        for gone in &v0_only {
+            let name = gone.trim_end_matches(" (olmv1's)");
+            assert!(!now.iter().any(|w| w == name), "{check}: {name} is back");
+        }
+        if check == "right after" {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        }
+    }
+    assert!(v0.exited().is_empty(), "OLM v0 stopped: {:?}", v0.exited());
+    let _ = deployment;
+    let exts: Api<ClusterExtension> = Api::all(admin.clone());
+    let e = exts.get(sub).await.expect("extension");
+    assert_eq!(
+        condition(&e, "Installed").map(|c| c.status).as_deref(),
+        Some("True")
+    );
+    let (code, out, err) = olmv1(&["migrate", "cleanup", &target], kubeconfig);
+    println!("[cleanup] again:\n{out}{err}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(out.contains("nothing to clean up"), "{out}");
+    println!(
+        "[cleanup] figures: cleanup {took:?}, deleted v0-only cluster RBAC {}, Operator object deleted {had_operator}",
+        v0_only.len()
+    );
 }
 
 async fn create_widget_read(

@@ -50,7 +50,7 @@ fn v0(kind: &str, version: &str, ns: &str, name: &str) -> Target {
 /// What `migrate convert` prints, and its exit code (0 planned or done, 1 refused,
 /// 2 a step failed). Blocking.
 pub fn convert(args: &ConvertArgs) -> Result<(String, u8), String> {
-    let (ns, name) = parse_target(&args.subscription)?;
+    let (ns, name) = parse_target(args.subscription.as_deref().unwrap_or_default())?;
     let kc = args.kubeconfig.as_deref();
     let mut o = super::super::block_on(read(kc, &ns, &name))??;
     if o.backup.is_none() && o.subscription.is_some() {
@@ -92,7 +92,7 @@ pub fn convert(args: &ConvertArgs) -> Result<(String, u8), String> {
 /// `check` of the Subscription and the backup a first run writes.
 fn first_run(args: &ConvertArgs, o: &mut Observed) -> Result<(), String> {
     let check_args = CheckArgs {
-        subscription: Some(args.subscription.clone()),
+        subscription: args.subscription.clone(),
         all: false,
         output: Output::Json,
         no_rbac: true,

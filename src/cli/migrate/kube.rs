@@ -2,7 +2,7 @@
 //! named by apiVersion, kind, namespace and name (the plans' [`Target`]s), read and
 //! written as JSON: get, list (each item with its apiVersion and kind), create (an
 //! existing object is done), server-side apply, merge patch with the resourceVersion
-//! read (a conflict says to run the command again), delete (a missing object is done).
+//! read (a conflict says to run the command again), strategic merge patch, delete (a missing object is done).
 
 use crate::migrate::olm_v0::convert::Target;
 use kube::api::{
@@ -132,5 +132,21 @@ pub async fn delete(client: &kube::Client, t: &Target, orphan: bool) -> Result<(
         Ok(_) => Ok(()),
         Err(e) if not_found(&e) => Ok(()),
         Err(e) => Err(format!("deleting {t}: {e}")),
+    }
+}
+
+/// Strategic-merge-patches `t` (a built-in kind) with `patch`; an absent object is done.
+pub async fn strategic_patch(
+    client: &kube::Client,
+    t: &Target,
+    patch: &Value,
+) -> Result<(), String> {
+    match target_api(client, t)
+        .patch(&t.name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if not_found(&e) => Ok(()),
+        Err(e) => Err(format!("patching {t}: {e}")),
     }
 }

@@ -5,9 +5,11 @@
 //! [`gather`] reads the v0 objects and the ClusterCatalogs (with the package's content
 //! they serve) from the cluster of the kubeconfig, [`crate::migrate::olm_v0::check`]
 //! decides, the installer RBAC is `olmv1 rbac`'s ([`super::rbac::execute`]) for the
-//! installed bundle, and [`render`] prints the table; [`convert`] and [`rollback`]
-//! read, ask their plans and perform the steps through [`kube`].
+//! installed bundle, and [`render`] prints the table; [`convert`], [`rollback`] and
+//! [`cleanup`] read, ask their plans and perform the steps through [`kube`]; `--all`
+//! runs one plan per Subscription and ends with a [`summary`] line.
 
+mod cleanup;
 mod convert;
 mod gather;
 mod kube;
@@ -39,12 +41,40 @@ pub enum MigrateCommand {
     /// Undo a convert: remove the ClusterExtension without touching the workload and
     /// re-create the Subscription from the backup, starting at the installed CSV.
     Rollback(RollbackArgs),
+    /// After the ClusterExtension is Installed and rolled out: delete what only OLM v0
+    /// needed (v0-named RBAC, suffixed webhook configurations, copied CSVs, the
+    /// Operator object) and remove OLM v0's labels. CRDs and custom resources are never
+    /// touched; the backup stays (rollback still works).
+    Cleanup(CleanupArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CleanupArgs {
+    /// The Subscription, as `<namespace>/<name>`.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub subscription: Option<String>,
+    /// Every Subscription `migrate convert` switched (each backup ConfigMap).
+    #[arg(long)]
+    pub all: bool,
+    /// Print the steps without changing anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Output format of the dry run: table (text), json or yaml.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// Kubeconfig file (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct ConvertArgs {
     /// The Subscription, as `<namespace>/<name>`.
-    pub subscription: String,
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub subscription: Option<String>,
+    /// Every Subscription `migrate check --all` finds eligible, one after the other.
+    #[arg(long)]
+    pub all: bool,
     /// Print the steps that remain without changing anything (the default).
     #[arg(long, conflicts_with = "apply")]
     pub dry_run: bool,
@@ -110,8 +140,9 @@ pub enum Output {
 }
 
 /// Runs the command: `check` exits 0 when every Subscription checked is eligible, 1
-/// when one is not; `convert` and `rollback` 0 when planned or done, 1 when refused, 2
-/// when a step failed; 2 when the cluster could not be read.
+/// when one is not; `convert`, `rollback` and `cleanup` 0 when planned or done, 1 when
+/// refused, 2 when a step failed (with `--all`: the worst of them); 2 when the cluster
+/// could not be read.
 pub fn run(args: MigrateArgs) -> ExitCode {
     let steps = |outcome: Result<(String, u8), String>| match outcome {
         Ok((text, code)) => {
@@ -124,7 +155,9 @@ pub fn run(args: MigrateArgs) -> ExitCode {
         }
     };
     match args.command {
+        MigrateCommand::Convert(args) if args.all => steps(convert_all(&args)),
         MigrateCommand::Convert(args) => steps(convert::convert(&args)),
+        MigrateCommand::Cleanup(args) => steps(cleanup::cleanup(&args)),
         MigrateCommand::Rollback(args) => steps(rollback::rollback(&args)),
         MigrateCommand::Check(args) => match check(&args) {
             Ok((text, eligible)) => {
@@ -185,6 +218,61 @@ pub fn checks(args: &CheckArgs) -> Result<Vec<Check>, String> {
         }
     }
     Ok(checks)
+}
+
+/// `convert --all`: every Subscription `check --all` finds eligible, one convert each;
+/// a refused or failed one does not stop the others.
+fn convert_all(args: &ConvertArgs) -> Result<(String, u8), String> {
+    let check_args = CheckArgs {
+        subscription: None,
+        all: true,
+        output: Output::Json,
+        no_rbac: true,
+        kubeconfig: args.kubeconfig.clone(),
+        insecure_registries: args.insecure_registries.clone(),
+    };
+    let checks = checks(&check_args)?;
+    let mut outcomes = Vec::new();
+    for c in &checks {
+        if !c.eligible {
+            outcomes.push((
+                format!("Subscription {}: not eligible (see `olmv1 migrate check {}`)\n", c.subscription, c.subscription),
+                1,
+            ));
+            continue;
+        }
+        let one = ConvertArgs {
+            subscription: Some(c.subscription.clone()),
+            all: false,
+            dry_run: args.dry_run,
+            apply: args.apply,
+            output: args.output,
+            kubeconfig: args.kubeconfig.clone(),
+            insecure_registries: args.insecure_registries.clone(),
+            stop_after: args.stop_after,
+        };
+        outcomes.push(convert::convert(&one).unwrap_or_else(|e| {
+            (format!("Subscription {}: error: {e}\n", c.subscription), 2)
+        }));
+    }
+    Ok(summary("convert", outcomes))
+}
+
+/// The outputs of one command per Subscription, then a summary line; the exit code is
+/// the worst (0 done, 1 refused, 2 failed).
+pub fn summary(command: &str, outcomes: Vec<(String, u8)>) -> (String, u8) {
+    let count = |code: u8| outcomes.iter().filter(|(_, c)| *c == code).count();
+    let line = format!(
+        "{command} --all: {} Subscription(s): {} done or planned, {} refused, {} failed\n",
+        outcomes.len(),
+        count(0),
+        count(1),
+        count(2)
+    );
+    let code = outcomes.iter().map(|(_, c)| *c).max().unwrap_or(0);
+    let mut out: String = outcomes.into_iter().map(|(o, _)| o).collect();
+    out.push_str(&line);
+    (out, code)
 }
 
 /// `<namespace>/<name>`.
@@ -254,5 +342,18 @@ mod tests {
         for bad in ["demo", "/demo", "ops/", "a/b/c"] {
             assert!(super::parse_target(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_summary_counts_and_exits_with_the_worst() {
+        let (out, code) = super::summary(
+            "cleanup",
+            vec![("a\n".into(), 0), ("b\n".into(), 2), ("c\n".into(), 1)],
+        );
+        assert_eq!(code, 2);
+        assert!(out.ends_with(
+            "cleanup --all: 3 Subscription(s): 1 done or planned, 1 refused, 1 failed\n"
+        ));
+        assert_eq!(super::summary("convert", vec![]).1, 0);
     }
 }

@@ -8,8 +8,8 @@
 //! replace or remove. The mapping follows the olm-v0 reference (§2.3 eligibility, §3.1
 //! Subscription → ClusterExtension, §3.2 catalog matching, §3.4 v0 objects afterwards).
 //!
-//! `olmv1 migrate convert` and `rollback` are plans of their own ([`convert`],
-//! [`rollback`]): the ordered steps that remain, decided from what is on the cluster,
+//! `olmv1 migrate convert`, `rollback` and `cleanup` are plans of their own
+//! ([`convert`], [`rollback`], [`cleanup`]): the ordered steps that remain, decided from what is on the cluster,
 //! around the [`backup`] a convert writes first.
 //!
 //! v0 objects are read as JSON values: olmv1 has no typed v0 API and reads only the
@@ -18,6 +18,9 @@
 pub mod backup;
 mod blockers;
 mod catalog;
+pub mod cleanup;
+#[cfg(test)]
+mod cleanup_tests;
 pub mod convert;
 #[cfg(test)]
 mod convert_tests;
