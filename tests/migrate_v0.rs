@@ -13,7 +13,7 @@
 
 mod support;
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
@@ -786,5 +786,177 @@ async fn the_controller_takes_the_v0_installation_over_only_for_the_installed_bu
     assert_eq!(
         widget["metadata"]["resourceVersion"],
         made[2]["metadata"]["resourceVersion"]
+    );
+    cleanup_after_takeover(&admin, &kubeconfig, &ns, &spec.package, &name).await;
+}
+
+/// `migrate cleanup` once the takeover is Installed and rolled out: a v0-named
+/// ClusterRole and ClusterRoleBinding with OLM v0's component label go, the Deployment
+/// (the revision's) keeps everything but that label, the `Operator` object goes last;
+/// a second run has nothing to do.
+async fn cleanup_after_takeover(
+    admin: &kube::Client,
+    kubeconfig: &Path,
+    ns: &str,
+    package: &str,
+    deployment: &str,
+) {
+    let label = format!("operators.coreos.com/{package}.{ns}");
+    let dynamic = |group: &str, version: &str, kind: &str| -> Api<DynamicObject> {
+        Api::all_with(
+            admin.clone(),
+            &ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind)),
+        )
+    };
+    let roles = dynamic("rbac.authorization.k8s.io", "v1", "ClusterRole");
+    let bindings = dynamic("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding");
+    let operators = dynamic("operators.coreos.com", "v1", "Operator");
+    let v0_name = format!("{package}.v1.0.0-v0named");
+    let pp = PostParams::default();
+    let object = |v: Value| serde_json::from_value::<DynamicObject>(v).expect("object");
+    roles
+        .create(
+            &pp,
+            &object(
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": v0_name, "labels": {label.clone(): "", "olm.managed": "true"}},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
+            ),
+        )
+        .await
+        .expect("v0 ClusterRole");
+    bindings
+        .create(&pp, &object(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": v0_name, "labels": {label.clone(): ""}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": v0_name},
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}]})))
+        .await
+        .expect("v0 ClusterRoleBinding");
+    let operator = format!("{package}.{ns}");
+    operators
+        .create(
+            &pp,
+            &object(
+                json!({"apiVersion": "operators.coreos.com/v1", "kind": "Operator",
+            "metadata": {"name": operator}}),
+            ),
+        )
+        .await
+        .expect("Operator");
+    let deployments = deployments(admin, ns);
+    deployments
+        .patch(
+            deployment,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&json!({"metadata": {"labels": {label.clone(): ""}}})),
+        )
+        .await
+        .expect("label the Deployment");
+    let target = format!("{ns}/take");
+    let out = support::eventually(90, "cleanup allowed (Installed, rolled out)", || async {
+        let (code, out, _) = olmv1(&["migrate", "cleanup", &target, "--dry-run"], kubeconfig);
+        (code == 0).then_some(out)
+    })
+    .await;
+    println!("{out}");
+    assert!(
+        out.contains(&format!("delete ClusterRole {v0_name}")),
+        "{out}"
+    );
+    let (code, out, err) = olmv1(&["migrate", "cleanup", &target], kubeconfig);
+    println!("{out}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    let at = |needle: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in\n{out}"))
+    };
+    assert!(at(&format!("delete ClusterRoleBinding {v0_name}")) < at("remove OLM v0's labels"));
+    assert!(at("remove OLM v0's labels") < at(&format!("delete Operator {operator}")));
+    assert!(roles.get_opt(&v0_name).await.expect("read").is_none());
+    assert!(bindings.get_opt(&v0_name).await.expect("read").is_none());
+    assert!(operators.get_opt(&operator).await.expect("read").is_none());
+    let d = deployments.get(deployment).await.expect("Deployment");
+    let labels = d.metadata.labels.unwrap_or_default();
+    assert!(!labels.contains_key(&label), "{labels:?}");
+    assert_eq!(
+        labels
+            .get("olm.operatorframework.io/owner-name")
+            .map(String::as_str),
+        Some("take")
+    );
+    let (code, out, err) = olmv1(&["migrate", "cleanup", &target], kubeconfig);
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(out.contains("nothing to clean up"), "{out}");
+}
+
+/// `convert --all` and `cleanup --all` plan one Subscription after the other with a
+/// summary line. Dry runs only: the test control plane is shared with the other tests
+/// of this binary, whose Subscriptions `--all` sees too.
+#[tokio::test]
+async fn convert_all_and_cleanup_all_plan_each_subscription_with_a_summary() {
+    support::controller();
+    let cluster = support::cluster();
+    let kubeconfig = cluster.admin_kubeconfig.clone();
+    let admin = cluster.admin().await;
+    olm_v0::install_crds(&admin).await;
+    let spec = BundleSpec::new(&support::unique("convall"), "1.0.0");
+    let catalog = support::unique("convallcat");
+    let image = publish(&catalog, &spec.package, std::slice::from_ref(&spec)).await;
+    create_catalog(&catalog, &image).await;
+    wait_serving(&admin, &catalog).await;
+    let copy_a = support::namespace(&admin, "copy").await;
+    let copy_b = support::namespace(&admin, "copy").await;
+    let (ns_a, _) = installation(&admin, &spec, &image, "all-a", &copy_a).await;
+    let (ns_b, _) = installation(&admin, &spec, &image, "all-b", &copy_b).await;
+    let registry = support::registry().host();
+    let (code, out, err) = olmv1(
+        &[
+            "migrate",
+            "convert",
+            "--all",
+            "--insecure-registry",
+            registry,
+        ],
+        &kubeconfig,
+    );
+    println!("{out}{err}");
+    assert!(code <= 1, "{err}\n{out}");
+    for target in [format!("{ns_a}/all-a"), format!("{ns_b}/all-b")] {
+        let head = format!("Subscription {target}: ");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&head))
+            .unwrap_or_else(|| panic!("no plan for {target} in\n{out}"));
+        assert!(line.contains("dry run, nothing changed"), "{line}");
+    }
+    let summary = out.lines().last().unwrap_or_default();
+    assert!(summary.starts_with("convert --all: "), "{summary}");
+    // Nothing changed: both Subscriptions are still there.
+    for (ns, name) in [(&ns_a, "all-a"), (&ns_b, "all-b")] {
+        let subs = olm_v0::api(&admin, "v1alpha1", "Subscription", ns);
+        assert!(subs.get_opt(name).await.expect("read").is_some());
+    }
+    // Neither was converted: cleanup of one refuses, naming what to do.
+    let (code, out, _) = olmv1(
+        &["migrate", "cleanup", &format!("{ns_a}/all-a"), "--dry-run"],
+        &kubeconfig,
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("cleanup refused: no backup ConfigMap"),
+        "{out}"
+    );
+    let (code, out, err) = olmv1(&["migrate", "cleanup", "--all", "--dry-run"], &kubeconfig);
+    println!("{out}{err}");
+    assert!(code <= 2, "{err}");
+    assert!(
+        out.lines()
+            .last()
+            .unwrap_or_default()
+            .starts_with("cleanup --all: "),
+        "{out}"
     );
 }

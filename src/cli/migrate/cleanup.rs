@@ -23,8 +23,14 @@ const LABELLED: [(&str, &str); 14] = [
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
-    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"),
-    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
+    (
+        "admissionregistration.k8s.io/v1",
+        "MutatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+    ),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
     ("apiregistration.k8s.io/v1", "APIService"),
     ("apps/v1", "Deployment"),
@@ -118,8 +124,11 @@ async fn read(c: &kube::Client, ns: &str, name: &str) -> Result<Observed, String
     let csv_name = ok.map(|b| b.installed_csv.clone()).unwrap_or_default();
     let v0 = "operators.coreos.com/v1alpha1";
     let operator_name = cleanup::operator_name(&package, ns);
-    let operator_object = k::get(c, &t("operators.coreos.com/v1", "Operator", "", &operator_name))
-        .await?;
+    let operator_object = k::get(
+        c,
+        &t("operators.coreos.com/v1", "Operator", "", &operator_name),
+    )
+    .await?;
     let mut kinds: Vec<(String, String)> = LABELLED
         .iter()
         .map(|(a, k)| (a.to_string(), k.to_string()))
@@ -180,8 +189,11 @@ async fn read(c: &kube::Client, ns: &str, name: &str) -> Result<Observed, String
             "" => None,
             n => k::get(c, &t(v0, "ClusterServiceVersion", ns, n)).await?,
         },
-        extension: k::get(c, &t("olm.operatorframework.io/v1", "ClusterExtension", "", name))
-            .await?,
+        extension: k::get(
+            c,
+            &t("olm.operatorframework.io/v1", "ClusterExtension", "", name),
+        )
+        .await?,
         backup,
         operator_object,
         labelled,
@@ -205,7 +217,12 @@ async fn execute(c: &kube::Client, step: &Step) -> Result<(), String> {
             k::merge_patch(c, target, &json!({"metadata": {"labels": nulls}})).await
         }
         Step::DeleteOperator { name } => {
-            k::delete(c, &t("operators.coreos.com/v1", "Operator", "", name), false).await
+            k::delete(
+                c,
+                &t("operators.coreos.com/v1", "Operator", "", name),
+                false,
+            )
+            .await
         }
         Step::RemoveEnv { target, containers } => {
             let delete = json!([{"name": cleanup::CONDITION_ENV, "$patch": "delete"}]);

@@ -236,7 +236,10 @@ fn convert_all(args: &ConvertArgs) -> Result<(String, u8), String> {
     for c in &checks {
         if !c.eligible {
             outcomes.push((
-                format!("Subscription {}: not eligible (see `olmv1 migrate check {}`)\n", c.subscription, c.subscription),
+                format!(
+                    "Subscription {}: not eligible (see `olmv1 migrate check {}`)\n",
+                    c.subscription, c.subscription
+                ),
                 1,
             ));
             continue;
@@ -251,9 +254,10 @@ fn convert_all(args: &ConvertArgs) -> Result<(String, u8), String> {
             insecure_registries: args.insecure_registries.clone(),
             stop_after: args.stop_after,
         };
-        outcomes.push(convert::convert(&one).unwrap_or_else(|e| {
-            (format!("Subscription {}: error: {e}\n", c.subscription), 2)
-        }));
+        outcomes.push(
+            convert::convert(&one)
+                .unwrap_or_else(|e| (format!("Subscription {}: error: {e}\n", c.subscription), 2)),
+        );
     }
     Ok(summary("convert", outcomes))
 }

@@ -85,11 +85,21 @@ pub struct Observed {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "step", rename_all = "camelCase")]
 pub enum Step {
-    Delete { target: Target, why: String },
+    Delete {
+        target: Target,
+        why: String,
+    },
     /// Finalizers removed first, orphan propagation.
-    DeleteCopiedCsv { target: Target },
-    RemoveLabels { target: Target, labels: Vec<String> },
-    DeleteOperator { name: String },
+    DeleteCopiedCsv {
+        target: Target,
+    },
+    RemoveLabels {
+        target: Target,
+        labels: Vec<String>,
+    },
+    DeleteOperator {
+        name: String,
+    },
     /// Strategic-merge-patch removal of the env var from these containers.
     RemoveEnv {
         target: Target,
@@ -230,7 +240,8 @@ fn refusal(o: &Observed, subscription: &str) -> Option<String> {
             .find(|c| text(c, "/type").as_deref() == Some(t))
     };
     let current = |c: &Value| {
-        generation.is_none() || c.pointer("/observedGeneration").and_then(Value::as_i64) == generation
+        generation.is_none()
+            || c.pointer("/observedGeneration").and_then(Value::as_i64) == generation
     };
     let installed = cond("Installed")
         .is_some_and(|c| text(c, "/status").as_deref() == Some("True") && current(c));

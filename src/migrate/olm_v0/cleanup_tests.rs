@@ -21,18 +21,21 @@ fn backup() -> Backup {
 
 fn extension(installed: &str, progressing: &str) -> Value {
     json!({"apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
-        "metadata": {"name": "demo", "generation": 2,
-            "annotations": {MIGRATED_FROM_ANNOTATION: "ops/demo"}},
-        "status": {"conditions": [
-            {"type": "Installed", "status": installed, "reason": "Succeeded", "message": "", "observedGeneration": 2},
-            {"type": "Progressing", "status": "True", "reason": progressing, "message": "", "observedGeneration": 2},
-        ]}})
+    "metadata": {"name": "demo", "generation": 2,
+        "annotations": {MIGRATED_FROM_ANNOTATION: "ops/demo"}},
+    "status": {"conditions": [
+        {"type": "Installed", "status": installed, "reason": "Succeeded", "message": "", "observedGeneration": 2},
+        {"type": "Progressing", "status": "True", "reason": progressing, "message": "", "observedGeneration": 2},
+    ]}})
 }
 
 fn object(kind: &str, ns: &str, name: &str, owned: bool, v0: bool) -> Value {
     let mut labels = serde_json::Map::new();
     if owned {
-        labels.insert("olm.operatorframework.io/owner-kind".into(), "ClusterExtension".into());
+        labels.insert(
+            "olm.operatorframework.io/owner-kind".into(),
+            "ClusterExtension".into(),
+        );
         labels.insert("olm.operatorframework.io/owner-name".into(), "demo".into());
     }
     if v0 {
@@ -63,16 +66,34 @@ fn taken_over() -> Observed {
         operator_object: Some(json!({"metadata": {"name": "demo.ops"}})),
         labelled: vec![
             object("Deployment", "ops", "demo-controller", true, true),
-            object("CustomResourceDefinition", "", "widgets.example.com", true, true),
+            object(
+                "CustomResourceDefinition",
+                "",
+                "widgets.example.com",
+                true,
+                true,
+            ),
             object("ClusterRole", "", "demo.v1.0.0-XyZ", false, true),
             object("ClusterRoleBinding", "", "demo.v1.0.0-XyZ", false, true),
             object("Role", "ops", "demo-service-cert", false, true),
-            object("ValidatingWebhookConfiguration", "", "vdemo-abcde", false, true),
+            object(
+                "ValidatingWebhookConfiguration",
+                "",
+                "vdemo-abcde",
+                false,
+                true,
+            ),
             object("OperatorCondition", "ops", "demo.v1.0.0", true, true),
         ],
         owned: vec![
             object("ClusterRole", "", "demo.v1.0.0-demo-abc", true, false),
-            object("ClusterRoleBinding", "", "demo.v1.0.0-demo-abc", true, false),
+            object(
+                "ClusterRoleBinding",
+                "",
+                "demo.v1.0.0-demo-abc",
+                true,
+                false,
+            ),
             object("ValidatingWebhookConfiguration", "", "vdemo", true, false),
         ],
         operator_condition_served: true,
@@ -124,9 +145,20 @@ fn a_finished_takeover_deletes_v0_only_objects_strips_labels_then_deletes_the_op
     );
     // The Operator object after every label is gone; deletions before the labels.
     let last = p.steps.last().expect("steps");
-    assert_eq!(last, &Step::DeleteOperator { name: "demo.ops".into() });
-    let first_relabel = p.steps.iter().position(|s| matches!(s, Step::RemoveLabels { .. }));
-    let last_delete = p.steps.iter().rposition(|s| matches!(s, Step::Delete { .. }));
+    assert_eq!(
+        last,
+        &Step::DeleteOperator {
+            name: "demo.ops".into()
+        }
+    );
+    let first_relabel = p
+        .steps
+        .iter()
+        .position(|s| matches!(s, Step::RemoveLabels { .. }));
+    let last_delete = p
+        .steps
+        .iter()
+        .rposition(|s| matches!(s, Step::Delete { .. }));
     assert!(last_delete < first_relabel);
     assert!(p.steps.iter().all(|s| !s.describe().is_empty()));
 }
@@ -145,12 +177,20 @@ fn objects_the_revision_owns_are_never_deleted() {
     for d in deleted(&p) {
         assert!(!owned.contains(&d), "{d} is the revision's");
     }
-    assert!(!deleted(&p).iter().any(|d| d.contains("CustomResourceDefinition")));
+    assert!(
+        !deleted(&p)
+            .iter()
+            .any(|d| d.contains("CustomResourceDefinition"))
+    );
 }
 
 #[test]
 fn refused_unless_installed_and_rolled_out() {
-    for (installed, progressing) in [("False", "Succeeded"), ("True", "Retrying"), ("Unknown", "Rollout")] {
+    for (installed, progressing) in [
+        ("False", "Succeeded"),
+        ("True", "Retrying"),
+        ("Unknown", "Rollout"),
+    ] {
         let mut o = taken_over();
         o.extension = Some(extension(installed, progressing));
         let p = plan(&o);
@@ -174,7 +214,12 @@ fn refused_without_backup_extension_or_while_v0_manages() {
     assert!(plan(&o).refused.expect("refused").contains("convert"));
     let mut o = taken_over();
     o.subscription = Some(json!({}));
-    assert!(plan(&o).refused.expect("refused").contains("OLM v0 manages"));
+    assert!(
+        plan(&o)
+            .refused
+            .expect("refused")
+            .contains("OLM v0 manages")
+    );
     let mut o = taken_over();
     o.extension.as_mut().expect("ext")["metadata"]["annotations"] = json!({});
     assert!(plan(&o).refused.expect("refused").contains("left alone"));
@@ -188,13 +233,21 @@ fn without_a_replacement_v0_rbac_and_webhooks_stay() {
     assert!(deleted(&p).is_empty(), "{:?}", deleted(&p));
     assert_eq!(p.kept.len(), 4, "{:?}", p.kept);
     // Kept objects lose v0's labels all the same (else the Operator comes back).
-    assert!(p.steps.iter().any(|s| matches!(s, Step::RemoveLabels { target, .. } if target.name == "demo.v1.0.0-XyZ")));
+    assert!(p.steps.iter().any(
+        |s| matches!(s, Step::RemoveLabels { target, .. } if target.name == "demo.v1.0.0-XyZ")
+    ));
 }
 
 #[test]
 fn aggregate_cluster_roles_are_kept() {
     let mut o = taken_over();
-    let mut agg = object("ClusterRole", "", "widgets.example.com-v1-admin", false, true);
+    let mut agg = object(
+        "ClusterRole",
+        "",
+        "widgets.example.com-v1-admin",
+        false,
+        true,
+    );
     agg["metadata"]["ownerReferences"] =
         json!([{"kind": "CustomResourceDefinition", "name": "widgets.example.com"}]);
     o.labelled.push(agg);
@@ -214,7 +267,12 @@ fn partly_done_states_plan_only_what_remains() {
     // Labels gone, the Operator object still there (OLM v0 re-created it meanwhile).
     o.labelled.clear();
     let p = plan(&o);
-    assert_eq!(p.steps, [Step::DeleteOperator { name: "demo.ops".into() }]);
+    assert_eq!(
+        p.steps,
+        [Step::DeleteOperator {
+            name: "demo.ops".into()
+        }]
+    );
     // Everything done: nothing to do.
     o.operator_object = None;
     let p = plan(&o);
@@ -228,7 +286,11 @@ fn copied_csvs_go() {
     o.copied_csvs = vec![json!({"apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "ClusterServiceVersion", "metadata": {"name": "demo.v1.0.0", "namespace": "other"}})];
     let p = plan(&o);
-    assert!(p.steps.iter().any(|s| matches!(s, Step::DeleteCopiedCsv { target } if target.namespace == "other")));
+    assert!(
+        p.steps
+            .iter()
+            .any(|s| matches!(s, Step::DeleteCopiedCsv { target } if target.namespace == "other"))
+    );
 }
 
 #[test]
@@ -239,10 +301,19 @@ fn operator_condition_env_is_removed_only_when_olmv1_does_not_manage_it() {
         "spec": {"template": {"spec": {"containers": [
             {"name": "a", "env": [{"name": "X"}, {"name": "OPERATOR_CONDITION_NAME", "value": "demo.v1.0.0"}]},
             {"name": "b"}]}}}})];
-    assert!(!plan(&o).steps.iter().any(|s| matches!(s, Step::RemoveEnv { .. })));
+    assert!(
+        !plan(&o)
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::RemoveEnv { .. }))
+    );
     o.operator_condition_served = false;
     let p = plan(&o);
-    let env: Vec<&Step> = p.steps.iter().filter(|s| matches!(s, Step::RemoveEnv { .. })).collect();
+    let env: Vec<&Step> = p
+        .steps
+        .iter()
+        .filter(|s| matches!(s, Step::RemoveEnv { .. }))
+        .collect();
     assert_eq!(env.len(), 1);
     assert!(matches!(env[0], Step::RemoveEnv { containers, .. } if containers == &["a"]));
     assert!(matches!(p.steps.last(), Some(Step::RemoveEnv { .. })));
@@ -251,5 +322,8 @@ fn operator_condition_env_is_removed_only_when_olmv1_does_not_manage_it() {
 #[test]
 fn the_component_label_and_operator_name() {
     assert_eq!(component_label("demo", "ops"), LABEL);
-    assert_eq!(super::cleanup::operator_name(&"p".repeat(70), "ns").len(), 63);
+    assert_eq!(
+        super::cleanup::operator_name(&"p".repeat(70), "ns").len(),
+        63
+    );
 }
