@@ -9,7 +9,8 @@
 //! flags have none) and an extension created then is installed. And the watched
 //! `--catalogd-cas-dir`: catalogd's CA written into it after operator-controller
 //! started is trusted without a restart, a broken file in between is logged and
-//! changes nothing.
+//! changes nothing; likewise the registry's CA written into catalogd's `--pull-cas-dir`
+//! after it started makes the waiting catalog Serving.
 
 mod support;
 
@@ -354,29 +355,53 @@ async fn two_replicas_per_role_elect_one_leader_each_and_take_over_after_sigkill
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_ca_written_into_catalogd_cas_dir_later_is_trusted_without_a_restart() {
+async fn cas_written_into_the_ca_directories_later_are_trusted_without_a_restart() {
     let _serial = serial().await;
     let admin = support::cluster().admin().await;
     upstream_controller_identity(&admin).await;
     let certs = certificates();
-    let pull = pull_flags(&admin, &certs.join("../pull-cas")).await;
+    let pull_cas = certs.join("../pull-cas");
+    let pull = pull_flags(&admin, &pull_cas).await;
+    let registry_ca = std::fs::read(pull_cas.join("registry.crt")).expect("ca");
+    // catalogd's pull CA directory holds another CA only (its own) at start
+    std::fs::remove_file(pull_cas.join("registry.crt")).expect("remove");
+    std::fs::copy(certs.join("ca.crt"), pull_cas.join("other.crt")).expect("ca");
     let port = free_port();
     let mut cd = catalogd(&certs, &pull, false, port, port);
     wait_ready(&mut cd.process, cd.health).await;
     // the controller's CA directory holds another CA only (the registry's)
     let cas = certs.join("../catalogd-cas");
     std::fs::create_dir_all(&cas).expect("dir");
-    std::fs::copy(
-        certs.join("../pull-cas/registry.crt"),
-        cas.join("other.crt"),
-    )
-    .expect("ca");
+    std::fs::write(cas.join("other.crt"), &registry_ca).expect("ca");
     let mut oc = operator_controller(&cas, &pull, false);
     wait_ready(&mut oc.process, oc.health).await;
 
     let package = support::unique("capkg");
     let catalog = support::unique("cacat");
     extensions::create_catalog(&catalog, &publish(&package).await).await;
+    let catalogs: Api<ClusterCatalog> = Api::all(admin.clone());
+    let conditions = |c: ClusterCatalog| c.status.map(|s| s.conditions).unwrap_or_default();
+    support::eventually(60, "the pull refused: unknown CA", || async {
+        let c = conditions(catalogs.get(&catalog).await.ok()?);
+        c.iter()
+            .any(|c| c.message.contains("UnknownIssuer"))
+            .then_some(())
+    })
+    .await;
+    // the registry's CA written into --pull-cas-dir now: the catalog becomes Serving
+    let written_at = Instant::now();
+    std::fs::write(pull_cas.join("registry.crt"), &registry_ca).expect("ca");
+    support::eventually(90, "the catalog Serving", || async {
+        let c = conditions(catalogs.get(&catalog).await.ok()?);
+        c.iter()
+            .any(|c| c.type_ == "Serving" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+    eprintln!(
+        "pull CA written to the catalog Serving: {:?}",
+        written_at.elapsed()
+    );
     let exts: Api<ClusterExtension> = Api::all(admin.clone());
     let name = create_extension(&admin, &package).await;
     extensions::wait_progressing_message(&exts, &name, "UnknownIssuer").await;
@@ -407,6 +432,5 @@ async fn a_ca_written_into_catalogd_cas_dir_later_is_trusted_without_a_restart()
         exts.get_opt(&name).await.ok()?.is_none().then_some(())
     })
     .await;
-    let catalogs: Api<ClusterCatalog> = Api::all(admin.clone());
     let _ = catalogs.delete(&catalog, &Default::default()).await;
 }
