@@ -20,13 +20,15 @@ mod support;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension};
-use olmv1::testenv::registry::{TEST_PASSWORD, TEST_USER};
 use serde_json::{Value, json};
 use std::path::Path;
 use support::bundles::{self, BundleSpec};
 use support::extensions;
 use support::process::{ControllerProcess, NAMESPACE};
-use support::upstream::{https_client, lease_holder, prepare, spawn, tls13_only, wait_ready};
+use support::upstream::{
+    dockerconfigjson, https_client, lease_holder, prepare, registry_pull_secret, spawn, tls13_only,
+    upstream_controller_identity, wait_ready,
+};
 
 const LABEL: &str = "olm.operatorframework.io/metadata.name";
 
@@ -126,15 +128,6 @@ async fn catalogd_starts_with_upstreams_deployment_arguments() {
     }
     let log = process.log_text();
     assert!(log.contains("unknown flag skipped"), "{log}");
-}
-
-fn dockerconfigjson(host: &str) -> String {
-    let auth = data_encoding::BASE64.encode(format!("{TEST_USER}:{TEST_PASSWORD}").as_bytes());
-    data_encoding::BASE64.encode(
-        json!({"auths": {host: {"auth": auth}}})
-            .to_string()
-            .as_bytes(),
-    )
 }
 
 #[tokio::test]
@@ -377,44 +370,6 @@ async fn catalogd_labels_clustercatalogs_at_admission() {
         log.contains("serving the ClusterCatalog mutating admission webhook"),
         "{log}"
     );
-}
-
-/// Upstream's operator-controller identity (its chart's ServiceAccount in the system
-/// namespace, bound to cluster-admin as that chart binds it).
-async fn upstream_controller_identity(admin: &kube::Client) {
-    let objects: Vec<DynamicObject> = [
-        json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": "operator-controller-controller-manager", "namespace": NAMESPACE}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": "operator-controller-manager-admin-rolebinding"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-            "subjects": [{"kind": "ServiceAccount", "name": "operator-controller-controller-manager",
-                          "namespace": NAMESPACE}]}),
-    ]
-    .into_iter()
-    .map(|v| serde_json::from_value(v).expect("object"))
-    .collect();
-    olmv1::testenv::manifests::apply_objects(admin, &objects)
-        .await
-        .expect("upstream's controller identity");
-}
-
-/// A dockerconfigjson Secret for the authenticating test registry in the system
-/// namespace; returns `<namespace>/<name>` for `--global-pull-secret`.
-async fn registry_pull_secret(admin: &kube::Client) -> String {
-    let name = support::unique("upstream-pull");
-    let secret: Secret = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name},
-        "type": "kubernetes.io/dockerconfigjson",
-        "data": {".dockerconfigjson": dockerconfigjson(support::auth_registry().host())},
-    }))
-    .expect("secret");
-    Api::<Secret>::namespaced(admin.clone(), NAMESPACE)
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("create secret");
-    format!("{NAMESPACE}/{name}")
 }
 
 #[tokio::test]

@@ -135,7 +135,7 @@ impl ContentClient {
         };
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         let response = self
-            .http
+            .http()
             .get(url.clone())
             .header(reqwest::header::ACCEPT, "application/jsonl")
             .send()

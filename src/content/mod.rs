@@ -110,6 +110,27 @@ pub fn read_cas_dir(dir: &std::path::Path) -> Result<Vec<u8>, ContentError> {
     Ok(out)
 }
 
+/// The HTTP client of `config`'s limits trusting the system roots and `pem`.
+fn http_client(
+    config: &ContentConfig,
+    pem: Option<&[u8]>,
+) -> Result<reqwest::Client, ContentError> {
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(config.connect_timeout)
+        .timeout(config.request_timeout)
+        .user_agent(concat!("olmv1/", env!("CARGO_PKG_VERSION")));
+    if let Some(pem) = pem {
+        for cert in reqwest::Certificate::from_pem_bundle(pem)
+            .map_err(|e| ContentError::Client(format!("CA bundle: {e}")))?
+        {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    builder
+        .build()
+        .map_err(|e| ContentError::Client(e.to_string()))
+}
+
 /// Why a package could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ContentError {
@@ -245,7 +266,8 @@ struct CatalogEntry {
 /// The content client with its cache. Cheap to share (`Arc`); concurrent reads of
 /// the same package share one fetch.
 pub struct ContentClient {
-    http: reqwest::Client,
+    /// Replaced when the trusted CAs change ([`ContentClient::set_ca_bundle`]).
+    http: std::sync::RwLock<reqwest::Client>,
     config: ContentConfig,
     cache: Mutex<HashMap<String, CatalogEntry>>,
     /// Base URLs known to lack `metas` (404/405): go straight to `/all`.
@@ -263,20 +285,7 @@ impl std::fmt::Debug for ContentClient {
 
 impl ContentClient {
     pub fn new(config: ContentConfig) -> Result<Self, ContentError> {
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .timeout(config.request_timeout)
-            .user_agent(concat!("olmv1/", env!("CARGO_PKG_VERSION")));
-        if let Some(pem) = &config.ca_bundle_pem {
-            for cert in reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|e| ContentError::Client(format!("CA bundle: {e}")))?
-            {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        let http = builder
-            .build()
-            .map_err(|e| ContentError::Client(e.to_string()))?;
+        let http = std::sync::RwLock::new(http_client(&config, config.ca_bundle_pem.as_deref())?);
         Ok(ContentClient {
             http,
             config,
@@ -284,6 +293,19 @@ impl ContentClient {
             no_metas: Mutex::new(HashSet::new()),
             counters: Counters::default(),
         })
+    }
+
+    /// Trusts `pem` (the system roots plus these CAs) from the next request on: the
+    /// watched `--catalogd-cas-dir` changed. A bundle that does not parse changes nothing.
+    pub fn set_ca_bundle(&self, pem: Option<&[u8]>) -> Result<(), ContentError> {
+        let client = http_client(&self.config, pem)?;
+        *self.http.write().unwrap_or_else(|p| p.into_inner()) = client;
+        Ok(())
+    }
+
+    /// The HTTP client of the current CAs.
+    fn http(&self) -> reqwest::Client {
+        self.http.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn config(&self) -> &ContentConfig {

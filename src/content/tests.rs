@@ -497,6 +497,22 @@ async fn https_catalog_server_trusted_through_cas_dir() {
         ContentClient::new(ContentConfig::default().with_cas_dir(cas.path()).unwrap()).unwrap();
     let content = trusting.package(&cat, "foo").await.unwrap();
     assert_eq!(content.bundles.len(), 1);
+
+    // The watched directory changed: the same client trusts the CA from then on.
+    let watched = client();
+    assert!(watched.package(&cat, "foo").await.is_err());
+    let pem = read_cas_dir(cas.path()).unwrap();
+    watched.set_ca_bundle(Some(&pem)).unwrap();
+    assert_eq!(watched.package(&cat, "foo").await.unwrap().bundles.len(), 1);
+    // A bundle that does not parse changes nothing.
+    assert!(
+        watched
+            .set_ca_bundle(Some(
+                b"-----BEGIN CERTIFICATE-----\n!!\n-----END CERTIFICATE-----\n"
+            ))
+            .is_err()
+    );
+    assert_eq!(watched.package(&cat, "foo").await.unwrap().bundles.len(), 1);
 }
 
 #[test]

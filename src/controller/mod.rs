@@ -8,6 +8,7 @@
 //! content as the leader.
 
 pub mod cache_gc;
+pub mod cas_watch;
 pub mod catalog;
 pub mod common;
 pub mod extension;
@@ -148,6 +149,11 @@ pub async fn run_observed(args: ControllerArgs, observers: Observers) -> Result<
         "ClusterExtension reconcile workers"
     );
 
+    let cas = cas_watch::run(cas_watch::watched(
+        &args,
+        catalog_ctx.puller.clone(),
+        extension_ctx.clone(),
+    ));
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     let health = health::serve(listeners.health, readiness.clone(), client.clone());
@@ -187,6 +193,7 @@ pub async fn run_observed(args: ControllerArgs, observers: Observers) -> Result<
         result = webhook => result.context("webhook server failed"),
         result = reconcilers => result,
         () = parts.cache_gc.run() => Ok(()),
+        () = cas => Ok(()),
         () = &mut shutdown => {
             tracing::info!("termination signal received, shutting down");
             Ok(())
@@ -277,12 +284,7 @@ fn image_puller(args: &ControllerArgs) -> Result<crate::image::ImagePuller> {
     config.insecure_registries = args.insecure_registries.clone();
     config.pull_timeout = args.workers.pull_timeout;
     config.request_timeout = args.workers.registry_request_timeout;
-    if let Some(ca) = &args.ca_bundle {
-        config = config.with_ca_bundle_file(ca)?;
-    }
-    if let Some(dir) = &args.pull_cas_dir {
-        config = config.with_ca_dir(dir)?;
-    }
+    config.ca_bundle_pem = cas_watch::pull_cas(args)?;
     if let Some(path) = registries_conf(args) {
         config = config.with_registries_conf(&path)?;
         let conf = &config.registries;

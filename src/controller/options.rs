@@ -54,6 +54,7 @@ pub struct ControllerArgs {
 
     /// Directory of PEM files with the CAs trusted (besides the system roots) for the
     /// catalog content HTTPS API (upstream's --catalogd-cas-dir; alias --ca-certs-dir).
+    /// Watched: re-read within seconds when a file in it changes.
     #[arg(long, alias = "ca-certs-dir")]
     pub catalogd_cas_dir: Option<PathBuf>,
 
@@ -63,7 +64,8 @@ pub struct ControllerArgs {
     pub global_pull_secret: Option<String>,
 
     /// Directory of PEM CA certificates (every file in it) trusted for image registries,
-    /// besides the system roots and --ca-bundle.
+    /// besides the system roots and --ca-bundle. Watched: re-read within seconds when a
+    /// file in it changes.
     #[arg(long)]
     pub pull_cas_dir: Option<PathBuf>,
 
@@ -148,17 +150,17 @@ pub struct ControllerArgs {
     /// How long a standby waits, after the last change of the Lease it saw, before it
     /// takes the lease (seconds, `27` or `27s`): the takeover time after a crash of the
     /// leader. Shorter = faster failover, but the retry period must shrink with it.
-    #[arg(long, default_value = "27s", value_parser = parse_seconds)]
+    #[arg(long, env = "OLMV1_LEADER_ELECT_LEASE_DURATION", default_value = "27s", value_parser = parse_seconds)]
     pub leader_elect_lease_duration: std::time::Duration,
 
     /// How long the leader keeps leading without a successful renewal (shorter than
     /// the lease duration).
-    #[arg(long, default_value = "22s", value_parser = parse_seconds)]
+    #[arg(long, env = "OLMV1_LEADER_ELECT_RENEW_DEADLINE", default_value = "22s", value_parser = parse_seconds)]
     pub leader_elect_renew_deadline: std::time::Duration,
 
     /// How often the leader renews the Lease (shorter than the renew deadline): one
     /// request per period is all the idle API traffic of the election.
-    #[arg(long, default_value = "18s", value_parser = parse_seconds)]
+    #[arg(long, env = "OLMV1_LEADER_ELECT_RETRY_PERIOD", default_value = "18s", value_parser = parse_seconds)]
     pub leader_elect_retry_period: std::time::Duration,
 
     /// Deprecated: sets --leader-elect-lease-duration to this, the renew deadline to

@@ -103,7 +103,13 @@ impl ImagePuller {
         }
         let mut plain_http = self.config.insecure_registries.clone();
         plain_http.extend(plain_http_host.map(str::to_string));
-        let client = Arc::new(RegistryClient::new(&self.config, plain_http)?);
+        let mut config = self.config.clone();
+        config.ca_bundle_pem = self
+            .ca_bundle_pem
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let client = Arc::new(RegistryClient::new(&config, plain_http)?);
         map.insert(key, client.clone());
         Ok(client)
     }

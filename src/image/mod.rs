@@ -92,6 +92,8 @@ type ClientKey = (Option<Credentials>, Option<String>);
 /// Pulls images into the digest-keyed cache. Cheap to share (`Arc`).
 pub struct ImagePuller {
     config: PullerConfig,
+    /// The trusted CAs now (starts as `config.ca_bundle_pem`; [`ImagePuller::set_ca_bundle_pem`]).
+    ca_bundle_pem: std::sync::RwLock<Option<Vec<u8>>>,
     clients: Mutex<HashMap<ClientKey, Arc<RegistryClient>>>,
     counters: Counters,
     leases: Arc<gc::CacheLeases>,
@@ -120,6 +122,7 @@ impl ImagePuller {
             std::fs::create_dir_all(&d).map_err(|e| ImageError::io("-", &d, e))?;
         }
         Ok(ImagePuller {
+            ca_bundle_pem: std::sync::RwLock::new(config.ca_bundle_pem.clone()),
             config,
             clients: Mutex::new(HashMap::new()),
             counters: Counters::default(),
@@ -152,6 +155,26 @@ impl ImagePuller {
                 gc::Doomed::Image(name) => gc::remove_image(&images, &trash, name),
                 gc::Doomed::Catalog(name) => catalogs.remove(name),
             }))
+    }
+
+    /// Trusts `pem` (besides the system roots) from the next pull on: the watched
+    /// `--pull-cas-dir` changed. The registry clients are made again with it.
+    pub fn set_ca_bundle_pem(&self, pem: Option<Vec<u8>>) -> Result<(), ImageError> {
+        if let Some(pem) = &pem {
+            reqwest::Certificate::from_pem_bundle(pem).map_err(|e| ImageError::CaBundle {
+                path: "(the watched CA directory)".to_string(),
+                detail: e.to_string(),
+            })?;
+        }
+        *self
+            .ca_bundle_pem
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = pem;
+        self.clients
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        Ok(())
     }
 
     pub fn config(&self) -> &PullerConfig {

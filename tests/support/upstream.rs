@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use super::process::NAMESPACE;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{DynamicObject, PostParams};
+use olmv1::testenv::registry::{TEST_PASSWORD, TEST_USER};
+use serde_json::json;
 
 /// A process of the binary under another program name; killed when dropped.
 pub struct Upstream {
@@ -51,10 +55,21 @@ pub fn prepare(program: &str, tls_cert: &str) -> PathBuf {
 }
 
 pub fn spawn(dir: PathBuf, program: &str, args: &[String]) -> Upstream {
+    spawn_with_env(dir, program, args, &[])
+}
+
+/// [`spawn`] with `env` set (our own knobs, e.g. short leader-election timings).
+pub fn spawn_with_env(
+    dir: PathBuf,
+    program: &str,
+    args: &[String],
+    env: &[(&str, &str)],
+) -> Upstream {
     let log = dir.join("stderr.log");
     let file = std::fs::File::create(&log).expect("log");
     let child = Command::new(dir.join(program))
         .args(args)
+        .envs(env.iter().copied())
         .env("KUBECONFIG", &super::cluster().controller_kubeconfig)
         .env_remove("RUST_LOG")
         .env_remove("POD_NAMESPACE")
@@ -109,4 +124,51 @@ pub async fn tls13_only(dir: &Path, port: u16) -> bool {
     let v12 = super::metrics::handshake(port, &ca, &[&rustls::version::TLS12]).await;
     let v13 = super::metrics::handshake(port, &ca, &[&rustls::version::TLS13]).await;
     v12.is_err() && v13 == Ok(rustls::ProtocolVersion::TLSv1_3)
+}
+
+pub fn dockerconfigjson(host: &str) -> String {
+    let auth = data_encoding::BASE64.encode(format!("{TEST_USER}:{TEST_PASSWORD}").as_bytes());
+    data_encoding::BASE64.encode(
+        json!({"auths": {host: {"auth": auth}}})
+            .to_string()
+            .as_bytes(),
+    )
+}
+
+/// Upstream's operator-controller identity (its chart's ServiceAccount in the system
+/// namespace, bound to cluster-admin as that chart binds it).
+pub async fn upstream_controller_identity(admin: &kube::Client) {
+    let objects: Vec<DynamicObject> = [
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "operator-controller-controller-manager", "namespace": NAMESPACE}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "operator-controller-manager-admin-rolebinding"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "operator-controller-controller-manager",
+                          "namespace": NAMESPACE}]}),
+    ]
+    .into_iter()
+    .map(|v| serde_json::from_value(v).expect("object"))
+    .collect();
+    olmv1::testenv::manifests::apply_objects(admin, &objects)
+        .await
+        .expect("upstream's controller identity");
+}
+
+/// A dockerconfigjson Secret for the authenticating test registry in the system
+/// namespace; returns `<namespace>/<name>` for `--global-pull-secret`.
+pub async fn registry_pull_secret(admin: &kube::Client) -> String {
+    let name = super::unique("upstream-pull");
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": dockerconfigjson(super::auth_registry().host())},
+    }))
+    .expect("secret");
+    Api::<Secret>::namespaced(admin.clone(), NAMESPACE)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create secret");
+    format!("{NAMESPACE}/{name}")
 }
