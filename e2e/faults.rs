@@ -449,7 +449,10 @@ async fn registry_stopped_during_the_bundle_pull() {
     eprintln!("while the registry is down: {}", retrying.message);
     // The catalog keeps serving what it unpacked; only the pull fails.
     catalog_serving(&s.catalog).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Long enough for retries that only pull again (nothing else changed,
+    // docs/concepts/rollout-status.md "Retries during a registry outage"): the one after
+    // the registry is back must run the whole install.
+    tokio::time::sleep(Duration::from_secs(10)).await;
     registry.start_again().expect("start the registry again");
 
     let e = s.converges(&mut ctl, "1.0.0").await;

@@ -20,3 +20,14 @@ fn invalid_objects_are_rejected_before_any_request() {
         refs_of(&[json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})]).unwrap_err();
     assert!(matches!(err, ApplyError::InvalidObject { index: 0, .. }));
 }
+
+#[test]
+fn polls_start_short_and_double_up_to_the_poll_interval() {
+    let max = Duration::from_millis(100);
+    let delays: Vec<u64> = (0..6)
+        .map(|a| poll_delay(a, max).as_millis() as u64)
+        .collect();
+    assert_eq!(delays, [10, 20, 40, 80, 100, 100]);
+    assert_eq!(poll_delay(u32::MAX, max), max);
+    assert_eq!(poll_delay(40, max), max);
+}

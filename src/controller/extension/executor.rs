@@ -41,6 +41,8 @@ pub(crate) struct KubeExecutor<'a> {
     /// When this reconcile's install must be done by (`--install-timeout`), set by its
     /// first step.
     install_deadline: OnceLock<tokio::time::Instant>,
+    /// [`super::outage::Epoch`] when this reconcile started.
+    epoch: u64,
 }
 
 impl<'a> KubeExecutor<'a> {
@@ -57,6 +59,7 @@ impl<'a> KubeExecutor<'a> {
             owner: Owner::new(ext.name_any(), ext.uid().unwrap_or_default()),
             installer: installer::choose(&ext.spec, ctx.settings.default_installer.as_ref(), field),
             install_deadline: OnceLock::new(),
+            epoch: ctx.outage.epoch.now(),
         }
     }
 }
@@ -236,7 +239,7 @@ impl Executor for KubeExecutor<'_> {
 
     async fn render(&self, target: &BundleIdentity) -> Result<Rendered, InstallFailure> {
         self.ctx.drift.forget_clean(&self.ext.name_any());
-        let render = pipeline::render(self.ctx, self.ext, target);
+        let render = pipeline::render(self.ctx, self.ext, target, self.epoch);
         self.within_install_timeout(target, render).await
     }
 

@@ -20,6 +20,7 @@ mod executor;
 mod flow;
 pub mod installer;
 pub mod operator_conditions;
+pub mod outage;
 mod pipeline;
 pub mod plan;
 pub mod prune;
@@ -89,6 +90,10 @@ pub struct ExtensionContext {
     pub drift: drift::DriftWatches,
     /// Consecutive failures and since when, per extension.
     failures: Failures,
+    /// What failed pulls leave for their retries ([`outage`]).
+    pub outage: outage::Memos,
+    /// The registry credentials of those retries, and when they were read.
+    probe_secrets: tokio::sync::Mutex<Option<(std::time::Instant, crate::image::DockerConfig)>>,
     /// Where reconciles report durations, errors and status (metrics hook).
     pub metrics: Arc<Metrics>,
     /// The reconcile worker limit (`--max-concurrent-reconciles`, fair: first come,
@@ -133,6 +138,8 @@ impl ExtensionContext {
             settings,
             drift,
             failures: Failures::default(),
+            outage: outage::Memos::default(),
+            probe_secrets: tokio::sync::Mutex::new(None),
             metrics: Arc::new(Metrics::new()),
             workers: Workers::new(DEFAULT_MAX_CONCURRENT_RECONCILES),
             operator_conditions: operator_conditions::Served::default(),
@@ -185,6 +192,20 @@ impl ExtensionContext {
         }
     }
 
+    /// The registry credentials for the retries during an outage ([`outage`]): read at
+    /// most once per [`outage::SECRETS_MAX_AGE`] for all extensions together.
+    async fn probe_secrets(&self) -> crate::image::DockerConfig {
+        let mut cached = self.probe_secrets.lock().await;
+        if let Some((at, secrets)) = cached.as_ref()
+            && at.elapsed() < outage::SECRETS_MAX_AGE
+        {
+            return secrets.clone();
+        }
+        let secrets = pipeline::pull_secrets(self).await;
+        *cached = Some((std::time::Instant::now(), secrets.clone()));
+        secrets
+    }
+
     /// Reports into `metrics` (shared with the rest of the process).
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.installers.count_requests(metrics.clone());
@@ -225,6 +246,11 @@ pub async fn run(ctx: Arc<ExtensionContext>) {
         .touched_objects()
         .predicate_filter(extension_trigger, PredicateConfig::default());
     let controller = Controller::for_stream(primary, reader.clone());
+    // Every trigger but the extension's own changes moves the epoch ([`outage`]).
+    let moved = {
+        let ctx = ctx.clone();
+        move || ctx.outage.epoch.bump()
+    };
     let all = move || {
         reader
             .state()
@@ -241,8 +267,9 @@ pub async fn run(ctx: Arc<ExtensionContext>) {
         catalog_trigger,
     );
     let failing = {
-        let ctx = ctx.clone();
+        let (ctx, moved) = (ctx.clone(), moved.clone());
         move || {
+            moved();
             ctx.failures
                 .failing()
                 .into_iter()
@@ -253,12 +280,18 @@ pub async fn run(ctx: Arc<ExtensionContext>) {
     let (f1, f2, f3, f4) = (failing.clone(), failing.clone(), failing.clone(), failing);
     controller
         .trigger_backoff(common::TriggerBackoff)
-        .watches_stream(catalogs, move |_| all())
+        .watches_stream(catalogs, {
+            let moved = moved.clone();
+            move |_| {
+                moved();
+                all()
+            }
+        })
         .watches_stream(rbac_events::<ClusterRole>(&client), move |_| f1())
         .watches_stream(rbac_events::<ClusterRoleBinding>(&client), move |_| f2())
         .watches_stream(rbac_events::<Role>(&client), move |_| f3())
         .watches_stream(rbac_events::<RoleBinding>(&client), move |_| f4())
-        .reconcile_on(ctx.drift.trigger_stream())
+        .reconcile_on(ctx.drift.trigger_stream().inspect(move |_| moved()))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
@@ -293,6 +326,11 @@ async fn reconcile(
     let (name, generation) = (ext.name_any(), ext.metadata.generation);
     let standing = || ctx.standing(&name, generation);
     let reconcile = async {
+        if retry_unchanged(&ext, &ctx).await {
+            // The same pull failure as last time, nothing else changed: what the full
+            // reconcile would write is already written.
+            return Ok(Action::requeue(ctx.failures.next_backoff(&name)));
+        }
         let reconciled = flow::reconcile(&ext, &exec, standing).await;
         ctx.settle(&name, generation, &reconciled.tally);
         reconciled.result
@@ -307,4 +345,31 @@ async fn reconcile(
         reconcile,
     ))
     .await
+}
+
+/// During a registry outage ([`outage`]): whether the retry of `ext` failed on the same
+/// pull as the reconcile before it, with nothing else changed. Takes the extension's memo
+/// (a full reconcile leaves a new one); keeps it when the retry ends here.
+async fn retry_unchanged(ext: &ClusterExtension, ctx: &ExtensionContext) -> bool {
+    let name = ext.name_any();
+    let Some(memo) = ctx.outage.take(&name) else {
+        return false;
+    };
+    if !outage::probe(&memo, ext, ctx.outage.epoch.now()) {
+        return false;
+    }
+    let secrets = ctx.probe_secrets().await;
+    if secrets != memo.secrets {
+        return false;
+    }
+    let pulled = pipeline::pull_with(ctx, &memo.image, &secrets).await;
+    let pulled = pulled.map(|_| ()).map_err(|e| match e {
+        plan::InstallFailure::Retry(message) => message,
+        other => format!("{other:?}"),
+    });
+    let unchanged = outage::unchanged(&memo, &secrets, &pulled);
+    if unchanged {
+        ctx.outage.keep(&name, memo);
+    }
+    unchanged
 }

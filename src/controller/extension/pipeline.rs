@@ -10,10 +10,11 @@
 
 use super::plan::{Apply, InstallFailure, Installed, Rendered, migration};
 use super::rollout::{self, Readiness};
-use super::{ExtensionContext, certs, prune};
+use super::{ExtensionContext, certs, outage, prune};
 use crate::api::{BundleIdentity, ClusterExtension};
 use crate::apply::{self, ApplyError, InstallError, ObjectRef, Owner, RevisionHistory};
 use crate::bundle::{self, Bundle, CertProvider, RenderOptions};
+use crate::image::DockerConfig;
 use crate::metrics::Phase;
 use crate::migrate::upstream_helm::{self as helm_release, UpstreamRelease};
 use crate::preflight::{self, Preflight, PreflightError};
@@ -25,13 +26,14 @@ use serde_json::Value;
 use std::time::Instant;
 
 /// Pulls and renders `target` for `ext`: the digest-pinned image and the rendered
-/// objects.
+/// objects (`epoch`: [`super::outage::Epoch`] when the reconcile started).
 pub(crate) async fn render(
     ctx: &ExtensionContext,
     ext: &ClusterExtension,
     target: &BundleIdentity,
+    epoch: u64,
 ) -> Result<Rendered, InstallFailure> {
-    let (loaded, image) = pull(ctx, target).await?;
+    let (loaded, image) = pull(ctx, ext, target, epoch).await?;
     let objects = render_bundle(ctx, ext, loaded).await?;
     Ok(Rendered { image, objects })
 }
@@ -227,36 +229,57 @@ async fn pods_of(ctx: &ExtensionContext, namespace: &str, deployment: &Value) ->
     }
 }
 
-/// Pulls and loads the bundle image: the bundle and its digest-pinned reference.
+/// Pulls and loads the bundle image: the bundle and its digest-pinned reference. A
+/// retryable failure leaves a memo for the next retry ([`super::outage`]), stamped with
+/// `epoch`, the epoch when the reconcile started.
 async fn pull(
     ctx: &ExtensionContext,
+    ext: &ClusterExtension,
     target: &BundleIdentity,
+    epoch: u64,
 ) -> Result<(Bundle, String), InstallFailure> {
     let started = Instant::now();
+    let secrets = pull_secrets(ctx).await;
+    let pulled = pull_with(ctx, &target.image, &secrets).await;
+    if let Err(InstallFailure::Retry(error)) = &pulled {
+        let (name, memo) = outage::memo(ext, epoch, &target.image, &secrets, error);
+        ctx.outage.keep(&name, memo);
+    }
+    let pulled = pulled?;
+    ctx.metrics.phase(Phase::pull, started.elapsed());
+    Ok(pulled)
+}
+
+/// The registry credentials (the global pull secret, the controller account's
+/// `imagePullSecrets`), read now.
+pub(crate) async fn pull_secrets(ctx: &ExtensionContext) -> DockerConfig {
     let settings = &ctx.settings;
-    let secrets = crate::controller::pull_secrets::read(
+    crate::controller::pull_secrets::read(
         &ctx.client,
         &settings.namespace,
         settings.service_account.as_deref(),
         settings.global_pull_secret.as_deref(),
     )
-    .await;
-    let (loaded, pulled) = bundle::load_image(
-        &ctx.puller,
-        &target.image,
-        &secrets,
-        &bundle::LoadOptions::default(),
-    )
     .await
-    .map_err(|e| {
-        // Content errors of an image pinned by digest never fix themselves.
-        if e.is_terminal(bundle::is_digest_reference(&target.image)) {
-            InstallFailure::Blocked(e.to_string())
-        } else {
-            InstallFailure::Retry(e.to_string())
-        }
-    })?;
-    ctx.metrics.phase(Phase::pull, started.elapsed());
+}
+
+/// Pulls and loads `image` with `secrets`, its errors mapped to an [`InstallFailure`].
+pub(crate) async fn pull_with(
+    ctx: &ExtensionContext,
+    image: &str,
+    secrets: &DockerConfig,
+) -> Result<(Bundle, String), InstallFailure> {
+    let (loaded, pulled) =
+        bundle::load_image(&ctx.puller, image, secrets, &bundle::LoadOptions::default())
+            .await
+            .map_err(|e| {
+                // Content errors of an image pinned by digest never fix themselves.
+                if e.is_terminal(bundle::is_digest_reference(image)) {
+                    InstallFailure::Blocked(e.to_string())
+                } else {
+                    InstallFailure::Retry(e.to_string())
+                }
+            })?;
     Ok((loaded, pulled.reference))
 }
 
