@@ -179,6 +179,22 @@ async fn deploy_olmv1() -> &'static str {
         .await
 }
 
+/// Prints olmv1's pods, extensions, Events and logs when the test fails
+/// (`olmv1::testenv::deploy::diagnostics`).
+struct DiagnoseOnPanic;
+
+impl Drop for DiagnoseOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let kubeconfig = &node_cluster().admin_kubeconfig;
+            eprintln!(
+                "== olmv1 in the cluster when the test failed:\n{}",
+                olmv1::testenv::deploy::diagnostics(kubeconfig)
+            );
+        }
+    }
+}
+
 /// Publishes `bundles` to the node registry in a catalog image; returns its reference.
 async fn publish_on_node(name: &str, package: &str, bundles: &[BundleSpec]) -> String {
     let node = node_cluster().node.as_ref().expect("node");
@@ -222,6 +238,7 @@ async fn wait_available(deployments: &Api<Deployment>, name: &str, what: &str) {
 #[tokio::test]
 async fn olmv1_in_the_cluster_installs_upgrades_and_uninstalls_an_operator_that_runs() {
     let cluster = node_cluster();
+    let _diagnose = DiagnoseOnPanic;
     let node = cluster.node.as_ref().expect("node");
     deploy_olmv1().await;
     let admin = cluster.admin().await;
@@ -381,6 +398,7 @@ async fn wait_progressing(
 #[tokio::test]
 async fn rollout_status_follows_real_pods() {
     let cluster = node_cluster();
+    let _diagnose = DiagnoseOnPanic;
     let node = cluster.node.as_ref().expect("node");
     deploy_olmv1().await;
     let admin = cluster.admin().await;

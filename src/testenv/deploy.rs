@@ -126,6 +126,29 @@ pub fn wait_rolled_out(kubeconfig: &Path, timeout: Duration) -> Result<(), TestE
     Ok(())
 }
 
+/// What a failed end-to-end test prints about olmv1 in the cluster: its pods (with
+/// restarts), every ClusterExtension's status, recent Events of the namespace and the
+/// last lines of each replica's log (and of its previous container, if it restarted).
+pub fn diagnostics(kubeconfig: &Path) -> String {
+    let run = |args: &[&str]| run_kubectl(kubeconfig, args).unwrap_or_else(|e| format!("({e})\n"));
+    let mut out = String::new();
+    out += &run(&["-n", NAMESPACE, "get", "pods", "-o", "wide"]);
+    out += &run(&["get", "clusterextensions", "-o", "yaml"]);
+    out += &run(&["-n", NAMESPACE, "get", "events", "--sort-by=.lastTimestamp"]);
+    let selector = "--selector=app.kubernetes.io/name=olmv1-controller";
+    out += &run(&["-n", NAMESPACE, "logs", selector, "--prefix", "--tail=200"]);
+    out += &run(&[
+        "-n",
+        NAMESPACE,
+        "logs",
+        selector,
+        "--prefix",
+        "--tail=50",
+        "--previous",
+    ]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
