@@ -13,7 +13,7 @@ mod support;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension};
 use olmv1::testenv::demo::{self, BundleSpec};
@@ -489,6 +489,26 @@ async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &st
         condition(&e, "Installed").map(|c| c.status).as_deref(),
         Some("True")
     );
+    // And rolls it out: nothing refused (OLM v0's OperatorCondition controller, still
+    // running, keeps the Role and RoleBinding named like the CSV; olmv1 renders the
+    // same ones and adopts them).
+    wait_succeeded(&exts, &inst.sub).await;
+    // The OperatorCondition's Role is adopted (olmv1's owner labels) and olmv1 claims
+    // no control over it: OLM v0's controller holds the controller reference (and may
+    // reset the list, or re-create the Role: then olmv1 adopts it again).
+    let roles: Api<Role> = Api::namespaced(admin.clone(), ns);
+    eventually(60, "the OperatorCondition's Role adopted", || async {
+        let role = roles.get(&inst.csv).await.ok()?;
+        let labels = role.metadata.labels.clone().unwrap_or_default();
+        let ours = labels.get("olm.operatorframework.io/owner-name") == Some(&inst.sub);
+        let refs = role.metadata.owner_references.clone().unwrap_or_default();
+        let controlling = refs
+            .iter()
+            .any(|r| r.kind == "ClusterExtension" && r.controller == Some(true));
+        assert!(!controlling, "{role:#?}");
+        ours.then_some(())
+    })
+    .await;
     gone(&admin, "Subscription", ns, &inst.sub).await;
     gone(&admin, "ClusterServiceVersion", ns, &inst.csv).await;
     let plans = olm_v0::api(&admin, "v1alpha1", "InstallPlan", ns);
@@ -671,17 +691,6 @@ async fn clean_up(
     );
     let (code, out, err) = olmv1(&["migrate", "cleanup", &target, "--dry-run"], kubeconfig);
     println!("[cleanup] olmv1 migrate cleanup --dry-run:\n{out}{err}");
-    if code == 1 {
-        // Measured with real OLM v0: the revision can stay Progressing `Retrying` (the
-        // controller refusing to adopt the Role and RoleBinding OLM v0's
-        // OperatorCondition controller keeps under the CSV's name); cleanup then
-        // refuses, touching nothing, and says why.
-        assert!(out.contains("not Installed and rolled out yet"), "{out}");
-        let after = labelled(admin, ns, &label).await;
-        assert_eq!(after, before, "a refused cleanup changed something");
-        println!("[cleanup] figures: refused (the extension is not rolled out)");
-        return;
-    }
     assert_eq!(code, 0, "{err}\n{out}");
     let started = Instant::now();
     let (code, out, err) = olmv1(&["migrate", "cleanup", &target], kubeconfig);
@@ -715,6 +724,13 @@ async fn clean_up(
         condition(&e, "Installed").map(|c| c.status).as_deref(),
         Some("True")
     );
+    // 30 s beside OLM v0's running OperatorCondition controller: still rolled out.
+    let progressing = condition(&e, "Progressing").map(|c| (c.status, c.reason, c.message));
+    assert_eq!(
+        progressing.as_ref().map(|p| (p.0.as_str(), p.1.as_str())),
+        Some(("True", "Succeeded")),
+        "{progressing:?}"
+    );
     let (code, out, err) = olmv1(&["migrate", "cleanup", &target], kubeconfig);
     println!("[cleanup] again:\n{out}{err}");
     assert_eq!(code, 0, "{err}\n{out}");
@@ -723,6 +739,16 @@ async fn clean_up(
         "[cleanup] figures: cleanup {took:?}, deleted v0-only cluster RBAC {}, Operator object deleted {had_operator}",
         v0_only.len()
     );
+}
+
+/// Waits until the extension `name` is Progressing `Succeeded` (rolled out).
+async fn wait_succeeded(exts: &Api<ClusterExtension>, name: &str) {
+    eventually(120, "the extension Progressing Succeeded", || async {
+        let e = exts.get(name).await.ok()?;
+        let c = condition(&e, "Progressing")?;
+        (c.status == "True" && c.reason == "Succeeded").then_some(())
+    })
+    .await;
 }
 
 async fn create_widget_read(
@@ -742,7 +768,6 @@ async fn create_widget_read(
 }
 
 #[tokio::test]
-#[ignore = "the takeover refuses OLM v0's OperatorCondition Role and RoleBinding now that olmv1 renders the same names: docs/how-to/switch-from-olm-v0.md, not handled yet"]
 async fn an_all_namespaces_operator_installed_by_olm_v0_is_taken_over_in_place_and_rolled_back() {
     take_over_and_roll_back("v0all", false, "Automatic").await;
 }

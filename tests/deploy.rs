@@ -218,11 +218,16 @@ async fn http_status(url: &str) -> Option<u16> {
 async fn controller_serves_probes_and_stops_on_sigterm() {
     let cluster = support::cluster();
     let port = free_port();
+    // Every listener on a free port: the defaults (:8443 for catalogs) may be taken by
+    // another test's process.
+    let catalogs = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_olmv1"))
         .args([
             "controller",
             "--health-probe-bind-address",
             &format!("127.0.0.1:{port}"),
+            "--catalog-server-bind-address",
+            &format!("127.0.0.1:{catalogs}"),
         ])
         .arg("--kubeconfig")
         .arg(&cluster.controller_kubeconfig)
@@ -236,10 +241,13 @@ async fn controller_serves_probes_and_stops_on_sigterm() {
             break;
         }
         assert!(Instant::now() < deadline, "controller not ready within 30s");
-        assert!(
-            child.try_wait().expect("wait").is_none(),
-            "controller exited early"
-        );
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut stderr = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+            }
+            panic!("controller exited early ({status}): {stderr}");
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(

@@ -29,12 +29,17 @@ impl Owner {
 
     /// The ownerReference to the ClusterExtension (controller, blockOwnerDeletion).
     pub fn owner_reference(&self) -> Value {
+        self.reference(true)
+    }
+
+    /// The ownerReference, claiming control or not.
+    fn reference(&self, controller: bool) -> Value {
         json!({
             "apiVersion": OWNER_API_VERSION,
             "kind": OWNER_KIND,
             "name": self.name,
             "uid": self.uid,
-            "controller": true,
+            "controller": controller,
             "blockOwnerDeletion": true,
         })
     }
@@ -50,6 +55,9 @@ impl Owner {
 
 /// A copy of `obj` with the owner labels and the ownerReference added. Other owner
 /// references of the rendered object are kept; a ClusterExtension reference is replaced.
+/// The reference claims control except on an OperatorCondition's Role and RoleBinding,
+/// where OLM v0's OperatorCondition controller, when it runs, holds it (the API server
+/// admits one controller reference; garbage collection is the same either way).
 pub fn with_ownership(obj: &Value, owner: &Owner) -> Value {
     let mut out = obj.clone();
     let Some(root) = out.as_object_mut() else {
@@ -89,7 +97,8 @@ pub fn with_ownership(obj: &Value, owner: &Owner) -> Value {
                 .collect()
         })
         .unwrap_or_default();
-    refs.push(owner.owner_reference());
+    let controller = !crate::bundle::operator_condition::is_condition_rbac(obj);
+    refs.push(owner.reference(controller));
     meta.insert("ownerReferences".into(), Value::Array(refs));
     out
 }

@@ -1000,18 +1000,41 @@ fn the_operator_condition_is_rendered_only_when_asked() {
     assert_eq!(condition.len(), 1);
     assert_eq!(condition[0]["apiVersion"], "operators.coreos.com/v2");
     assert_eq!(condition[0]["metadata"]["namespace"], "ns");
+    // Exactly what OLM v0's OperatorCondition controller writes (v0.38), so that the
+    // two can run side by side without overwriting each other.
     let role = of(&with, "Role");
-    assert_eq!(role[0]["rules"][0]["resourceNames"], json!([name]));
     assert_eq!(
-        role[0]["rules"][0]["resources"],
-        json!(["operatorconditions", "operatorconditions/status"])
+        role[0]["rules"],
+        json!([{"verbs": ["get", "update", "patch"], "apiGroups": ["operators.coreos.com"],
+            "resources": ["operatorconditions"], "resourceNames": [name]}])
     );
     let binding = of(&with, "RoleBinding");
-    let accounts = &condition[0]["spec"]["serviceAccounts"];
-    assert_eq!(
-        binding[0]["subjects"][0]["name"], accounts[0],
-        "bound to the operator's account"
-    );
+    let accounts = condition[0]["spec"]["serviceAccounts"].as_array().unwrap();
+    let expected: Vec<Value> = csv
+        .spec
+        .install
+        .spec
+        .cluster_permissions
+        .iter()
+        .chain(&csv.spec.install.spec.permissions)
+        .map(|p| json!(p.service_account_name))
+        .collect();
+    assert!(!expected.is_empty());
+    assert_eq!(*accounts, expected, "clusterPermissions, then permissions");
+    let subjects: Vec<Value> = accounts
+        .iter()
+        .map(|sa| json!({"kind": "ServiceAccount", "name": sa}))
+        .collect();
+    assert_eq!(binding[0]["subjects"], json!(subjects));
+    // Only these two get a non-controlling ownerReference (OLM v0 holds control).
+    let owner = crate::apply::Owner::new("ext", "u");
+    for o in &with {
+        let stamped = crate::apply::with_ownership(o, &owner);
+        let controller = stamped["metadata"]["ownerReferences"][0]["controller"].clone();
+        let condition_rbac = ["Role", "RoleBinding"].contains(&o["kind"].as_str().unwrap())
+            && o["metadata"]["name"] == name;
+        assert_eq!(controller, json!(!condition_rbac), "{o}");
+    }
     for d in with.iter().filter(|o| o["kind"] == "Deployment") {
         for c in d["spec"]["template"]["spec"]["containers"]
             .as_array()

@@ -83,13 +83,32 @@ pub async fn wait_installed(
     name: &str,
     version: &str,
 ) -> ClusterExtension {
-    super::eventually(120, &format!("{name} installed at {version}"), || async {
-        let e = api.get(name).await.ok()?;
-        let installed = condition(&e, "Installed")?;
-        let v = e.status.as_ref()?.install.as_ref()?.bundle.version.clone();
-        (installed.status == "True" && v == version).then_some(e)
-    })
-    .await
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let seen = api.get(name).await;
+        if let Ok(e) = &seen {
+            let installed = condition(e, "Installed").is_some_and(|c| c.status == "True");
+            let v = e.status.as_ref().and_then(|s| s.install.as_ref());
+            if installed && v.is_some_and(|i| i.bundle.version == version) {
+                return e.clone();
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            // What the extension said last: why it is not installed.
+            let last = match seen {
+                Ok(e) => e
+                    .status
+                    .map(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|c| format!("\n  {} {} {}: {}", c.type_, c.status, c.reason, c.message))
+                    .collect::<String>(),
+                Err(e) => e.to_string(),
+            };
+            panic!("timed out after 120s waiting for {name} installed at {version}; last: {last}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 pub async fn wait_progressing_message(

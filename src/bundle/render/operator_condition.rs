@@ -3,13 +3,12 @@
 //! `operators.coreos.com/v2` `OperatorCondition` ([`super::RenderOptions::operator_condition`]),
 //! one OperatorCondition named like the CSV in the install namespace, a Role and
 //! RoleBinding of the same name that let the operator's ServiceAccounts get, update and
-//! patch it (and its status), and the env var `OPERATOR_CONDITION_NAME=<csv name>` in
+//! patch it, and the env var `OPERATOR_CONDITION_NAME=<csv name>` in
 //! every container of the CSV's Deployments. The name equals OLM v0's, so an
 //! installation taken over from OLM v0 keeps the same env var value (no rollout).
 
-use super::{Ctx, object, sa_name_or_default};
+use super::{Ctx, object};
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
 
 /// The OperatorCondition API.
 pub const API_VERSION: &str = "operators.coreos.com/v2";
@@ -18,7 +17,11 @@ pub const KIND: &str = "OperatorCondition";
 /// The env var naming the OperatorCondition in the operator's containers.
 pub const ENV: &str = "OPERATOR_CONDITION_NAME";
 
-/// The OperatorCondition, its Role and RoleBinding.
+/// The OperatorCondition, its Role and RoleBinding, each exactly as OLM v0 writes it
+/// (its `operator-condition-generator` and `operatorcondition` controllers, v0.38):
+/// OLM v0's controller, when it runs beside olmv1, compares the Role's rules and the
+/// RoleBinding's subjects and roleRef with what it would write and overwrites any
+/// difference, so any other content would make the two fight.
 pub(super) fn objects(ctx: &Ctx<'_>, out: &mut Vec<Value>) {
     let name = ctx.csv.metadata.name.as_str();
     let deployments: Vec<&str> = ctx
@@ -26,20 +29,9 @@ pub(super) fn objects(ctx: &Ctx<'_>, out: &mut Vec<Value>) {
         .deployments
         .iter()
         .map(|d| d.name.as_str())
+        .filter(|d| !d.is_empty())
         .collect();
-    let accounts: BTreeSet<&str> = ctx
-        .strategy()
-        .deployments
-        .iter()
-        .map(|d| {
-            sa_name_or_default(
-                d.spec
-                    .pointer("/template/spec/serviceAccountName")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default(),
-            )
-        })
-        .collect();
+    let accounts = service_accounts(ctx);
     let mut condition = object(API_VERSION, KIND, name, Some(ctx.ns));
     condition.insert(
         "spec".into(),
@@ -47,15 +39,7 @@ pub(super) fn objects(ctx: &Ctx<'_>, out: &mut Vec<Value>) {
     );
     out.push(Value::Object(condition));
     let mut role = object("rbac.authorization.k8s.io/v1", "Role", name, Some(ctx.ns));
-    role.insert(
-        "rules".into(),
-        json!([{
-            "apiGroups": [GROUP],
-            "resources": ["operatorconditions", "operatorconditions/status"],
-            "resourceNames": [name],
-            "verbs": ["get", "update", "patch"],
-        }]),
-    );
+    role.insert("rules".into(), role_rules(name));
     out.push(Value::Object(role));
     let mut binding = object(
         "rbac.authorization.k8s.io/v1",
@@ -67,12 +51,74 @@ pub(super) fn objects(ctx: &Ctx<'_>, out: &mut Vec<Value>) {
         "roleRef".into(),
         json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}),
     );
+    // No namespace: OLM v0 leaves it out (a RoleBinding's own namespace).
     let subjects: Vec<Value> = accounts
         .iter()
-        .map(|sa| json!({"kind": "ServiceAccount", "name": sa, "namespace": ctx.ns}))
+        .map(|sa| json!({"kind": "ServiceAccount", "name": sa}))
         .collect();
     binding.insert("subjects".into(), Value::Array(subjects));
     out.push(Value::Object(binding));
+}
+
+/// The Role's rules: get, update and patch on this one OperatorCondition (operators
+/// write their conditions to `spec.conditions`, operator-lib's way; no status).
+fn role_rules(name: &str) -> Value {
+    json!([{
+        "verbs": ["get", "update", "patch"],
+        "apiGroups": [GROUP],
+        "resources": ["operatorconditions"],
+        "resourceNames": [name],
+    }])
+}
+
+/// `spec.serviceAccounts` as OLM v0 lists them: the accounts of `clusterPermissions`,
+/// then of `permissions`, in order, repeats kept; `default` when there is none.
+fn service_accounts<'a>(ctx: &Ctx<'a>) -> Vec<&'a str> {
+    let strategy = ctx.strategy();
+    let mut accounts: Vec<&str> = strategy
+        .cluster_permissions
+        .iter()
+        .chain(&strategy.permissions)
+        .map(|p| p.service_account_name.as_str())
+        .filter(|sa| !sa.is_empty())
+        .collect();
+    if accounts.is_empty() {
+        accounts.push("default");
+    }
+    accounts
+}
+
+/// Whether `obj` is an OperatorCondition's Role or RoleBinding as [`objects`] renders it
+/// (named like the OperatorCondition it grants). OLM v0's OperatorCondition controller,
+/// when it runs, holds the controller ownerReference on these two (to the
+/// OperatorCondition), so olmv1's reference on them must not claim control
+/// ([`crate::apply::with_ownership`]).
+pub fn is_condition_rbac(obj: &Value) -> bool {
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str);
+    let Some(name) = name else {
+        return false;
+    };
+    if obj.get("apiVersion").and_then(Value::as_str) != Some("rbac.authorization.k8s.io/v1") {
+        return false;
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        Some("Role") => obj.get("rules") == Some(&role_rules(name)),
+        Some("RoleBinding") => {
+            let role =
+                json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name});
+            let accounts_only =
+                obj.get("subjects")
+                    .and_then(Value::as_array)
+                    .is_some_and(|subjects| {
+                        subjects.iter().all(|s| {
+                            s.get("kind").and_then(Value::as_str) == Some("ServiceAccount")
+                                && s.as_object().is_some_and(|o| o.len() == 2)
+                        })
+                    });
+            obj.get("roleRef") == Some(&role) && accounts_only
+        }
+        _ => false,
+    }
 }
 
 /// Sets `OPERATOR_CONDITION_NAME=<name>` in every container of `deployment` (replacing

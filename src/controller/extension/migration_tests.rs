@@ -3,7 +3,8 @@
 //! as the migration of a Subscription reads its backup and takes the installation over
 //! when the resolved bundle is exactly the backed-up CSV; another bundle or an
 //! unreadable backup is reported and nothing is rendered or applied; once a revision is
-//! installed the backup is not read again; without the annotation nothing changes.
+//! installed the backup is read only while that revision is the backed-up CSV and
+//! stays (objects v0 re-creates are adopted); without the annotation nothing changes.
 
 use super::*;
 use crate::controller::extension::plan::migration::V0Takeover;
@@ -101,12 +102,12 @@ fn another_bundle_or_no_backup_is_reported_and_nothing_is_touched() {
 }
 
 #[test]
-fn an_installed_revision_or_no_annotation_reads_no_backup() {
+fn an_upgrade_from_the_installed_revision_or_no_annotation_reads_no_backup() {
     for (e, record) in [(migrated(), record("1.0.0")), (ext(), None)] {
         let fake = Fake {
             record,
-            resolution: Some(resolved("1.0.0", None)),
-            install: Some(Ok(pulled("1.0.0"))),
+            resolution: Some(resolved("1.1.0", None)),
+            install: Some(Ok(pulled("1.1.0"))),
             ..Fake::default()
         };
         run(&e, &fake);
@@ -115,6 +116,42 @@ fn an_installed_revision_or_no_annotation_reads_no_backup() {
             !calls.iter().any(|c| c.starts_with("load_v0_backup")),
             "{calls:?}"
         );
-        assert!(calls.iter().any(|c| c == "install 1.0.0"), "{calls:?}");
+        assert!(calls.iter().any(|c| c == "install 1.1.0"), "{calls:?}");
+    }
+}
+
+/// OLM v0's OperatorCondition controller may re-create objects of the CSV after the
+/// takeover: while the backed-up CSV stays installed, they are adopted again (without
+/// another `Adopted` Event); a backup of another version adopts nothing.
+#[test]
+fn the_backed_up_csv_kept_installed_still_adopts() {
+    for (answer, adopts) in [(backup("1.0.0"), true), (backup("0.9.0"), false)] {
+        let fake = Fake {
+            record: record("1.0.0"),
+            v0_backup: answer,
+            resolution: Some(resolved("1.0.0", None)),
+            install: Some(Ok(pulled("1.0.0"))),
+            ..Fake::default()
+        };
+        run(&migrated(), &fake);
+        let calls = fake.calls();
+        assert!(
+            calls
+                .iter()
+                .any(|c| c == "load_v0_backup ns/olmv1-migration-sub"),
+            "{calls:?}"
+        );
+        let install = if adopts {
+            "install 1.0.0 taking over ns/sub"
+        } else {
+            "install 1.0.0"
+        };
+        assert!(calls.iter().any(|c| c == install), "{calls:?}");
+        assert!(
+            !fake.events().iter().any(|e| e.1 == "Adopted"),
+            "{:?}",
+            fake.events()
+        );
+        assert_eq!(fake.outcome(), Outcome::Succeeded);
     }
 }

@@ -2,9 +2,8 @@
 //! and §2.7; unlike upstream's tool nothing here is acknowledged away: OwnNamespace and
 //! SingleNamespace are supported as they are, the rest blocks).
 
-use super::V0Operator;
 use super::catalog::{Found, catalog_source_image};
-use super::read::{CsvView, SubscriptionView, WatchScope, operator_condition_in_use, text};
+use super::read::{CsvView, SubscriptionView, WatchScope, text};
 use crate::fbc::model::Bundle;
 use serde::Serialize;
 
@@ -16,7 +15,6 @@ pub enum BlockerCode {
     GeneratedDependency,
     Dependencies,
     ApiServices,
-    OperatorConditionInUse,
     ScopedServiceAccount,
     OperatorGroup,
     MultiNamespace,
@@ -42,12 +40,9 @@ fn blocker(code: BlockerCode, message: String, action: &str) -> Blocker {
     }
 }
 
-/// Blockers read from the Subscription, the CSV and the OperatorCondition.
-pub fn of_installation(
-    op: &V0Operator,
-    sub: &SubscriptionView,
-    csv: Option<&CsvView>,
-) -> Vec<Blocker> {
+/// Blockers read from the Subscription and the CSV. (An OperatorCondition in use is no
+/// blocker: olmv1 renders it and honours its `Upgradeable` condition, docs/how-to/upgrade-control.md.)
+pub fn of_installation(sub: &SubscriptionView, csv: Option<&CsvView>) -> Vec<Blocker> {
     let mut out = Vec::new();
     if let Some(ip) = &sub.generated_by {
         out.push(blocker(
@@ -95,22 +90,6 @@ pub fn of_installation(
                 csv.owned_apiservices.join(", ")
             ),
             "keep this operator on OLM v0",
-        ));
-    }
-    if let Some(in_use) = op
-        .operator_condition
-        .as_ref()
-        .map(operator_condition_in_use)
-        .filter(|c| !c.is_empty())
-    {
-        out.push(blocker(
-            BlockerCode::OperatorConditionInUse,
-            format!(
-                "the OperatorCondition {} is in use (conditions {}); OLM v1 has no OperatorCondition API",
-                csv.name,
-                in_use.join(", ")
-            ),
-            "keep this operator on OLM v0, or clear the OperatorCondition's spec.overrides and confirm the operator runs without it (upgrades then are no longer held back by it)",
         ));
     }
     out

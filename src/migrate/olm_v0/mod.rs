@@ -87,7 +87,7 @@ pub fn check(op: &V0Operator, catalogs: &[CatalogView]) -> Check {
     let sub = read::SubscriptionView::of(&op.subscription);
     let csv = op.csv.as_ref().map(read::CsvView::of);
     let version = csv.as_ref().and_then(|c| c.version.clone());
-    let mut blockers = blockers::of_installation(op, &sub, csv.as_ref());
+    let mut blockers = blockers::of_installation(&sub, csv.as_ref());
     let scope = read::watch_scope(&op.operator_groups, &sub.namespace);
     if let Some(b) = blockers::of_scope(&scope, &sub.namespace) {
         blockers.push(b);

@@ -7,7 +7,7 @@
 
 use super::V0Operator;
 use super::catalog::Found;
-use super::read::{CsvView, SubscriptionView, WatchScope, text};
+use super::read::{CsvView, SubscriptionView, WatchScope, operator_condition_in_use, text};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -181,13 +181,22 @@ pub fn v0_objects(op: &V0Operator, sub: &SubscriptionView, csv: Option<&CsvView>
                 "copied CSV",
             ));
         }
-        if op.operator_condition.is_some() {
+        if let Some(condition) = &op.operator_condition {
+            let in_use = operator_condition_in_use(condition);
+            let note = if in_use.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (set: {}; an Upgradeable=False still holds upgrades)",
+                    in_use.join(", ")
+                )
+            };
             out.push(object(
                 "OperatorCondition",
                 ns,
                 &csv.name,
-                Remove,
-                "OLM v1 has no OperatorCondition API",
+                Replace,
+                &format!("taken over by the ClusterExtension, which renders it and honours its Upgradeable condition{note}"),
             ));
         }
     }

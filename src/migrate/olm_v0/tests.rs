@@ -175,7 +175,7 @@ fn an_own_namespace_manual_operator_is_eligible_and_mapped() {
         vec![
             ("Subscription", V0ObjectAction::Remove),
             ("ClusterServiceVersion", V0ObjectAction::Replace),
-            ("OperatorCondition", V0ObjectAction::Remove),
+            ("OperatorCondition", V0ObjectAction::Replace),
             ("InstallPlan", V0ObjectAction::Remove),
             ("Operator", V0ObjectAction::Remove),
             ("OperatorGroup", V0ObjectAction::Keep),
@@ -369,7 +369,6 @@ fn installation_blockers_are_each_named() {
             BlockerCode::CsvNotSucceeded,
             BlockerCode::Dependencies,
             BlockerCode::ApiServices,
-            BlockerCode::OperatorConditionInUse,
             BlockerCode::ScopedServiceAccount,
         ]
     );
@@ -379,7 +378,12 @@ fn installation_blockers_are_each_named() {
             .contains("phase Installing (InstallWaiting: deployment not ready)")
     );
     assert!(c.blockers[2].message.contains("olm.package.required"));
-    assert!(c.blockers[4].message.contains("Upgradeable"));
+    let condition = c
+        .v0_objects
+        .iter()
+        .find(|o| o.kind == "OperatorCondition")
+        .expect("the OperatorCondition listed");
+    assert!(condition.why.contains("set: Upgradeable"), "{condition:?}");
     assert!(c.blockers.iter().all(|b| !b.action.is_empty()));
     op.operator_groups[0]["spec"]
         .as_object_mut()

@@ -6,7 +6,8 @@
 //! no ClusterExtension owns only when the resolved bundle is exactly the backed-up CSV
 //! (name and version, [`takeover`]); otherwise the reconcile reports the difference
 //! (Progressing `Retrying`, a Warning Event `AdoptionRefused`) and touches nothing.
-//! Pure.
+//! Later reconciles that keep the backed-up CSV installed adopt such objects too
+//! ([`kept_on_v0_csv`]). Pure.
 
 use super::{Facts, Plan, deprecation, end, failed_report, warning};
 use crate::api::{BundleIdentity, ClusterExtension, ClusterExtensionSpec};
@@ -103,8 +104,8 @@ pub(super) fn takeover(
     let Some(migration) = &facts.migration else {
         return Ok(None);
     };
-    if facts.installed().is_some() {
-        return Ok(None);
+    if let Some(installed) = facts.installed() {
+        return kept_on_v0_csv(migration, facts, installed, target);
     }
     let why = match &facts.v0_backup {
         None => return Err(Box::new(Plan::LoadV0Backup(migration.clone()))),
@@ -130,6 +131,30 @@ pub(super) fn takeover(
         .push(warning("AdoptionRefused", "Adopt", message));
     refused.next = super::Next::Failed;
     Err(Box::new(end(spec, facts, refused)))
+}
+
+/// After the takeover, while the installed bundle is still OLM v0's CSV (and stays
+/// installed), objects no ClusterExtension owns are adopted as at the takeover: OLM v0's
+/// OperatorCondition controller, still running for other operators, re-creates the
+/// OperatorCondition's Role and RoleBinding (same names as olmv1 renders) when the
+/// garbage collector removed them with the v0 OperatorCondition they belonged to
+/// (e2e/migrate_v0.rs). An upgrade, or a backup that cannot be read, ends this.
+fn kept_on_v0_csv(
+    migration: &Migration,
+    facts: &Facts,
+    installed: &BundleIdentity,
+    target: &BundleIdentity,
+) -> Result<Option<V0Takeover>, Box<Plan>> {
+    if target.name != installed.name || target.version != installed.version {
+        return Ok(None);
+    }
+    match &facts.v0_backup {
+        None => Err(Box::new(Plan::LoadV0Backup(migration.clone()))),
+        Some(Ok(v0)) if v0.csv == installed.name && v0.version == installed.version => {
+            Ok(Some(v0.clone()))
+        }
+        Some(_) => Ok(None),
+    }
 }
 
 #[cfg(test)]

@@ -164,7 +164,7 @@ fn install_events(
                 ));
             }
         }
-        _ if install.adopt_v0.is_some() => {
+        None if install.adopt_v0.is_some() => {
             if let Some(v0) = &install.adopt_v0 {
                 events.push(normal(
                     "Adopted",
