@@ -447,6 +447,21 @@ async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &st
         .items
         .len();
 
+    // An administrator's override in the OperatorCondition: it must survive the switch
+    // (OLM v0's garbage collection may delete the object during the convert; convert
+    // then restores it from the backup).
+    let conditions = olm_v0::api(&admin, "v2", "OperatorCondition", ns);
+    let override_ = json!([{"type": "Upgradeable", "status": "True", "reason": "Migration",
+        "message": "kept across the switch", "lastTransitionTime": "2026-01-01T00:00:00Z"}]);
+    conditions
+        .patch(
+            &inst.csv,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"overrides": override_}})),
+        )
+        .await
+        .expect("set an override in the OperatorCondition");
+
     // check, then convert.
     let target = format!("{ns}/{}", inst.sub);
     let (code, out, err) = olmv1(
@@ -493,6 +508,16 @@ async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &st
     // running, keeps the Role and RoleBinding named like the CSV; olmv1 renders the
     // same ones and adopts them).
     wait_succeeded(&exts, &inst.sub).await;
+    let condition = conditions
+        .get(&inst.csv)
+        .await
+        .expect("the OperatorCondition");
+    assert_eq!(
+        condition.data.pointer("/spec/overrides"),
+        Some(&override_),
+        "the override survived the switch: {:#}",
+        condition.data
+    );
     // The OperatorCondition's Role is adopted (olmv1's owner labels) and olmv1 claims
     // no control over it: OLM v0's controller holds the controller reference (and may
     // reset the list, or re-create the Role: then olmv1 adopts it again).

@@ -55,9 +55,9 @@ impl Owner {
 
 /// A copy of `obj` with the owner labels and the ownerReference added. Other owner
 /// references of the rendered object are kept; a ClusterExtension reference is replaced.
-/// The reference claims control except on an OperatorCondition's Role and RoleBinding,
-/// where OLM v0's OperatorCondition controller, when it runs, holds it (the API server
-/// admits one controller reference; garbage collection is the same either way).
+/// The reference claims control except on an OperatorCondition and its Role and
+/// RoleBinding, where OLM v0, when it runs, holds it (the API server admits one
+/// controller reference; garbage collection is the same either way).
 pub fn with_ownership(obj: &Value, owner: &Owner) -> Value {
     let mut out = obj.clone();
     let Some(root) = out.as_object_mut() else {
@@ -97,7 +97,7 @@ pub fn with_ownership(obj: &Value, owner: &Owner) -> Value {
                 .collect()
         })
         .unwrap_or_default();
-    let controller = !crate::bundle::operator_condition::is_condition_rbac(obj);
+    let controller = !crate::bundle::operator_condition::shares_control(obj);
     refs.push(owner.reference(controller));
     meta.insert("ownerReferences".into(), Value::Array(refs));
     out

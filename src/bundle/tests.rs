@@ -1026,14 +1026,15 @@ fn the_operator_condition_is_rendered_only_when_asked() {
         .map(|sa| json!({"kind": "ServiceAccount", "name": sa}))
         .collect();
     assert_eq!(binding[0]["subjects"], json!(subjects));
-    // Only these two get a non-controlling ownerReference (OLM v0 holds control).
+    // Only these three get a non-controlling ownerReference (OLM v0 holds control).
     let owner = crate::apply::Owner::new("ext", "u");
     for o in &with {
         let stamped = crate::apply::with_ownership(o, &owner);
         let controller = stamped["metadata"]["ownerReferences"][0]["controller"].clone();
-        let condition_rbac = ["Role", "RoleBinding"].contains(&o["kind"].as_str().unwrap())
+        let shared = ["OperatorCondition", "Role", "RoleBinding"]
+            .contains(&o["kind"].as_str().unwrap())
             && o["metadata"]["name"] == name;
-        assert_eq!(controller, json!(!condition_rbac), "{o}");
+        assert_eq!(controller, json!(!shared), "{o}");
     }
     for d in with.iter().filter(|o| o["kind"] == "Deployment") {
         for c in d["spec"]["template"]["spec"]["containers"]

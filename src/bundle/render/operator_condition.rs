@@ -88,12 +88,20 @@ fn service_accounts<'a>(ctx: &Ctx<'a>) -> Vec<&'a str> {
     accounts
 }
 
-/// Whether `obj` is an OperatorCondition's Role or RoleBinding as [`objects`] renders it
-/// (named like the OperatorCondition it grants). OLM v0's OperatorCondition controller,
-/// when it runs, holds the controller ownerReference on these two (to the
-/// OperatorCondition), so olmv1's reference on them must not claim control
-/// ([`crate::apply::with_ownership`]).
-pub fn is_condition_rbac(obj: &Value) -> bool {
+/// Whether `obj` is the OperatorCondition, or its Role or RoleBinding as [`objects`]
+/// renders them (named like the OperatorCondition). OLM v0 holds the controller
+/// ownerReference on these while it runs: its operator-condition-generator on the
+/// OperatorCondition (to the CSV, until the CSV is gone) and its OperatorCondition
+/// controller on the Role and RoleBinding (to the OperatorCondition). olmv1's
+/// reference on them therefore does not claim control ([`crate::apply::with_ownership`]);
+/// it also keeps garbage collection from deleting a taken-over OperatorCondition whose
+/// CSV is gone (e2e/migrate_v0.rs).
+pub fn shares_control(obj: &Value) -> bool {
+    if obj.get("apiVersion").and_then(Value::as_str) == Some(API_VERSION)
+        && obj.get("kind").and_then(Value::as_str) == Some(KIND)
+    {
+        return true;
+    }
     let name = obj.pointer("/metadata/name").and_then(Value::as_str);
     let Some(name) = name else {
         return false;

@@ -73,10 +73,13 @@ pub fn convert(args: &ConvertArgs) -> Result<(String, u8), String> {
     if failed {
         return Ok((out, 2));
     }
-    if steps.len() == plan.steps.len()
-        && super::super::block_on(settle(kc, &ns, &name, steps.len(), &mut out))??
-    {
-        return Ok((out, 2));
+    if steps.len() == plan.steps.len() {
+        if super::super::block_on(settle(kc, &ns, &name, steps.len(), &mut out))?? {
+            return Ok((out, 2));
+        }
+        if super::super::block_on(restore(kc, &ns, &name, &mut out))?? {
+            return Ok((out, 2));
+        }
     }
     if steps.len() < plan.steps.len() {
         out.push_str(&format!(
@@ -108,7 +111,8 @@ fn first_run(args: &ConvertArgs, o: &mut Observed) -> Result<(), String> {
             .unwrap_or_else(|| Err("no catalog bundle to compute it from".into()))
             .and_then(|yaml| objects(&yaml));
         if let Some(sub) = &o.subscription {
-            o.proposed = Some(backup::propose(&check, sub, installer));
+            let condition = o.operator_condition.as_ref();
+            o.proposed = Some(backup::propose(&check, sub, installer, condition));
         }
     }
     o.check = Some(check);
@@ -179,8 +183,9 @@ async fn read_csv(c: &kube::Client, o: &mut Observed, csv: &str) -> Result<(), S
                 .is_some_and(|a| a.iter().any(|n| n.as_str() == Some(csv)))
         })
         .collect();
-    if let Some(cond) = k::get(c, &v0("OperatorCondition", "v2", &ns, csv)).await? {
-        o.tied.push(cond);
+    o.operator_condition = k::get(c, &v0("OperatorCondition", "v2", &ns, csv)).await?;
+    if let Some(cond) = &o.operator_condition {
+        o.tied.push(cond.clone());
     }
     let selector = format!("olm.owner={csv},olm.owner.namespace={ns}");
     for (api_version, kind) in LABELLED {
@@ -261,6 +266,77 @@ async fn settle(
         "OLM v0 tied objects to the CSV again while finishing its work: untie them again\n",
     );
     execute(kc, &again, done, out).await
+}
+
+/// How long the convert waits for the takeover to re-create an OperatorCondition that
+/// garbage collection removed.
+const CONDITION_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// After [`settle`]: puts back what was set in the OperatorCondition when OLM v0's
+/// garbage collection removed it during the convert and the takeover re-created it
+/// ([`convert::restore_operator_condition`]). `true` when that failed.
+async fn restore(
+    kc: Option<&Path>,
+    ns: &str,
+    name: &str,
+    out: &mut String,
+) -> Result<bool, String> {
+    let client = super::gather::client(kc).await?;
+    let cm = Target {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: ns.into(),
+        name: configmap_name(name),
+    };
+    let Some(Ok(backup)) = k::get(&client, &cm)
+        .await?
+        .map(|v| Backup::from_configmap(&v))
+    else {
+        return Ok(false);
+    };
+    let target = v0("OperatorCondition", "v2", ns, &backup.installed_csv);
+    let deadline = tokio::time::Instant::now() + CONDITION_WAIT;
+    loop {
+        let live = k::get(&client, &target).await?;
+        let patch = match convert::restore_operator_condition(
+            backup.operator_condition.as_ref(),
+            live.as_ref(),
+        ) {
+            convert::Restore::Nothing => return Ok(false),
+            convert::Restore::Patch(patch) => patch,
+            convert::Restore::Wait if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                continue;
+            }
+            convert::Restore::Wait => {
+                out.push_str(&format!(
+                    "OperatorCondition {ns}/{} is gone and not re-created yet: run convert --apply again once ClusterExtension {name} is installed, to restore what was set in it (kept in {})\n",
+                    backup.installed_csv,
+                    cm.name
+                ));
+                return Ok(false);
+            }
+        };
+        let keys: Vec<String> = patch["spec"]
+            .as_object()
+            .map(|m| m.keys().map(|k| format!("spec.{k}")).collect())
+            .unwrap_or_default();
+        let what = format!(
+            "restore {} of OperatorCondition {ns}/{} from the backup (garbage collection removed it during the convert; the takeover re-created it)",
+            keys.join(" and "),
+            backup.installed_csv
+        );
+        return match k::merge_patch(&client, &target, &patch).await {
+            Ok(()) => {
+                out.push_str(&format!("done: {what}\n"));
+                Ok(false)
+            }
+            Err(e) => {
+                out.push_str(&format!("FAILED: {what}: {e}\n"));
+                Ok(true)
+            }
+        };
+    }
 }
 
 /// Performs `steps` in order, numbered after `before`, each line of progress appended

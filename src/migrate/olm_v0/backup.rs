@@ -2,7 +2,8 @@
 //! (docs/how-to/switch-from-olm-v0.md, "The backup"): a ConfigMap
 //! `olmv1-migration-<subscription>` in the Subscription's namespace holding the
 //! Subscription as it was (metadata and spec), the installed CSV and version, and what
-//! the switch creates (the ClusterExtension, the installer account's objects). Once it
+//! the switch creates (the ClusterExtension, the installer account's objects), and
+//! what was set in the OperatorCondition. Once it
 //! exists, a convert continues from it even when the Subscription is gone, and
 //! `migrate rollback` re-creates the Subscription from it (olm-v0 reference §3.5,
 //! `startingCSV` = the installed CSV). Pure: building it and reading it back.
@@ -33,6 +34,32 @@ pub struct Backup {
     pub extension: Value,
     /// The installer ServiceAccount and its RBAC (`olmv1 rbac`).
     pub installer: Vec<Value>,
+    /// The OperatorCondition named like the CSV, when it exists: its `uid` and what
+    /// an administrator or the operator set in it (`spec.overrides`,
+    /// `spec.conditions`; [`operator_condition_snapshot`]). Absent in older backups.
+    pub operator_condition: Option<Value>,
+}
+
+/// What the backup keeps of an OperatorCondition: its `uid` and the `spec.overrides`
+/// and `spec.conditions` it has. OLM v0's operator-condition-generator puts the CSV's
+/// ownerReference back on the OperatorCondition while the CSV still exists; when the
+/// CSV is then gone, garbage collection can delete the OperatorCondition, and the
+/// takeover re-creates it empty (seen with the real OLM v0, e2e/migrate_v0.rs): the
+/// convert then restores these ([`super::convert::restore_operator_condition`]).
+pub fn operator_condition_snapshot(cond: &Value) -> Value {
+    let mut spec = Map::new();
+    for key in ["overrides", "conditions"] {
+        if let Some(v) = cond
+            .pointer(&format!("/spec/{key}"))
+            .filter(|v| !v.is_null())
+        {
+            spec.insert(key.into(), v.clone());
+        }
+    }
+    json!({
+        "uid": cond.pointer("/metadata/uid").cloned().unwrap_or(Value::Null),
+        "spec": spec,
+    })
 }
 
 /// The backup ConfigMap's name for Subscription `subscription`
@@ -84,7 +111,7 @@ impl Backup {
     pub fn configmap(&self) -> Value {
         let (ns, name) = (self.namespace(), self.name());
         let json = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
-        json!({
+        let mut cm = json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {
@@ -100,7 +127,11 @@ impl Backup {
                 "clusterExtension.json": json(&self.extension),
                 "installer.json": json(&Value::Array(self.installer.clone())),
             },
-        })
+        });
+        if let Some(cond) = &self.operator_condition {
+            cm["data"]["operatorCondition.json"] = json!(json(cond));
+        }
+        cm
     }
 
     /// Reads a backup ConfigMap back; the error names what is missing or unreadable.
@@ -130,6 +161,10 @@ impl Backup {
             version: field("version")?,
             extension: parsed("clusterExtension.json")?,
             installer,
+            operator_condition: match cm.pointer("/data/operatorCondition.json") {
+                None => None,
+                Some(_) => Some(parsed("operatorCondition.json")?),
+            },
         })
     }
 
@@ -147,6 +182,7 @@ pub fn propose(
     check: &super::Check,
     sub: &Value,
     installer: Result<Vec<Value>, String>,
+    operator_condition: Option<&Value>,
 ) -> Result<Backup, String> {
     let installer =
         installer.map_err(|e| format!("the installer RBAC could not be computed: {e}"))?;
@@ -165,5 +201,6 @@ pub fn propose(
         version: version.clone(),
         extension: check.cluster_extension.clone(),
         installer,
+        operator_condition: operator_condition.map(operator_condition_snapshot),
     })
 }

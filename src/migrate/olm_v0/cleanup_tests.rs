@@ -16,6 +16,7 @@ fn backup() -> Backup {
         version: "1.0.0".into(),
         extension: json!({}),
         installer: vec![json!({})],
+        operator_condition: None,
     }
 }
 

@@ -70,7 +70,7 @@ fn fresh() -> Observed {
     Observed {
         namespace: "ops".into(),
         name: "demo".into(),
-        proposed: Some(backup::propose(&check, &sub, Ok(installer()))),
+        proposed: Some(backup::propose(&check, &sub, Ok(installer()), None)),
         subscription: Some(sub),
         check: Some(check),
         backup: None,
@@ -91,6 +91,7 @@ fn fresh() -> Observed {
                     "labels": {"olm.managed": "true"}, "ownerReferences": [csv_ref()]}}),
         ],
         extension: None,
+        operator_condition: None,
     }
 }
 
@@ -293,6 +294,7 @@ fn refusals_name_what_to_do() {
         o.check.as_ref().unwrap(),
         &subscription(),
         Err("pulling: denied".into()),
+        None,
     ));
     assert_eq!(
         convert::plan(&o).refused.as_deref(),
@@ -333,7 +335,7 @@ fn untie_takes_only_the_csvs_marks() {
 
 #[test]
 fn the_backup_reads_back_and_restores_the_subscription_at_the_installed_csv() {
-    let b = backup::propose(&eligible_check(), &subscription(), Ok(installer())).unwrap();
+    let b = backup::propose(&eligible_check(), &subscription(), Ok(installer()), None).unwrap();
     let cm = b.configmap();
     assert_eq!(cm["metadata"]["name"], "olmv1-migration-demo");
     assert_eq!(cm["metadata"]["labels"][backup::BACKUP_LABEL], "true");
@@ -356,7 +358,7 @@ fn converted_extension() -> Value {
 }
 
 fn converted() -> rollback::Observed {
-    let b = backup::propose(&eligible_check(), &subscription(), Ok(installer())).unwrap();
+    let b = backup::propose(&eligible_check(), &subscription(), Ok(installer()), None).unwrap();
     rollback::Observed {
         namespace: "ops".into(),
         name: "demo".into(),
@@ -560,4 +562,59 @@ fn once_the_csv_is_gone_only_what_v0_tied_again_is_untied_again() {
     // While the CSV is still there (being deleted), nothing: its own deletion goes on.
     o.csv = fresh().csv;
     assert!(convert::untie_again(&o).is_empty());
+}
+
+/// What was set in the OperatorCondition survives the convert: kept in the backup, and
+/// put back only when the object was re-created without it (olm-v0 reference §1.4: OLM
+/// v0's generator re-ties it to the CSV; e2e/migrate_v0.rs).
+#[test]
+fn an_operator_condition_recreated_empty_gets_back_what_was_set_in_it() {
+    use convert::Restore;
+    let held = json!([{"type": "Upgradeable", "status": "False", "reason": "Admin", "message": "not now"}]);
+    let v0 = json!({"metadata": {"name": CSV, "uid": "old", "ownerReferences": [csv_ref()]},
+        "spec": {"deployments": ["d"], "overrides": held}});
+    let b = backup::propose(
+        &eligible_check(),
+        &subscription(),
+        Ok(installer()),
+        Some(&v0),
+    )
+    .unwrap();
+    assert_eq!(Backup::from_configmap(&b.configmap()), Ok(b.clone()));
+    let kept = b.operator_condition.as_ref();
+    assert_eq!(
+        kept,
+        Some(&json!({"uid": "old", "spec": {"overrides": held}}))
+    );
+    let restore = |live: Option<&Value>| convert::restore_operator_condition(kept, live);
+    // The same object, untied: nothing; still tied to the gone CSV, or gone: wait.
+    let untied = json!({"metadata": {"uid": "old"}, "spec": {"overrides": held}});
+    assert_eq!(restore(Some(&untied)), Restore::Nothing);
+    assert_eq!(restore(Some(&v0)), Restore::Wait);
+    assert_eq!(restore(None), Restore::Wait);
+    // Re-created by the takeover: only the missing keys are put back.
+    let by_v0 = json!({"metadata": {"uid": "v0", "ownerReferences": [csv_ref()]}, "spec": {}});
+    assert_eq!(restore(Some(&by_v0)), Restore::Wait, "OLM v0's, GC'd yet");
+    let recreated = json!({"metadata": {"uid": "new"}, "spec": {"deployments": ["d"]}});
+    assert_eq!(
+        restore(Some(&recreated)),
+        Restore::Patch(json!({"spec": {"overrides": held}}))
+    );
+    let set_again = json!({"metadata": {"uid": "new"}, "spec": {"overrides": [{"type": "Upgradeable", "status": "True"}]}});
+    assert_eq!(restore(Some(&set_again)), Restore::Nothing);
+    // Nothing set, or an older backup without it: nothing to restore.
+    let empty = json!({"metadata": {"uid": "old"}, "spec": {"deployments": ["d"]}});
+    let b = backup::propose(
+        &eligible_check(),
+        &subscription(),
+        Ok(installer()),
+        Some(&empty),
+    )
+    .unwrap();
+    let none = convert::restore_operator_condition(b.operator_condition.as_ref(), None);
+    assert_eq!(none, Restore::Nothing);
+    assert_eq!(
+        convert::restore_operator_condition(None, None),
+        Restore::Nothing
+    );
 }
