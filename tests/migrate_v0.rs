@@ -892,8 +892,8 @@ async fn cleanup_after_takeover(
     assert!(out.contains("nothing to clean up"), "{out}");
 }
 
-/// `convert --all` and `cleanup --all` plan one Subscription after the other with a
-/// summary line. Dry runs only: the test control plane is shared with the other tests
+/// `convert --all`, `cleanup --all` and `rollback --all` plan one Subscription after
+/// the other with a summary line. Dry runs only: the test control plane is shared with the other tests
 /// of this binary, whose Subscriptions `--all` sees too.
 #[tokio::test]
 async fn convert_all_and_cleanup_all_plan_each_subscription_with_a_summary() {
@@ -958,5 +958,46 @@ async fn convert_all_and_cleanup_all_plan_each_subscription_with_a_summary() {
             .unwrap_or_default()
             .starts_with("cleanup --all: "),
         "{out}"
+    );
+    // rollback --all concerns only Subscriptions a backup names: not these two.
+    let (code, out, err) = olmv1(&["migrate", "rollback", "--all", "--dry-run"], &kubeconfig);
+    println!("{out}{err}");
+    assert!(code <= 2, "{err}");
+    let summary = out.lines().last().unwrap_or_default();
+    assert!(summary.starts_with("rollback --all: "), "{out}");
+    for target in [format!("{ns_a}/all-a"), format!("{ns_b}/all-b")] {
+        assert!(!out.contains(&format!("Subscription {target}:")), "{out}");
+    }
+    for (ns, name) in [(&ns_a, "all-a"), (&ns_b, "all-b")] {
+        let subs = olm_v0::api(&admin, "v1alpha1", "Subscription", ns);
+        assert!(subs.get_opt(name).await.expect("read").is_some());
+    }
+    // Once one is converted (its backup written), rollback --all plans it, and only it
+    // of the two.
+    let a = format!("{ns_a}/all-a");
+    let (code, out, err) = olmv1(
+        &[
+            "migrate",
+            "convert",
+            &a,
+            "--apply",
+            "--insecure-registry",
+            registry,
+        ],
+        &kubeconfig,
+    );
+    assert_eq!(code, 0, "{err}\n{out}");
+    let (code, out, err) = olmv1(&["migrate", "rollback", "--all", "--dry-run"], &kubeconfig);
+    println!("{out}{err}");
+    assert!(code <= 2, "{err}");
+    assert!(out.contains(&format!("Subscription {a}: ")), "{out}");
+    assert!(
+        !out.contains(&format!("Subscription {ns_b}/all-b:")),
+        "{out}"
+    );
+    let extensions: Api<olmv1::api::ClusterExtension> = Api::all(admin.clone());
+    assert!(
+        extensions.get_opt("all-a").await.expect("read").is_some(),
+        "a dry run changes nothing"
     );
 }

@@ -63,14 +63,7 @@ pub fn cleanup(args: &CleanupArgs) -> Result<(String, u8), String> {
 
 /// Every Subscription a backup ConfigMap names, one after the other.
 async fn all(kc: Option<&Path>, args: &CleanupArgs) -> Result<(String, u8), String> {
-    let c = super::gather::client(kc).await?;
-    let selector = format!("{BACKUP_LABEL}=true");
-    let backups = k::list(&c, "v1", "ConfigMap", "", Some(&selector)).await?;
-    let targets: Vec<String> = backups
-        .iter()
-        .filter_map(|b| Backup::from_configmap(b).ok())
-        .map(|b| format!("{}/{}", b.namespace(), b.name()))
-        .collect();
+    let targets = backed_up(kc).await?;
     let mut outcomes = Vec::new();
     for target in &targets {
         let (ns, name) = parse_target(target)?;
@@ -80,6 +73,18 @@ async fn all(kc: Option<&Path>, args: &CleanupArgs) -> Result<(String, u8), Stri
         });
     }
     Ok(super::summary("cleanup", outcomes))
+}
+
+/// `<namespace>/<name>` of every Subscription a readable backup ConfigMap names.
+pub async fn backed_up(kc: Option<&Path>) -> Result<Vec<String>, String> {
+    let c = super::gather::client(kc).await?;
+    let selector = format!("{BACKUP_LABEL}=true");
+    let backups = k::list(&c, "v1", "ConfigMap", "", Some(&selector)).await?;
+    Ok(backups
+        .iter()
+        .filter_map(|b| Backup::from_configmap(b).ok())
+        .map(|b| format!("{}/{}", b.namespace(), b.name()))
+        .collect())
 }
 
 async fn one(

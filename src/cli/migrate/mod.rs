@@ -98,7 +98,11 @@ pub struct ConvertArgs {
 #[derive(Debug, clap::Args)]
 pub struct RollbackArgs {
     /// The Subscription, as `<namespace>/<name>`.
-    pub subscription: String,
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub subscription: Option<String>,
+    /// Every Subscription a backup ConfigMap of `convert` names, one after the other.
+    #[arg(long)]
+    pub all: bool,
     /// Print the steps without changing anything.
     #[arg(long)]
     pub dry_run: bool,
@@ -158,6 +162,7 @@ pub fn run(args: MigrateArgs) -> ExitCode {
         MigrateCommand::Convert(args) if args.all => steps(convert_all(&args)),
         MigrateCommand::Convert(args) => steps(convert::convert(&args)),
         MigrateCommand::Cleanup(args) => steps(cleanup::cleanup(&args)),
+        MigrateCommand::Rollback(args) if args.all => steps(rollback::rollback_all(&args)),
         MigrateCommand::Rollback(args) => steps(rollback::rollback(&args)),
         MigrateCommand::Check(args) => match check(&args) {
             Ok((text, eligible)) => {

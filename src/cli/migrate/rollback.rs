@@ -1,4 +1,4 @@
-//! `olmv1 migrate rollback <namespace>/<name>` (docs/how-to/switch-from-olm-v0.md,
+//! `olmv1 migrate rollback <namespace>/<name> | --all` (docs/how-to/switch-from-olm-v0.md,
 //! "rollback"): reads the backup, the Subscription, the ClusterExtension and its
 //! revision records, asks [`rollback::plan`] for the steps that remain, and performs
 //! them in order (`--dry-run` prints them), stopping at the first failure. Decides
@@ -25,7 +25,7 @@ fn extension(name: &str) -> Target {
 /// What `migrate rollback` prints, and its exit code (0 planned or done, 1 refused,
 /// 2 a step failed). Blocking.
 pub fn rollback(args: &RollbackArgs) -> Result<(String, u8), String> {
-    let (ns, name) = parse_target(&args.subscription)?;
+    let (ns, name) = parse_target(args.subscription.as_deref().unwrap_or_default())?;
     let kc = args.kubeconfig.as_deref();
     let observed = super::super::block_on(read(kc, &ns, &name))??;
     let plan = rollback::plan(&observed);
@@ -39,6 +39,27 @@ pub fn rollback(args: &RollbackArgs) -> Result<(String, u8), String> {
     let run = execute_all(kc, (&ns, &name), plan.steps, &mut out);
     let failed = super::super::block_on(run)??;
     Ok((out, if failed { 2 } else { 0 }))
+}
+
+/// `rollback --all`: every Subscription a backup ConfigMap names, one rollback each; a
+/// refused or failed one does not stop the others; a summary line, the worst exit code.
+pub fn rollback_all(args: &RollbackArgs) -> Result<(String, u8), String> {
+    let kc = args.kubeconfig.as_deref();
+    let targets = super::super::block_on(super::cleanup::backed_up(kc))??;
+    let mut outcomes = Vec::new();
+    for target in targets {
+        let one = RollbackArgs {
+            subscription: Some(target.clone()),
+            all: false,
+            dry_run: args.dry_run,
+            output: args.output,
+            kubeconfig: args.kubeconfig.clone(),
+        };
+        outcomes.push(
+            rollback(&one).unwrap_or_else(|e| (format!("Subscription {target}: error: {e}\n"), 2)),
+        );
+    }
+    Ok(super::summary("rollback", outcomes))
 }
 
 /// Performs `steps`; after a wait for OLM v0 (Manual approval) reads and plans again
