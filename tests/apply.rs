@@ -7,6 +7,7 @@
 mod support;
 
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
@@ -82,10 +83,39 @@ impl Env {
             .filter(|r| keep(r))
             .cloned()
             .collect();
-        rbac.cluster_role["rules"] = Value::Array(rules);
+        rbac.cluster_role["rules"] = Value::Array(rules.clone());
         for obj in [&rbac.service_account, &rbac.cluster_role, &rbac.binding] {
             admin_apply(&self.admin, obj).await;
         }
+        self.granted(&rules).await;
+    }
+
+    /// Waits until the API server's RBAC authorizer (fed by informers, so a moment
+    /// behind the writes) allows the account every kept rule: a review racing the new
+    /// binding would otherwise report a rule missing that was granted.
+    async fn granted(&self, rules: &[Value]) {
+        let user = format!("system:serviceaccount:{}:{}", self.ns, self.sa());
+        let reviews: Vec<Value> = rules
+            .iter()
+            .filter_map(|r| {
+                let first = |k: &str| r[k].as_array()?.first()?.as_str().map(str::to_owned);
+                let name = first("resourceNames");
+                Some(json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                    "spec": {"user": user, "groups": ["system:serviceaccounts", "system:authenticated"],
+                        "resourceAttributes": {"group": first("apiGroups")?, "resource": first("resources")?,
+                            "verb": first("verbs")?, "name": name}}}))
+            })
+            .collect();
+        let api: Api<SubjectAccessReview> = Api::all(self.admin.clone());
+        support::eventually(30, "the granted rules in effect", || async {
+            for body in &reviews {
+                let body: SubjectAccessReview = serde_json::from_value(body.clone()).ok()?;
+                let out = api.create(&PostParams::default(), &body).await.ok()?;
+                out.status.filter(|s| s.allowed)?;
+            }
+            Some(())
+        })
+        .await;
     }
 
     async fn preflight(&self, objects: &[Value]) -> Result<(), EvaluateError> {
