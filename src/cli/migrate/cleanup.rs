@@ -242,16 +242,8 @@ async fn execute(c: &kube::Client, step: &Step) -> Result<(), String> {
 }
 
 fn render(plan: &Plan, output: Output, applying: bool) -> Result<String, String> {
-    match output {
-        Output::Json if !applying => {
-            return serde_json::to_string_pretty(plan)
-                .map(|s| s + "\n")
-                .map_err(|e| e.to_string());
-        }
-        Output::Yaml if !applying => {
-            return serde_saphyr::to_string(plan).map_err(|e| e.to_string());
-        }
-        _ => {}
+    if let Some(structured) = super::render::structured(plan, output).filter(|_| !applying) {
+        return structured;
     }
     let mut out = format!("Subscription {}: ", plan.subscription);
     if let Some(why) = &plan.refused {

@@ -471,14 +471,8 @@ pub(super) async fn remove_finalizers(
 
 /// The plan as text (numbered steps), JSON or YAML.
 fn render(plan: &Plan, output: Output, applying: bool) -> Result<String, String> {
-    match output {
-        Output::Json => {
-            return serde_json::to_string_pretty(plan)
-                .map(|s| s + "\n")
-                .map_err(|e| e.to_string());
-        }
-        Output::Yaml => return serde_saphyr::to_string(plan).map_err(|e| e.to_string()),
-        Output::Table => {}
+    if let Some(structured) = super::render::structured(plan, output) {
+        return structured;
     }
     let mut out = format!("Subscription {}: ", plan.subscription);
     if let Some(why) = &plan.refused {

@@ -1,8 +1,25 @@
 //! The text form of `migrate check`: a summary table (one row per Subscription), then
 //! per Subscription its blockers with what to do, the ClusterExtension and
-//! ClusterCatalog it would get (YAML), the installer account and the v0 objects.
+//! ClusterCatalog it would get (YAML), the installer account and the v0 objects; and
+//! the JSON or YAML form of any plan ([`structured`]).
 
 use crate::migrate::olm_v0::{Check, V0ObjectAction};
+
+/// `plan` as `-o json` or `-o yaml` print it; `None` for the table (text) form.
+pub fn structured(
+    plan: &impl serde::Serialize,
+    output: super::Output,
+) -> Option<Result<String, String>> {
+    match output {
+        super::Output::Json => Some(
+            serde_json::to_string_pretty(plan)
+                .map(|s| s + "\n")
+                .map_err(|e| e.to_string()),
+        ),
+        super::Output::Yaml => Some(serde_saphyr::to_string(plan).map_err(|e| e.to_string())),
+        super::Output::Table => None,
+    }
+}
 
 /// The whole text output.
 pub fn text(checks: &[Check]) -> String {
