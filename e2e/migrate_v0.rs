@@ -621,6 +621,11 @@ async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &st
     let (code, out, err) = olmv1(&["migrate", "rollback", &target], &kubeconfig);
     println!("[{label}] olmv1 migrate rollback:\n{out}{err}");
     assert_eq!(code, 0, "{err}\n{out}");
+    assert_eq!(
+        announced_steps(&out),
+        Some(out.lines().filter(|l| l.starts_with("done ")).count()),
+        "the steps announced are the steps done: {out}"
+    );
     wait_csv_succeeded(&admin, ns, &inst.csv, 240).await;
     wait_at_latest_known(&admin, ns, &inst.sub, &inst.csv).await;
     let rollback_took = rollback_started.elapsed();
@@ -800,4 +805,13 @@ async fn an_all_namespaces_operator_installed_by_olm_v0_is_taken_over_in_place_a
 #[tokio::test]
 async fn an_own_namespace_operator_on_manual_approval_is_taken_over_in_place_and_rolled_back() {
     take_over_and_roll_back("v0own", true, "Manual").await;
+}
+
+/// The number of steps `migrate rollback --apply` announces ("rolling back (N step(s)",
+/// one more when it says so for Manual approval).
+fn announced_steps(out: &str) -> Option<usize> {
+    let rest = out.split("rolling back (").nth(1)?;
+    let n: usize = rest.split(' ').next()?.parse().ok()?;
+    let more = rest.lines().next()?.contains("then one more");
+    Some(n + usize::from(more))
 }

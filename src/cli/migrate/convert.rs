@@ -48,7 +48,7 @@ fn v0(kind: &str, version: &str, ns: &str, name: &str) -> Target {
 }
 
 /// What `migrate convert` prints, and its exit code (0 planned or done, 1 refused,
-/// 2 a step failed). Blocking.
+/// 2 a step failed, 3 done but OLM v0 had not finished: run it again). Blocking.
 pub fn convert(args: &ConvertArgs) -> Result<(String, u8), String> {
     let (ns, name) = parse_target(args.subscription.as_deref().unwrap_or_default())?;
     let kc = args.kubeconfig.as_deref();
@@ -74,11 +74,13 @@ pub fn convert(args: &ConvertArgs) -> Result<(String, u8), String> {
         return Ok((out, 2));
     }
     if steps.len() == plan.steps.len() {
-        if super::super::block_on(settle(kc, &ns, &name, steps.len(), &mut out))?? {
-            return Ok((out, 2));
+        let settled = super::super::block_on(settle(kc, &ns, &name, steps.len(), &mut out))??;
+        if settled != Finish::Done {
+            return Ok((out, settled.code()));
         }
-        if super::super::block_on(restore(kc, &ns, &name, &mut out))?? {
-            return Ok((out, 2));
+        let restored = super::super::block_on(restore(kc, &ns, &name, &mut out))??;
+        if restored != Finish::Done {
+            return Ok((out, restored.code()));
         }
     }
     if steps.len() < plan.steps.len() {
@@ -229,6 +231,31 @@ async fn installer_and_catalog(kc: Option<&Path>, o: &mut Observed) -> Result<()
     Ok(())
 }
 
+/// How the work after the steps ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Finish {
+    Done,
+    /// A step failed (exit 2).
+    Failed,
+    /// OLM v0 or the takeover had not finished within the wait: nothing failed, but
+    /// the convert is not complete until it runs again (exit 3).
+    Again,
+}
+
+impl Finish {
+    fn code(self) -> u8 {
+        match self {
+            Finish::Done => 0,
+            Finish::Failed => 2,
+            Finish::Again => 3,
+        }
+    }
+
+    fn failed(failed: bool) -> Self {
+        if failed { Finish::Failed } else { Finish::Done }
+    }
+}
+
 /// How long the convert waits, after its steps, for the CSV to be gone.
 const CSV_GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -236,15 +263,14 @@ const CSV_GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 /// back and run its cleanup first; the objects are untied by then), reads again and
 /// unties what is tied again. catalog-operator may still be executing the InstallPlan
 /// the convert deleted, from its cache, and put OLM v0's owner labels back on an
-/// object just untied (seen with the real OLM v0, e2e/migrate_v0.rs). `true` when a
-/// step failed.
+/// object just untied (seen with the real OLM v0, e2e/migrate_v0.rs).
 async fn settle(
     kc: Option<&Path>,
     ns: &str,
     name: &str,
     done: usize,
     out: &mut String,
-) -> Result<bool, String> {
+) -> Result<Finish, String> {
     let deadline = tokio::time::Instant::now() + CSV_GONE_WAIT;
     let o = loop {
         let mut o = read(kc, ns, name).await?;
@@ -253,19 +279,19 @@ async fn settle(
             break o;
         }
         if tokio::time::Instant::now() >= deadline {
-            out.push_str("the CSV is still being deleted by OLM v0: run convert --apply again once it is gone, to untie anything OLM v0 tied again\n");
-            return Ok(false);
+            out.push_str("not finished: the CSV is still being deleted by OLM v0: run convert --apply again once it is gone, to untie anything OLM v0 tied again\n");
+            return Ok(Finish::Again);
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     };
     let again = convert::untie_again(&o);
     if again.is_empty() {
-        return Ok(false);
+        return Ok(Finish::Done);
     }
     out.push_str(
         "OLM v0 tied objects to the CSV again while finishing its work: untie them again\n",
     );
-    execute(kc, &again, done, out).await
+    Ok(Finish::failed(execute(kc, &again, done, out).await?))
 }
 
 /// How long the convert waits for the takeover to re-create an OperatorCondition that
@@ -274,13 +300,13 @@ const CONDITION_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// After [`settle`]: puts back what was set in the OperatorCondition when OLM v0's
 /// garbage collection removed it during the convert and the takeover re-created it
-/// ([`convert::restore_operator_condition`]). `true` when that failed.
+/// ([`convert::restore_operator_condition`]).
 async fn restore(
     kc: Option<&Path>,
     ns: &str,
     name: &str,
     out: &mut String,
-) -> Result<bool, String> {
+) -> Result<Finish, String> {
     let client = super::gather::client(kc).await?;
     let cm = Target {
         api_version: "v1".into(),
@@ -292,7 +318,7 @@ async fn restore(
         .await?
         .map(|v| Backup::from_configmap(&v))
     else {
-        return Ok(false);
+        return Ok(Finish::Done);
     };
     let target = v0("OperatorCondition", "v2", ns, &backup.installed_csv);
     let deadline = tokio::time::Instant::now() + CONDITION_WAIT;
@@ -302,7 +328,7 @@ async fn restore(
             backup.operator_condition.as_ref(),
             live.as_ref(),
         ) {
-            convert::Restore::Nothing => return Ok(false),
+            convert::Restore::Nothing => return Ok(Finish::Done),
             convert::Restore::Patch(patch) => patch,
             convert::Restore::Wait if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
@@ -310,11 +336,11 @@ async fn restore(
             }
             convert::Restore::Wait => {
                 out.push_str(&format!(
-                    "OperatorCondition {ns}/{} is gone and not re-created yet: run convert --apply again once ClusterExtension {name} is installed, to restore what was set in it (kept in {})\n",
+                    "not finished: OperatorCondition {ns}/{} is gone and not re-created yet: run convert --apply again once ClusterExtension {name} is installed, to restore what was set in it (kept in {})\n",
                     backup.installed_csv,
                     cm.name
                 ));
-                return Ok(false);
+                return Ok(Finish::Again);
             }
         };
         let keys: Vec<String> = patch["spec"]
@@ -329,11 +355,11 @@ async fn restore(
         return match k::merge_patch(&client, &target, &patch).await {
             Ok(()) => {
                 out.push_str(&format!("done: {what}\n"));
-                Ok(false)
+                Ok(Finish::Done)
             }
             Err(e) => {
                 out.push_str(&format!("FAILED: {what}: {e}\n"));
-                Ok(true)
+                Ok(Finish::Failed)
             }
         };
     }

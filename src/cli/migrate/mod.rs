@@ -145,8 +145,9 @@ pub enum Output {
 
 /// Runs the command: `check` exits 0 when every Subscription checked is eligible, 1
 /// when one is not; `convert`, `rollback` and `cleanup` 0 when planned or done, 1 when
-/// refused, 2 when a step failed (with `--all`: the worst of them); 2 when the cluster
-/// could not be read.
+/// refused, 2 when a step failed, 3 when `convert` did its steps but OLM v0 had not
+/// finished within the wait (run it again); with `--all` the worst of them (2, 3, 1,
+/// 0 in that order); 2 when the cluster could not be read.
 pub fn run(args: MigrateArgs) -> ExitCode {
     let steps = |outcome: Result<(String, u8), String>| match outcome {
         Ok((text, code)) => {
@@ -268,17 +269,26 @@ fn convert_all(args: &ConvertArgs) -> Result<(String, u8), String> {
 }
 
 /// The outputs of one command per Subscription, then a summary line; the exit code is
-/// the worst (0 done, 1 refused, 2 failed).
+/// the worst: 2 failed, then 3 not finished (run again), 1 refused, 0 done.
 pub fn summary(command: &str, outcomes: Vec<(String, u8)>) -> (String, u8) {
     let count = |code: u8| outcomes.iter().filter(|(_, c)| *c == code).count();
+    let unfinished = match count(3) {
+        0 => String::new(),
+        n => format!(", {n} not finished (run again)"),
+    };
     let line = format!(
-        "{command} --all: {} Subscription(s): {} done or planned, {} refused, {} failed\n",
+        "{command} --all: {} Subscription(s): {} done or planned, {} refused, {} failed{unfinished}\n",
         outcomes.len(),
         count(0),
         count(1),
         count(2)
     );
-    let code = outcomes.iter().map(|(_, c)| *c).max().unwrap_or(0);
+    let severity = |code: u8| [0u8, 1, 3, 2].iter().position(|c| *c == code);
+    let code = outcomes
+        .iter()
+        .map(|(_, c)| *c)
+        .max_by_key(|c| severity(*c))
+        .unwrap_or(0);
     let mut out: String = outcomes.into_iter().map(|(o, _)| o).collect();
     out.push_str(&line);
     (out, code)
@@ -364,5 +374,13 @@ mod tests {
             "cleanup --all: 3 Subscription(s): 1 done or planned, 1 refused, 1 failed\n"
         ));
         assert_eq!(super::summary("convert", vec![]).1, 0);
+        // not finished ranks above refused, below failed
+        let (out, code) = super::summary("convert", vec![("a\n".into(), 1), ("b\n".into(), 3)]);
+        assert_eq!(code, 3);
+        assert!(out.ends_with(
+            "convert --all: 2 Subscription(s): 0 done or planned, 1 refused, 0 failed, 1 not finished (run again)\n"
+        ));
+        let code = super::summary("convert", vec![("a".into(), 3), ("b".into(), 2)]).1;
+        assert_eq!(code, 2);
     }
 }

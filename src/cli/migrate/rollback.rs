@@ -238,12 +238,26 @@ fn render(plan: &Plan, output: Output, applying: bool) -> Result<String, String>
         out.push_str(&format!("rollback refused: {why}\n"));
         return Ok(out);
     }
+    // With Manual approval the InstallPlan to approve exists only after the wait:
+    // its approval is one more step, planned then.
+    let then = if plan
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::AwaitInstallPlan { .. }))
+    {
+        ", then one more: approving that InstallPlan"
+    } else {
+        ""
+    };
     if applying {
-        out.push_str(&format!("rolling back ({} step(s))\n", plan.steps.len()));
+        out.push_str(&format!(
+            "rolling back ({} step(s){then})\n",
+            plan.steps.len()
+        ));
         return Ok(out);
     }
     out.push_str(&format!(
-        "{} step(s) (dry run, nothing changed)\n",
+        "{} step(s){then} (dry run, nothing changed)\n",
         plan.steps.len()
     ));
     for (i, s) in plan.steps.iter().enumerate() {
