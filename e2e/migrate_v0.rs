@@ -24,7 +24,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use support::extensions::{condition, create_catalog, wait_installed};
 use support::olm_v0_run::{self, Programs};
-use support::{eventually, node_cluster, olm_v0};
+use support::webhook_bundle::{self, assert_testimage_serves_webhooks, webhook_bundle};
+use support::{eventually, node_cluster_with_cert_manager, olm_v0};
 
 /// Runs the built `olmv1` with `args`; (exit code, stdout, stderr).
 fn olmv1(args: &[&str], kubeconfig: &Path) -> (i32, String, String) {
@@ -42,7 +43,10 @@ fn olmv1(args: &[&str], kubeconfig: &Path) -> (i32, String, String) {
 
 /// Publishes `bundles` to the node registry in a catalog image; returns its reference.
 async fn publish_on_node(name: &str, package: &str, bundles: &[BundleSpec]) -> String {
-    let node = node_cluster().node.as_ref().expect("node");
+    let node = node_cluster_with_cert_manager()
+        .node
+        .as_ref()
+        .expect("node");
     let registry = TestRegistry::existing(&node.registry).expect("registry");
     let mut entries = Vec::new();
     for b in bundles {
@@ -408,7 +412,7 @@ fn gone<'a>(
 /// OperatorGroup (else AllNamespaces); `approval`: the Subscription's.
 async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &str) {
     let _serial = olm_v0_run::serial().await;
-    let cluster = node_cluster();
+    let cluster = node_cluster_with_cert_manager();
     let node = cluster.node.as_ref().expect("node");
     support::controller_with(|args| {
         args.skip_rollout_wait = false;
@@ -805,6 +809,224 @@ async fn an_all_namespaces_operator_installed_by_olm_v0_is_taken_over_in_place_a
 #[tokio::test]
 async fn an_own_namespace_operator_on_manual_approval_is_taken_over_in_place_and_rolled_back() {
     take_over_and_roll_back("v0own", true, "Manual").await;
+}
+
+/// An operator serving a validating, a mutating and a conversion webhook
+/// (`support::webhook_bundle`), installed by OLM v0 — which issues its own CA and
+/// serving certificate and injects it — is converted and taken over by olmv1 with
+/// cert-manager as the certificate provider. OLM v0's CSV-deletion handler sets the
+/// CRD's conversion to `None`; after the takeover the conversion is `Webhook` again with
+/// cert-manager's CA, the API server calls all three webhooks, the Widgets written under
+/// OLM v0 read at both versions, and `migrate cleanup` removes OLM v0's suffixed
+/// webhook configurations.
+#[tokio::test]
+async fn a_webhook_operator_installed_by_olm_v0_is_taken_over_with_its_webhooks_working() {
+    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    assert_testimage_serves_webhooks();
+    let _serial = olm_v0_run::serial().await;
+    let cluster = node_cluster_with_cert_manager();
+    let node = cluster.node.as_ref().expect("node");
+    support::controller_with(|args| {
+        args.skip_rollout_wait = false;
+        args.insecure_registries.push(node.registry.clone());
+    });
+    let admin = cluster.admin().await;
+    let kubeconfig = cluster.admin_kubeconfig.clone();
+    let mut v0 = start_v0(&admin, &kubeconfig).await;
+
+    let spec = BundleSpec::new(&support::unique("v0hooks"), "1.0.0");
+    let package = spec.package.clone();
+    let files = webhook_bundle(&spec, &node.workload_image);
+    let catalog = support::unique("v0cat");
+    let image = publish_files_on_node(&catalog, &spec, &files).await;
+    create_catalog(&catalog, &image).await;
+    let (_opm, address) = olm_v0_run::serve_v0_catalog_of(&package, &[(spec.clone(), files)]);
+    wait_serving(&admin, &catalog).await;
+    let started = Instant::now();
+    let inst = install_through_subscription(&admin, &spec, &address, false, "Automatic").await;
+    eprintln!(
+        "[v0hooks] OLM v0 installed {} in {:?}",
+        inst.csv,
+        started.elapsed()
+    );
+    let ns = inst.ns.as_str();
+    let deployment = spec.deployment_name();
+    // Under OLM v0 the webhooks answer (its certificate, its CA in the CRD).
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let conversion = || async {
+        let c = crds.get(&spec.crd_name()).await.ok()?.spec.conversion?;
+        let ca = c
+            .webhook
+            .as_ref()?
+            .client_config
+            .as_ref()?
+            .ca_bundle
+            .clone()?;
+        (c.strategy == "Webhook").then_some(ca.0)
+    };
+    if tokio::time::timeout(Duration::from_secs(60), async {
+        while conversion().await.is_none() {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await
+    .is_err()
+    {
+        let crd = crds.get(&spec.crd_name()).await.expect("CRD");
+        let csv = olm_v0::api(&admin, "v1alpha1", "ClusterServiceVersion", ns)
+            .get(&inst.csv)
+            .await
+            .expect("CSV");
+        panic!(
+            "OLM v0 set no conversion webhook: {:?}\nCSV status: {:#}\nolm-operator: {}",
+            crd.spec.conversion,
+            serde_json::to_value(&csv).expect("json")["status"],
+            v0.log("olm-operator")
+        );
+    }
+    webhook_bundle::exercise(&admin, ns, &package, "-v0").await;
+    let (pod, _, restarts) = operator_pod(&admin, ns, &deployment).await;
+
+    let target = format!("{ns}/{}", inst.sub);
+    let registry_flag = ["--insecure-registry", node.registry.as_str()];
+    let (code, out, err) = olmv1(
+        &[&["migrate", "check", &target][..], &registry_flag].concat(),
+        &kubeconfig,
+    );
+    println!("[v0hooks] olmv1 migrate check {target}:\n{out}{err}");
+    assert_eq!(code, 0, "eligible: {err}\n{out}");
+    let convert_started = Instant::now();
+    let (code, out, err) = olmv1(
+        &[
+            &["migrate", "convert", &target, "--apply"][..],
+            &registry_flag,
+        ]
+        .concat(),
+        &kubeconfig,
+    );
+    let convert_took = convert_started.elapsed();
+    println!("[v0hooks] olmv1 migrate convert --apply ({convert_took:?}):\n{out}{err}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    // The pod read OLM v0's certificate at start: convert rolls it once onto the one
+    // cert-manager re-issued at the takeover, as OLM v0 does on a CA change.
+    assert!(
+        out.contains("onto the certificate cert-manager re-issued"),
+        "{out}"
+    );
+    let exts: Api<ClusterExtension> = Api::all(admin.clone());
+    wait_installed(&exts, &inst.sub, "1.0.0").await;
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), ns);
+    eventually(
+        180,
+        "the operator rolled onto the new certificate",
+        || async {
+            let d = deployments.get(&deployment).await.ok()?;
+            let want = d.spec.as_ref()?.replicas.unwrap_or(1);
+            let s = d.status?;
+            (s.observed_generation == d.metadata.generation
+                && s.updated_replicas == Some(want)
+                && s.available_replicas == Some(want)
+                && s.replicas == Some(want))
+            .then_some(())
+        },
+    )
+    .await;
+    wait_succeeded(&exts, &inst.sub).await;
+    let takeover_took = convert_started.elapsed();
+
+    // cert-manager's CA everywhere, the conversion a webhook again.
+    let cert = format!("{deployment}-service-cert");
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), ns);
+    eventually(
+        180,
+        "the CRD's conversion a webhook with cert-manager's CA",
+        || async {
+            let s = secrets.get(&cert).await.ok()?;
+            let managed = s
+                .metadata
+                .annotations
+                .as_ref()?
+                .contains_key("cert-manager.io/certificate-name");
+            let ca = s.data?.get("ca.crt")?.0.clone();
+            let c = crds.get(&spec.crd_name()).await.ok()?.spec.conversion?;
+            (managed
+                && c.strategy == "Webhook"
+                && c.webhook?.client_config?.ca_bundle.map(|b| b.0) == Some(ca))
+            .then_some(())
+        },
+    )
+    .await;
+    // The API server calls the three webhooks served with cert-manager's certificate
+    // (OLM v0's configurations, with its CA, went before the pods rolled); what was
+    // written under OLM v0 converts both ways.
+    webhook_bundle::exercise(&admin, ns, &package, "-v1").await;
+    let v2 = webhook_bundle::widgets(&admin, ns, &package, "v2");
+    let read = v2.get("plain-v0").await.expect("Widget plain-v0 at v2");
+    assert_eq!(read.data["spec"], json!({"replicas": 3}), "{:?}", read.data);
+    let (code, out, err) = olmv1(&["migrate", "cleanup", &target], &kubeconfig);
+    println!("[v0hooks] olmv1 migrate cleanup:\n{out}{err}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    let group = webhook_bundle::group(&package);
+    let validating: Api<
+        k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+    > = Api::all(admin.clone());
+    let left: Vec<String> = validating
+        .list(&Default::default())
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .filter_map(|v| v.metadata.name)
+        .filter(|n| n.contains(&group))
+        .collect();
+    assert_eq!(
+        left,
+        vec![format!("vwidget.{group}")],
+        "only olmv1's configuration"
+    );
+    webhook_bundle::exercise(&admin, ns, &package, "-cleaned").await;
+    let after = operator_pod(&admin, ns, &deployment).await;
+    assert!(v0.exited().is_empty(), "OLM v0 stopped: {:?}", v0.exited());
+    println!(
+        "[v0hooks] figures: convert {convert_took:?}, convert to Succeeded {takeover_took:?}, \
+         pod {} -> {} (restarts {restarts} -> {})",
+        pod, after.0, after.2
+    );
+    drop(v0);
+}
+
+/// Publishes a bundle of `files` and a catalog naming it to the node registry; returns
+/// the catalog image.
+async fn publish_files_on_node(
+    name: &str,
+    spec: &BundleSpec,
+    files: &std::collections::BTreeMap<String, Vec<u8>>,
+) -> String {
+    let node = node_cluster_with_cert_manager()
+        .node
+        .as_ref()
+        .expect("node");
+    let registry = TestRegistry::existing(&node.registry).expect("registry");
+    let bundle = olmv1::testenv::registry::push_bundle_image(
+        &registry,
+        &format!("bundles/{}:v{}", spec.package, spec.version),
+        files,
+        &spec.package,
+        &["stable"],
+    )
+    .await
+    .expect("push bundle")
+    .reference;
+    let fbc = std::collections::BTreeMap::from([(
+        format!("{}/catalog.json", spec.package),
+        demo::catalog_fbc(&spec.package, &[(spec.clone(), bundle)]),
+    )]);
+    let repo_tag = format!("catalogs/{name}:latest");
+    olmv1::testenv::registry::push_catalog_image(&registry, &repo_tag, &fbc)
+        .await
+        .expect("push catalog");
+    format!("{}/{repo_tag}", node.registry)
 }
 
 /// The number of steps `migrate rollback --apply` announces ("rolling back (N step(s)",

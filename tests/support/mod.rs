@@ -17,6 +17,7 @@ pub mod olm_v0_run;
 pub mod pods;
 pub mod process;
 pub mod upstream;
+pub mod webhook_bundle;
 
 use olmv1::testenv::{self, Binaries, ControlPlane, Lifetime, Options, manifests};
 use std::path::{Path, PathBuf};

@@ -19,6 +19,7 @@ use olmv1::testenv::Lifetime;
 use olmv1::testenv::demo::{self, BundleSpec};
 use olmv1::testenv::process::Process;
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -183,11 +184,20 @@ pub fn serve_catalog(dir: &Path) -> (Programs, String) {
 /// each with no image and its manifests (`demo::bundle_files`, the same the bundle
 /// image of the v1 catalog holds) as `olm.bundle.object` properties.
 pub fn v0_catalog(package: &str, bundles: &[BundleSpec]) -> String {
+    let with_files: Vec<_> = bundles
+        .iter()
+        .map(|b| (b.clone(), demo::bundle_files(b)))
+        .collect();
+    v0_catalog_of(package, &with_files)
+}
+
+/// [`v0_catalog`] of bundles with the given manifest files.
+pub fn v0_catalog_of(package: &str, bundles: &[(BundleSpec, BTreeMap<String, Vec<u8>>)]) -> String {
     let mut docs =
         vec![json!({"schema": "olm.package", "name": package, "defaultChannel": "stable"})];
     let entries: Vec<Value> = bundles
         .iter()
-        .map(|b| match &b.replaces {
+        .map(|(b, _)| match &b.replaces {
             Some(r) => json!({"name": b.bundle_name(), "replaces": r}),
             None => json!({"name": b.bundle_name()}),
         })
@@ -195,12 +205,12 @@ pub fn v0_catalog(package: &str, bundles: &[BundleSpec]) -> String {
     docs.push(
         json!({"schema": "olm.channel", "name": "stable", "package": package, "entries": entries}),
     );
-    for b in bundles {
+    for (b, files) in bundles {
         let mut properties = vec![
             json!({"type": "olm.package", "value": {"packageName": package, "version": b.version}}),
             json!({"type": "olm.gvk", "value": {"group": b.group(), "kind": "Widget", "version": "v1"}}),
         ];
-        for data in demo::bundle_files(b).values() {
+        for data in files.values() {
             let encoded = data_encoding::BASE64.encode(data);
             properties.push(json!({"type": "olm.bundle.object", "value": {"data": encoded}}));
         }
@@ -214,14 +224,23 @@ pub fn v0_catalog(package: &str, bundles: &[BundleSpec]) -> String {
 
 /// Writes [`v0_catalog`] into a fresh directory and serves it ([`serve_catalog`]).
 pub fn serve_v0_catalog(package: &str, bundles: &[BundleSpec]) -> (Programs, String) {
+    serve_v0_catalog_text(package, &v0_catalog(package, bundles))
+}
+
+/// [`serve_v0_catalog`] of bundles with the given manifest files ([`v0_catalog_of`]).
+pub fn serve_v0_catalog_of(
+    package: &str,
+    bundles: &[(BundleSpec, BTreeMap<String, Vec<u8>>)],
+) -> (Programs, String) {
+    serve_v0_catalog_text(package, &v0_catalog_of(package, bundles))
+}
+
+fn serve_v0_catalog_text(package: &str, catalog: &str) -> (Programs, String) {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join("olm-v0-catalogs")
         .join(super::unique(package));
     std::fs::create_dir_all(dir.join(package)).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(
-        dir.join(package).join("catalog.json"),
-        v0_catalog(package, bundles),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join(package).join("catalog.json"), catalog)
+        .unwrap_or_else(|e| panic!("{e}"));
     serve_catalog(&dir)
 }

@@ -167,6 +167,15 @@ async fn read(c: &kube::Client, ns: &str, name: &str) -> Result<Observed, String
             owned.extend(k::list(c, a, kind, "", Some(&owner)).await?);
         }
     }
+    let mut v0_webhook_configurations = Vec::new();
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let selector = Some(cleanup::WEBHOOK_DESCRIPTION_LABEL);
+        let api = "admissionregistration.k8s.io/v1";
+        v0_webhook_configurations.extend(k::list(c, api, kind, "", selector).await?);
+    }
     let copied = format!("olm.copiedFrom={ns}");
     let copied_csvs = k::list(c, v0, "ClusterServiceVersion", "", Some(&copied))
         .await?
@@ -203,6 +212,7 @@ async fn read(c: &kube::Client, ns: &str, name: &str) -> Result<Observed, String
         operator_object,
         labelled,
         owned,
+        v0_webhook_configurations,
         copied_csvs,
         owned_deployments: k::list(c, "apps/v1", "Deployment", ns, Some(&owner)).await?,
         operator_condition_served,

@@ -82,6 +82,12 @@ pub fn convert(args: &ConvertArgs) -> Result<(String, u8), String> {
         if restored != Finish::Done {
             return Ok((out, restored.code()));
         }
+        let rolled = super::super::block_on(super::certificates::roll_onto_reissued(
+            kc, &ns, &name, &mut out,
+        ))??;
+        if rolled != Finish::Done {
+            return Ok((out, rolled.code()));
+        }
     }
     if steps.len() < plan.steps.len() {
         out.push_str(&format!(
@@ -233,7 +239,7 @@ async fn installer_and_catalog(kc: Option<&Path>, o: &mut Observed) -> Result<()
 
 /// How the work after the steps ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Finish {
+pub(super) enum Finish {
     Done,
     /// A step failed (exit 2).
     Failed,
@@ -243,7 +249,7 @@ enum Finish {
 }
 
 impl Finish {
-    fn code(self) -> u8 {
+    pub(super) fn code(self) -> u8 {
         match self {
             Finish::Done => 0,
             Finish::Failed => 2,
@@ -294,6 +300,16 @@ async fn settle(
     Ok(Finish::failed(execute(kc, &again, done, out).await?))
 }
 
+/// The backup ConfigMap of Subscription `ns/name`.
+pub(super) fn configmap_target(ns: &str, name: &str) -> Target {
+    Target {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: ns.into(),
+        name: configmap_name(name),
+    }
+}
+
 /// How long the convert waits for the takeover to re-create an OperatorCondition that
 /// garbage collection removed.
 const CONDITION_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -308,12 +324,7 @@ async fn restore(
     out: &mut String,
 ) -> Result<Finish, String> {
     let client = super::gather::client(kc).await?;
-    let cm = Target {
-        api_version: "v1".into(),
-        kind: "ConfigMap".into(),
-        namespace: ns.into(),
-        name: configmap_name(name),
-    };
+    let cm = configmap_target(ns, name);
     let Some(Ok(backup)) = k::get(&client, &cm)
         .await?
         .map(|v| Backup::from_configmap(&v))

@@ -9,6 +9,7 @@
 //! [`cleanup`] read, ask their plans and perform the steps through [`kube`]; `--all`
 //! runs one plan per Subscription and ends with a [`summary`] line.
 
+mod certificates;
 mod cleanup;
 mod convert;
 mod gather;

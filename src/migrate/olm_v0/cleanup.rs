@@ -6,7 +6,9 @@
 //!   that the v1 revision does not own (no olmv1 owner labels naming the extension):
 //!   v0-named RBAC (Roles, RoleBindings, ClusterRoles, ClusterRoleBindings: permissions,
 //!   cert readers, auth-delegator), suffixed webhook configurations and the
-//!   OperatorCondition are deleted — but only when the revision owns a replacement of
+//!   OperatorCondition are deleted — and webhook configurations OLM v0 generated from
+//!   the CSV's webhook definitions (which it does not give the component label, found by
+//!   [`WEBHOOK_DESCRIPTION_LABEL`]) — but only when the revision owns a replacement of
 //!   that sort (a binding for RBAC, a configuration of the same kind for webhooks), so
 //!   nothing is missing for a moment. Any other object (CRDs, the provided-API aggregate
 //!   ClusterRoles owned by a CRD, Secrets, Services…) is kept and only loses v0's labels.
@@ -73,6 +75,9 @@ pub struct Observed {
     /// The revision's RBAC and webhook configurations (olmv1 owner labels naming the
     /// extension): the replacements of OLM v0's.
     pub owned: Vec<Value>,
+    /// Webhook configurations OLM v0 made from a webhook definition (label
+    /// [`WEBHOOK_DESCRIPTION_LABEL`]; OLM v0 does not give them the component label).
+    pub v0_webhook_configurations: Vec<Value>,
     /// Copies of the CSV (label `olm.copiedFrom=<namespace>`).
     pub copied_csvs: Vec<Value>,
     /// The revision's Deployments (olmv1 owner labels naming the extension).
@@ -190,6 +195,15 @@ pub fn plan(o: &Observed) -> Plan {
             }
         }
     }
+    for v in &o.v0_webhook_configurations {
+        let t = Target::of(v);
+        if o.labelled.iter().any(|l| Target::of(l) == t) {
+            continue;
+        }
+        if let Some(why) = replaced_webhook_configuration(v, &owned, &o.name) {
+            deletes.push(Step::Delete { target: t, why });
+        }
+    }
     plan.steps.extend(deletes);
     plan.steps
         .extend(o.copied_csvs.iter().map(|c| Step::DeleteCopiedCsv {
@@ -289,6 +303,36 @@ const WEBHOOKS: [&str; 2] = [
     "MutatingWebhookConfiguration",
     "ValidatingWebhookConfiguration",
 ];
+
+/// The label OLM v0 puts on the webhook configurations it generates from a CSV's
+/// webhook definition: the definition's `generateName` (olm-v0 reference §1.1; OLM
+/// v0's install/webhook.go `WebhookDescKey`).
+pub const WEBHOOK_DESCRIPTION_LABEL: &str = "olm.webhook-description-generate-name";
+
+/// Why OLM v0's webhook configuration `v` (found by [`WEBHOOK_DESCRIPTION_LABEL`]) may
+/// be deleted: untied from any CSV (no `olm.owner` label), not the revision's, and the
+/// revision owns the configuration of the same kind olmv1 names after the same
+/// definition (`generateName` is its name). `None`: not this migration's, left alone.
+pub fn replaced_webhook_configuration(
+    v: &Value,
+    owned: &[&Value],
+    extension: &str,
+) -> Option<String> {
+    let labels = v.pointer("/metadata/labels")?.as_object()?;
+    let generated_from = labels.get(WEBHOOK_DESCRIPTION_LABEL)?.as_str()?;
+    if labels.contains_key("olm.owner") || owned_by(v, extension) {
+        return None;
+    }
+    let kind = text(v, "/kind");
+    owned
+        .iter()
+        .any(|o| text(o, "/kind") == kind && text(o, "/metadata/name").as_deref() == Some(generated_from))
+        .then(|| {
+            format!(
+                "OLM v0's webhook configuration from definition {generated_from}: the v1 revision has its own, {generated_from}"
+            )
+        })
+}
 
 /// Why a v0-only object may be deleted (`Err`: why it is kept).
 fn deletable(v: &Value, owned: &[&Value]) -> Result<String, String> {

@@ -328,3 +328,42 @@ fn the_component_label_and_operator_name() {
         63
     );
 }
+
+#[test]
+fn v0_webhook_configurations_of_the_same_definition_go_others_stay() {
+    let generated = |name: &str, from: &str, tied: bool| {
+        let mut v = object("ValidatingWebhookConfiguration", "", name, false, false);
+        v["metadata"]["labels"][super::cleanup::WEBHOOK_DESCRIPTION_LABEL] = json!(from);
+        if tied {
+            v["metadata"]["labels"]["olm.owner"] = json!("other.v1.0.0");
+        }
+        v
+    };
+    let mut o = taken_over();
+    o.v0_webhook_configurations = vec![
+        // the revision owns `vdemo`: OLM v0's copy of that definition goes
+        generated("vdemo-q7x2k", "vdemo", false),
+        // another operator's definition, and one still tied to a CSV: left alone
+        generated("vother-abcde", "vother", false),
+        generated("vdemo-zzzzz", "vdemo", true),
+        // also component-labelled (already in `labelled`): deleted once
+        generated("vdemo-abcde", "vdemo", false),
+    ];
+    let d = deleted(&plan(&o));
+    assert!(
+        d.contains(&"ValidatingWebhookConfiguration vdemo-q7x2k".to_string()),
+        "{d:?}"
+    );
+    for kept in ["vother-abcde", "vdemo-zzzzz"] {
+        assert!(!d.iter().any(|x| x.ends_with(kept)), "{kept}: {d:?}");
+    }
+    assert_eq!(d.iter().filter(|x| x.ends_with("vdemo-abcde")).count(), 1);
+    // without a configuration of its own for that definition nothing goes
+    o.owned
+        .retain(|v| v["kind"] != "ValidatingWebhookConfiguration");
+    assert!(
+        !deleted(&plan(&o))
+            .iter()
+            .any(|x| x.ends_with("vdemo-q7x2k"))
+    );
+}

@@ -18,6 +18,7 @@
 pub mod backup;
 mod blockers;
 mod catalog;
+pub mod certificates;
 pub mod cleanup;
 #[cfg(test)]
 mod cleanup_tests;
