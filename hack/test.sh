@@ -19,6 +19,8 @@ hack/build-cert-manager.sh
 # 6 minutes on 2 cores, then cached by version).
 hack/build-olm-v0.sh
 hack/build-argo-health.sh >/dev/null
+# helm v3 for tests/chart.rs and e2e/chart.rs (first run about 2.5 minutes on 2 cores).
+hack/build-helm.sh >/dev/null
 export OLMV1_ETCD="$(hack/etcd-path.sh)"
 
 echo "== cargo fmt --check"

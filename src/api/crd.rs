@@ -67,8 +67,8 @@ mod tests {
     use serde_json::Value;
     use std::path::Path;
 
-    /// `crds/` (and its copy `config/crd/`, which `kubectl apply -k config/` reads) must
-    /// equal what the types generate. Set `UPDATE_CRDS=1` to rewrite them.
+    /// `crds/` (and its copies `config/crd/`, which `kubectl apply -k config/` reads, and
+    /// `charts/olmv1/crds/`, the Helm chart's) must equal what the types generate. Set `UPDATE_CRDS=1` to rewrite them.
     #[test]
     fn committed_crds_are_current() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -76,7 +76,8 @@ mod tests {
         for ((file, crd), dir) in CRD_FILES.iter().zip(crds()).flat_map(|pair| {
             [
                 (pair.clone(), root.join("crds")),
-                (pair, root.join("config/crd")),
+                (pair.clone(), root.join("config/crd")),
+                (pair, root.join("charts/olmv1/crds")),
             ]
         }) {
             let want = to_yaml(&crd).expect("serialize CRD");
