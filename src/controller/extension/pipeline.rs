@@ -10,7 +10,7 @@
 
 use super::plan::{Apply, InstallFailure, Installed, Rendered, migration};
 use super::rollout::{self, Readiness};
-use super::{ExtensionContext, certs, outage, prune};
+use super::{ExtensionContext, certs, namespace, outage, prune};
 use crate::api::{BundleIdentity, ClusterExtension};
 use crate::apply::{self, ApplyError, InstallError, ObjectRef, Owner, RevisionHistory};
 use crate::bundle::{self, Bundle, CertProvider, RenderOptions};
@@ -34,8 +34,13 @@ pub(crate) async fn render(
     epoch: u64,
 ) -> Result<Rendered, InstallFailure> {
     let (loaded, image) = pull(ctx, ext, target, epoch).await?;
+    let suggested_namespace = namespace::suggestion(&loaded.csv);
     let objects = render_bundle(ctx, ext, loaded).await?;
-    Ok(Rendered { image, objects })
+    Ok(Rendered {
+        image,
+        objects,
+        suggested_namespace,
+    })
 }
 
 /// Applies `rendered` as `step` says (preflights first when it asks): what the install
@@ -44,13 +49,15 @@ pub(crate) async fn render(
 /// plan), they are applied in place (never deleted or recreated) and the release Secret
 /// is marked as adopted. Taking over an OLM v0 installation (the target is exactly its
 /// installed CSV, checked by the plan), existing objects no ClusterExtension owns are
-/// applied over in place too.
+/// applied over in place too. Once the preflights passed, a missing install namespace is
+/// created when `create_namespace` says so ([`namespace`]), before anything else.
 pub(crate) async fn apply(
     ctx: &ExtensionContext,
     owner: &Owner,
     step: &Apply,
     rendered: &Rendered,
     history: Option<&RevisionHistory>,
+    create_namespace: Option<NamespaceCreation<'_>>,
 ) -> Result<(Installed, Vec<ObjectRef>), InstallFailure> {
     let (namespace, account) = (&step.account.namespace, &step.account.name);
     let installer = ctx
@@ -79,6 +86,26 @@ pub(crate) async fn apply(
         })?;
         ctx.metrics.phase(Phase::preflight, started.elapsed());
         warnings = passed.warnings;
+    }
+    if let Some(creation) = create_namespace {
+        let created = namespace::cluster::ensure(
+            &ctx.client,
+            &installer,
+            &creation.target,
+            true,
+            &rendered.suggested_namespace,
+        )
+        .await
+        .map_err(InstallFailure::Retry)?;
+        if let Some(message) = created {
+            let note = super::plan::Note {
+                warning: false,
+                reason: "NamespaceCreated",
+                action: "Install",
+                message,
+            };
+            super::executor::emit(ctx, creation.extension, &note).await;
+        }
     }
 
     let started = Instant::now();
@@ -129,6 +156,12 @@ pub(crate) async fn apply(
         readiness,
     };
     Ok((installed, managed))
+}
+
+/// The opt-in creation of the install namespace ([`namespace`]) for `extension`.
+pub(crate) struct NamespaceCreation<'a> {
+    pub extension: &'a ClusterExtension,
+    pub target: namespace::For<'a>,
 }
 
 /// An install that ran past `--install-timeout`: abandoned where it was (every step is
