@@ -261,11 +261,11 @@ async fn an_existing_namespace_is_never_removed() {
         .await
         .expect("namespace");
     assert!(
-        live.metadata
+        !live
+            .metadata
             .labels
             .unwrap_or_default()
-            .get(LABEL_CREATED_BY)
-            .is_none()
+            .contains_key(LABEL_CREATED_BY)
     );
     delete_and_wait(&api, &name).await;
     let live = Api::<Namespace>::all(admin.clone())

@@ -88,24 +88,7 @@ pub(crate) async fn apply(
         warnings = passed.warnings;
     }
     if let Some(creation) = create_namespace {
-        let created = namespace::cluster::ensure(
-            &ctx.client,
-            &installer,
-            &creation.target,
-            true,
-            &rendered.suggested_namespace,
-        )
-        .await
-        .map_err(InstallFailure::Retry)?;
-        if let Some(message) = created {
-            let note = super::plan::Note {
-                warning: false,
-                reason: "NamespaceCreated",
-                action: "Install",
-                message,
-            };
-            super::executor::emit(ctx, creation.extension, &note).await;
-        }
+        ensure_namespace(ctx, &installer, &creation, rendered).await?;
     }
 
     let started = Instant::now();
@@ -162,6 +145,35 @@ pub(crate) async fn apply(
 pub(crate) struct NamespaceCreation<'a> {
     pub extension: &'a ClusterExtension,
     pub target: namespace::For<'a>,
+}
+
+/// Creates the missing install namespace as the installer ([`namespace::cluster::ensure`])
+/// and says so in an Event.
+async fn ensure_namespace(
+    ctx: &ExtensionContext,
+    installer: &kube::Client,
+    creation: &NamespaceCreation<'_>,
+    rendered: &Rendered,
+) -> Result<(), InstallFailure> {
+    let created = namespace::cluster::ensure(
+        &ctx.client,
+        installer,
+        &creation.target,
+        true,
+        &rendered.suggested_namespace,
+    )
+    .await
+    .map_err(InstallFailure::Retry)?;
+    if let Some(message) = created {
+        let note = super::plan::Note {
+            warning: false,
+            reason: "NamespaceCreated",
+            action: "Install",
+            message,
+        };
+        super::executor::emit(ctx, creation.extension, &note).await;
+    }
+    Ok(())
 }
 
 /// An install that ran past `--install-timeout`: abandoned where it was (every step is
