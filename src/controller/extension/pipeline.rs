@@ -371,9 +371,10 @@ async fn render_bundle(
     Ok(rendered)
 }
 
-/// The certificate provider to render with. Without cert-manager, a bundle with
-/// webhooks is unsupported: say so before anything is written rather than fail on
-/// kinds the cluster does not serve.
+/// The certificate provider to render with (cert-manager, else OpenShift service-ca,
+/// when the cluster serves them: [`certs::effective`]). Without either, a bundle with
+/// webhooks is unsupported: say so before anything is written rather than fail on kinds
+/// the cluster does not serve.
 async fn cert_provider(
     ctx: &ExtensionContext,
     loaded: &Bundle,
@@ -382,19 +383,29 @@ async fn cert_provider(
     if configured != CertProvider::CertManager || !certs::has_webhooks(&loaded.csv) {
         return Ok(configured);
     }
-    let served = match ctx
-        .client
-        .list_api_group_resources(certs::CERT_MANAGER_API)
-        .await
-    {
-        Ok(list) => Some(list),
-        Err(kube::Error::Api(e)) if e.code == 404 => None,
-        Err(e) => {
-            return Err(InstallFailure::Retry(format!(
-                "discovering {}: {e}",
-                certs::CERT_MANAGER_API
-            )));
-        }
+    let cert_manager = served(ctx, certs::CERT_MANAGER_API).await?;
+    let service_ca = match certs::effective(configured, cert_manager.as_ref(), None) {
+        CertProvider::None => served(ctx, certs::SERVICE_CA_API).await?,
+        _ => None,
     };
-    Ok(certs::effective(configured, served.as_ref()))
+    Ok(certs::effective(
+        configured,
+        cert_manager.as_ref(),
+        service_ca.as_ref(),
+    ))
+}
+
+/// The discovery of `group_version`; `None` when the cluster does not serve it.
+async fn served(
+    ctx: &ExtensionContext,
+    group_version: &str,
+) -> Result<Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList>, InstallFailure>
+{
+    match ctx.client.list_api_group_resources(group_version).await {
+        Ok(list) => Ok(Some(list)),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+        Err(e) => Err(InstallFailure::Retry(format!(
+            "discovering {group_version}: {e}"
+        ))),
+    }
 }
