@@ -7,6 +7,11 @@
 //! mark, and removed on uninstall when nothing else lives there; kept (with an Event
 //! naming what lives there) otherwise; an existing namespace is never removed; without
 //! the opt-in, upstream's validation message stays.
+//!
+//! In the same binary (its control plane serves no cert-manager; one controller per
+//! binary): OpenShift service-ca chosen as the certificate provider once the cluster
+//! serves `operator.openshift.io/v1` `ServiceCA` (a stand-in CRD here: the service-ca
+//! controller itself, which would issue the Secret and inject the CA, does not run).
 
 mod support;
 
@@ -74,13 +79,13 @@ async fn apply(admin: &kube::Client, objects: Vec<Value>) {
 
 /// Grants the installer the generated RBAC of `spec` installed in `ns`.
 async fn grant(admin: &kube::Client, spec: &BundleSpec, ns: &str, ext: &str) {
-    let rbac = installer_rbac(
-        &bundles::render(spec, ns),
-        INSTALLER_NAMESPACE,
-        ext,
-        BundledRbac::Include,
-    )
-    .expect("rbac");
+    grant_rendered(admin, &bundles::render(spec, ns), ext).await;
+}
+
+/// Grants the installer the generated RBAC of the `rendered` objects.
+async fn grant_rendered(admin: &kube::Client, rendered: &[Value], ext: &str) {
+    let rbac =
+        installer_rbac(rendered, INSTALLER_NAMESPACE, ext, BundledRbac::Include).expect("rbac");
     let role = rbac.cluster_role["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -291,5 +296,90 @@ async fn without_the_opt_in_a_missing_namespace_fails_as_upstream_says() {
         Api::<Namespace>::all(admin.clone()).get_opt(&ns).await,
         Ok(None)
     ));
+    delete_and_wait(&api, &name).await;
+}
+
+#[tokio::test]
+async fn webhooks_get_openshift_service_ca_when_the_cluster_serves_it() {
+    let admin = setup().await;
+    apply(&admin, vec![json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "servicecas.operator.openshift.io"},
+        "spec": {"group": "operator.openshift.io", "scope": "Cluster",
+            "names": {"plural": "servicecas", "singular": "serviceca", "kind": "ServiceCA", "listKind": "ServiceCAList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    })])
+    .await;
+    support::eventually(30, "ServiceCA served", || async {
+        admin
+            .list_api_group_resources("operator.openshift.io/v1")
+            .await
+            .ok()
+            .filter(|l| l.resources.iter().any(|r| r.kind == "ServiceCA"))
+    })
+    .await;
+    let ns = support::namespace(&admin, "sca").await;
+    let name = support::unique("ext");
+    let mut spec = BundleSpec::new(&support::unique("hooks"), "1.0.0");
+    spec.webhook = true;
+    let options = olmv1::bundle::RenderOptions {
+        cert_provider: olmv1::bundle::CertProvider::OpenShiftServiceCa,
+        ..Default::default()
+    };
+    let rendered =
+        olmv1::testenv::demo::render_with_options(&spec, &ns, None, &options).expect("render");
+    grant_rendered(&admin, &rendered, &name).await;
+    let catalog = support::unique("cat");
+    let package = spec.package.clone();
+    let image = publish(&catalog, &package, &[spec]).await;
+    create_catalog(&catalog, &image).await;
+    let mut ext = extension(&name, &ns, &package, json!({}));
+    ext.spec.service_account = None;
+    let api: Api<ClusterExtension> = Api::all(admin.clone());
+    api.create(&PostParams::default(), &ext)
+        .await
+        .expect("create extension");
+    wait_installed(&api, &name, "1.0.0").await;
+
+    let owned =
+        ListParams::default().labels(&format!("olm.operatorframework.io/owner-name={name}"));
+    let services = Api::<k8s_openapi::api::core::v1::Service>::namespaced(admin.clone(), &ns)
+        .list(&owned)
+        .await
+        .expect("services");
+    let annotated: Vec<String> = services
+        .items
+        .iter()
+        .filter_map(|s| {
+            s.metadata
+                .annotations
+                .as_ref()?
+                .get("service.beta.openshift.io/serving-cert-secret-name")
+                .cloned()
+        })
+        .collect();
+    assert_eq!(annotated.len(), 1, "{services:?}");
+    assert!(annotated[0].ends_with("-service-cert"), "{annotated:?}");
+    let hooks =
+        Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(
+            admin.clone(),
+        )
+        .list(&owned)
+        .await
+        .expect("webhook configurations");
+    assert_eq!(hooks.items.len(), 1);
+    let annotations = hooks.items[0]
+        .metadata
+        .annotations
+        .clone()
+        .unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("service.beta.openshift.io/inject-cabundle")
+            .map(String::as_str),
+        Some("true")
+    );
+    assert!(!annotations.contains_key("cert-manager.io/inject-ca-from"));
     delete_and_wait(&api, &name).await;
 }
