@@ -3,7 +3,9 @@
 //! really resolve. First the node's own smoke test, then olmv1 deployed from `config/`
 //! with its own image (`hack/image.sh`'s builder) as users deploy it, driven end to
 //! end: install, upgrade with the leader pod deleted mid-flight, drift, catalogs served
-//! through the Service, uninstall — and the operator it installs really runs.
+//! through the Service, uninstall — and the operator it installs really runs; the
+//! opt-in install namespace created from the bundle's template (Pod Security label
+//! enforced on the real pods) and removed with the extension.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -156,9 +158,12 @@ async fn deploy_olmv1() -> &'static str {
             .expect("push olmv1 image");
             let kubeconfig = cluster.admin_kubeconfig.clone();
             // A "minute" of progress deadlines lasts 2 s here (the rollout test).
+            // The default installer matters only to extensions without
+            // spec.serviceAccount (the install-namespace test).
             let args = vec![
                 format!("--insecure-registry={}", node.registry),
                 "--poll-unit-seconds=2".to_string(),
+                format!("--default-installer-service-account={NODE_INSTALLER_NAMESPACE}/installer"),
             ];
             let image2 = image.clone();
             tokio::task::spawn_blocking(move || {
@@ -486,6 +491,129 @@ async fn rollout_status_follows_real_pods() {
     let wanted = format!("deployment/{} 0/1 available", never.deployment_name());
     wait_progressing(&api, &name, "RollingOut: never ready", |(s, r, m)| {
         s == "True" && r == "RollingOut" && m.contains(&wanted)
+    })
+    .await;
+}
+
+/// The namespace of the default installer account of the node suite's olmv1.
+const NODE_INSTALLER_NAMESPACE: &str = "node-installers";
+
+/// Objects applied as the admin (server-side).
+async fn apply_values(admin: &kube::Client, objects: Vec<serde_json::Value>) {
+    let objects: Vec<kube::api::DynamicObject> = objects
+        .into_iter()
+        .map(|v| serde_json::from_value(v).expect("object"))
+        .collect();
+    olmv1::testenv::manifests::apply_objects(admin, &objects)
+        .await
+        .expect("apply");
+}
+
+fn installer_binding(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": NODE_INSTALLER_NAMESPACE}]})
+}
+
+#[tokio::test]
+async fn the_install_namespace_is_created_from_the_bundle_and_removed_with_it() {
+    use k8s_openapi::api::core::v1::Namespace;
+    use olmv1::controller::extension::namespace as install_namespace;
+    let cluster = node_cluster();
+    let _diagnose = DiagnoseOnPanic;
+    let node = cluster.node.as_ref().expect("node");
+    deploy_olmv1().await;
+    let admin = cluster.admin().await;
+    let package = support::unique("nsop");
+    let ns = support::unique("created");
+    let name = support::unique("ext");
+    let mut v1 = BundleSpec::new(&package, "1.0.0");
+    v1.operator_image = Some(node.workload_image.clone());
+    let template = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns,
+        "labels": {"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/warn": "baseline"}}});
+    v1.csv_annotations = vec![(
+        install_namespace::CSV_SUGGESTED_NAMESPACE_TEMPLATE.into(),
+        template.to_string(),
+    )];
+    // The default installer: the bundle's generated RBAC, plus creating, deleting and
+    // (for the emptiness check) listing what lives in namespaces.
+    let rbac = olmv1::preflight::permissions::rbac::installer_rbac(
+        &support::bundles::render(&v1, &ns),
+        NODE_INSTALLER_NAMESPACE,
+        &name,
+        olmv1::preflight::permissions::rbac::BundledRbac::Include,
+    )
+    .expect("rbac");
+    let role = rbac.cluster_role["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    apply_values(&admin, vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NODE_INSTALLER_NAMESPACE}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "installer", "namespace": NODE_INSTALLER_NAMESPACE}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "node-installer-namespaces"}, "rules": [
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create", "delete", "get"]},
+            {"apiGroups": ["*"], "resources": ["*"], "verbs": ["list"]},
+        ]}),
+        installer_binding("node-installer-namespaces"),
+        rbac.cluster_role.clone(),
+        installer_binding(&role),
+    ])
+    .await;
+    let catalog = support::unique("cat");
+    let image = publish_on_node(&catalog, &package, std::slice::from_ref(&v1)).await;
+    create_catalog(&catalog, &image).await;
+    let mut ext = extension(&name, &ns, &package, json!({}));
+    ext.spec.service_account = None;
+    ext.metadata.annotations = Some(
+        [(
+            install_namespace::ANNOTATION_CREATE_NAMESPACE.to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
+    let api: Api<ClusterExtension> = Api::all(admin.clone());
+    api.create(&PostParams::default(), &ext)
+        .await
+        .expect("create extension");
+
+    // Installed and rolled out: the operator's pod runs in the created namespace, under
+    // the template's Pod Security level.
+    wait_progressing(&api, &name, "Succeeded once ready", |(s, r, _)| {
+        s == "True" && r == "Succeeded"
+    })
+    .await;
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    let live = namespaces.get(&ns).await.expect("namespace created");
+    let labels = live.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels
+            .get("pod-security.kubernetes.io/enforce")
+            .map(String::as_str),
+        Some("baseline")
+    );
+    assert_eq!(labels.get(install_namespace::LABEL_CREATED_BY), Some(&name));
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &ns);
+    wait_available(&deployments, &v1.deployment_name(), "operator available").await;
+    // Pod Security is enforced there: a privileged pod is refused.
+    let privileged: Pod = serde_json::from_value(json!({"metadata": {"name": "privileged"},
+        "spec": {"containers": [{"name": "c", "image": node.workload_image, "securityContext": {"privileged": true}}]}}))
+    .expect("pod");
+    let refused = Api::<Pod>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &privileged)
+        .await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(e)) if e.message.contains("violates PodSecurity")),
+        "{refused:?}"
+    );
+
+    // Uninstall with the operator's pod still running: its ReplicaSet and Pod go with
+    // the Deployment (garbage collection), so the namespace goes too.
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete extension");
+    eventually(180, "namespace deleted with the extension", || async {
+        matches!(namespaces.get_opt(&ns).await, Ok(None)).then_some(())
     })
     .await;
 }

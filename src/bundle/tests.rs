@@ -422,6 +422,79 @@ fn webhooks_render_services_certificates_and_volumes() {
     assert!(crd.get("status").is_none());
 }
 
+/// Upstream's `OpenshiftServiceCaCertificateProvider` (operator-controller
+/// `render/certproviders/openshiftserviceca.go`): the serving-cert annotation on the
+/// webhook Service, `inject-cabundle: "true"` on webhook configurations and conversion
+/// CRDs, no objects of its own, the Secret `<svc>-cert` (keys tls.crt/tls.key) mounted
+/// as with cert-manager.
+#[test]
+fn openshift_service_ca_annotates_instead_of_certificates() {
+    let service_ca = RenderOptions {
+        cert_provider: CertProvider::OpenShiftServiceCa,
+        ..Default::default()
+    };
+    let config = json!({"watchNamespace": "team-a"});
+    let bundle = "webhook-validating";
+    let objects = render(&load(bundle), "widget-system", Some(&config), &service_ca).unwrap();
+    let with_cm = render(&load(bundle), "widget-system", Some(&config), &cm()).unwrap();
+    assert!(find(&objects, "Certificate").is_empty());
+    assert!(find(&objects, "Issuer").is_empty());
+    assert_eq!(
+        objects.len() + 2,
+        with_cm.len(),
+        "no Issuer, no Certificate"
+    );
+    let vwc = find(&objects, "ValidatingWebhookConfiguration")[0];
+    assert_eq!(
+        vwc["metadata"]["annotations"],
+        json!({"service.beta.openshift.io/inject-cabundle": "true"})
+    );
+    let cm_vwc = find(&with_cm, "ValidatingWebhookConfiguration")[0];
+    assert_eq!(vwc["webhooks"], cm_vwc["webhooks"]);
+    let svc = find(&objects, "Service")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == "widget-operator-controller-service")
+        .unwrap();
+    assert_eq!(
+        svc["metadata"]["annotations"],
+        json!({"service.beta.openshift.io/serving-cert-secret-name": "widget-operator-controller-service-cert"})
+    );
+    // The Deployment mounts the same Secret as with cert-manager.
+    let dep = find(&objects, "Deployment")[0];
+    assert_eq!(dep, find(&with_cm, "Deployment")[0]);
+    let volumes = &dep["spec"]["template"]["spec"]["volumes"];
+    assert!(
+        volumes
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "widget-operator-controller-service-cert"),
+        "{volumes}"
+    );
+
+    let objects = render(
+        &load("webhook-conversion"),
+        "widget-system",
+        None,
+        &service_ca,
+    )
+    .unwrap();
+    let crd = find(&objects, "CustomResourceDefinition")[0];
+    assert_eq!(crd["spec"]["conversion"]["strategy"], json!("Webhook"));
+    assert_eq!(
+        crd["metadata"]["annotations"]["service.beta.openshift.io/inject-cabundle"],
+        json!("true")
+    );
+    assert!(
+        crd["metadata"]["annotations"]
+            .get("cert-manager.io/inject-ca-from")
+            .is_none()
+    );
+    // Bundles with webhooks are supported with it.
+    let dir = temp_copy("webhook-mutating");
+    assert!(validation_errors(dir.path(), CertProvider::OpenShiftServiceCa).is_empty());
+}
+
 #[test]
 fn webhooks_without_cert_provider_are_rejected() {
     let err = render(

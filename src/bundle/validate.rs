@@ -15,6 +15,11 @@ pub enum CertProvider {
     /// cert-manager: Issuer + Certificate, `cert-manager.io/inject-ca-from`.
     #[default]
     CertManager,
+    /// OpenShift's service-ca operator: the Service annotation
+    /// `service.beta.openshift.io/serving-cert-secret-name` and
+    /// `service.beta.openshift.io/inject-cabundle: "true"` on webhook configurations and
+    /// conversion CRDs; no objects of its own.
+    OpenShiftServiceCa,
     /// No provider: bundles with webhooks are rejected.
     None,
 }

@@ -35,6 +35,8 @@ impl BundleSource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum CertProviderArg {
     CertManager,
+    /// OpenShift's service-ca operator (Service and CA-injection annotations only).
+    OpenshiftServiceCa,
     None,
 }
 
@@ -149,6 +151,7 @@ fn run_inner(args: RenderArgs) -> Result<String, String> {
     let options = RenderOptions {
         cert_provider: match args.cert_provider {
             CertProviderArg::CertManager => CertProvider::CertManager,
+            CertProviderArg::OpenshiftServiceCa => CertProvider::OpenShiftServiceCa,
             CertProviderArg::None => CertProvider::None,
         },
         operator_condition: args.operator_condition,

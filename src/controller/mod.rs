@@ -339,6 +339,7 @@ fn extension_settings(args: &ControllerArgs) -> extension::ExtensionSettings {
         },
         wait_for_rollout: !args.skip_rollout_wait,
         install_timeout: Some(args.workers.install_timeout).filter(|t| !t.is_zero()),
+        create_namespaces: args.create_install_namespaces,
     }
 }
 

@@ -109,6 +109,15 @@ pub struct ControllerArgs {
     #[arg(long)]
     pub skip_rollout_wait: bool,
 
+    /// Create a ClusterExtension's `spec.namespace` when it does not exist, from the
+    /// bundle's `operatorframework.io/suggested-namespace-template` (its labels and
+    /// annotations), as the installer account; removed on uninstall when nothing else
+    /// lives there. An extension opts out with the annotation
+    /// `olm.operatorframework.io/create-namespace: "false"` (or in, without this flag,
+    /// with `"true"`).
+    #[arg(long)]
+    pub create_install_namespaces: bool,
+
     /// Refuse catalogs that violate FBC invariants (for catalog authors' CI). By
     /// default catalogs are stored and served as catalogd does, and the violations are
     /// reported in a Warning Event on the ClusterCatalog.

@@ -36,6 +36,8 @@ pub struct BundleSpec {
     /// Environment of the operator's container (with `operator_image`; the workload
     /// image reads `READY=false` and `READY_AFTER=<seconds>`).
     pub operator_env: Vec<(String, String)>,
+    /// Further annotations of the CSV (e.g. `operatorframework.io/suggested-namespace`).
+    pub csv_annotations: Vec<(String, String)>,
 }
 
 impl BundleSpec {
@@ -52,6 +54,7 @@ impl BundleSpec {
             webhook: false,
             operator_image: None,
             operator_env: Vec::new(),
+            csv_annotations: Vec::new(),
         }
     }
     pub fn bundle_name(&self) -> String {
@@ -168,6 +171,9 @@ fn csv(spec: &BundleSpec) -> Value {
     });
     if spec.webhook {
         csv["spec"]["webhookdefinitions"] = webhook_definitions(spec);
+    }
+    for (key, value) in &spec.csv_annotations {
+        csv["metadata"]["annotations"][key] = json!(value);
     }
     csv
 }

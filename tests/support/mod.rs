@@ -405,6 +405,7 @@ pub fn controller_with(
             // No nodes: Deployments never become available here; the rollout status
             // has its own test binary (e2e/rollout.rs) that turns this off.
             skip_rollout_wait: true,
+            create_install_namespaces: false,
         };
         configure(&mut args);
         let observers = olmv1::controller::Observers::default();

@@ -46,6 +46,24 @@ pub enum RenderError {
 }
 
 const CERT_MANAGER_INJECT: &str = "cert-manager.io/inject-ca-from";
+/// OpenShift service-ca: injects its CA bundle into the annotated webhook configuration
+/// or CRD.
+const SERVICE_CA_INJECT: &str = "service.beta.openshift.io/inject-cabundle";
+/// OpenShift service-ca: the Secret it issues the Service's serving certificate into.
+const SERVICE_CA_SERVING_SECRET: &str = "service.beta.openshift.io/serving-cert-secret-name";
+
+/// The CA injection annotation of the certificate provider on a webhook configuration
+/// or conversion CRD served by Service `svc` (§5.5 item 9).
+fn inject_ca(ctx: &Ctx<'_>, obj: &mut Value, svc: &str) {
+    match ctx.certs {
+        CertProvider::CertManager => {
+            let from = format!("{}/{}", ctx.ns, cert_name(svc));
+            set_annotation(obj, CERT_MANAGER_INJECT, &from);
+        }
+        CertProvider::OpenShiftServiceCa => set_annotation(obj, SERVICE_CA_INJECT, "true"),
+        CertProvider::None => {}
+    }
+}
 
 fn object(
     api_version: &str,
@@ -120,7 +138,8 @@ struct Ctx<'a> {
     /// Target namespaces; `[""]` in AllNamespaces mode.
     targets: &'a [String],
     all_namespaces: bool,
-    cert_manager: bool,
+    /// Who issues the webhook serving certificates.
+    certs: CertProvider,
 }
 
 impl<'a> Ctx<'a> {
@@ -164,7 +183,7 @@ fn render_validated(
         ns: install_namespace,
         targets: &targets,
         all_namespaces: targets.len() == 1 && targets[0].is_empty(),
-        cert_manager: options.cert_provider == CertProvider::CertManager,
+        certs: options.cert_provider,
     };
     let mut out: Vec<Value> = Vec::new();
     service_accounts(&ctx, &mut out);
@@ -272,13 +291,7 @@ fn crds_with_conversion(
                     json!({"strategy": "Webhook", "webhook": webhook}),
                 );
             }
-            if ctx.cert_manager {
-                set_annotation(
-                    &mut crd,
-                    CERT_MANAGER_INJECT,
-                    &format!("{ns}/{}", cert_name(&svc)),
-                );
-            }
+            inject_ca(ctx, &mut crd, &svc);
         }
         out.push(crd);
     }
@@ -342,7 +355,7 @@ fn deployments(ctx: &Ctx<'_>, config: Option<&DeploymentConfig>, out: &mut Vec<V
             dep.insert("spec".into(), spec);
             Value::Object(dep)
         };
-        if ctx.cert_manager && webhook_deployments.contains(d.name.as_str()) {
+        if ctx.certs != CertProvider::None && webhook_deployments.contains(d.name.as_str()) {
             webhooks::add_cert_volumes(&mut dep, &cert_name(&webhook_service_name(&d.name)));
         }
         if let Some(dc) = config {

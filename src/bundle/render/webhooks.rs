@@ -1,10 +1,15 @@
 //! Sections 7–9 of rendering and the webhook side of section 6: admission webhook
 //! configurations, one Service per webhook deployment, cert-manager Issuer and
-//! Certificate, and the certificate Secret volumes mounted into webhook deployments.
+//! Certificate (or OpenShift service-ca's Service annotation), and the certificate
+//! Secret volumes mounted into webhook deployments.
 
 use super::super::csv::{DeploymentEntry, WebhookDescription, WebhookType};
 use super::super::names::name_for_base_and_suffix;
-use super::{CERT_MANAGER_INJECT, Ctx, cert_name, object, set_annotation, webhook_service_name};
+use super::super::validate::CertProvider;
+use super::{
+    Ctx, SERVICE_CA_SERVING_SECRET, cert_name, inject_ca, object, set_annotation,
+    webhook_service_name,
+};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 
@@ -34,13 +39,7 @@ pub(super) fn configurations(ctx: &Ctx<'_>, out: &mut Vec<Value>) {
         if let Some(o) = cfg_obj.as_object_mut() {
             o.insert(list_key.into(), json!([entry]));
         }
-        if ctx.cert_manager {
-            set_annotation(
-                &mut cfg_obj,
-                CERT_MANAGER_INJECT,
-                &format!("{ns}/{}", cert_name(&svc)),
-            );
-        }
+        inject_ca(ctx, &mut cfg_obj, &svc);
         out.push(cfg_obj);
     }
 }
@@ -100,9 +99,17 @@ pub(super) fn services_and_certificates(ctx: &Ctx<'_>, out: &mut Vec<Value>) {
         .filter(|d| webhook_deployments.contains(d.name.as_str()))
     {
         let svc = webhook_service_name(&d.name);
-        out.push(service(ctx, d, &svc));
-        if ctx.cert_manager {
-            certificate(ctx.ns, &svc, out);
+        let mut service = service(ctx, d, &svc);
+        match ctx.certs {
+            CertProvider::CertManager => {
+                out.push(service);
+                certificate(ctx.ns, &svc, out);
+            }
+            CertProvider::OpenShiftServiceCa => {
+                set_annotation(&mut service, SERVICE_CA_SERVING_SECRET, &cert_name(&svc));
+                out.push(service);
+            }
+            CertProvider::None => out.push(service),
         }
     }
 }

@@ -25,12 +25,14 @@ pub const OPERATOR_CONTROLLER: &[(&str, Support)] = &[
     ),
     (
         "WebhookProviderCertManager",
-        Support::Always("bundle webhooks always get cert-manager certificates"),
+        Support::Always(
+            "bundle webhooks get cert-manager certificates when the cluster serves cert-manager",
+        ),
     ),
     (
         "WebhookProviderOpenshiftServiceCA",
-        Support::Refused(
-            "webhook certificates come from cert-manager only; remove the gate and install cert-manager",
+        Support::Always(
+            "bundle webhooks get OpenShift service-ca certificates when the cluster serves service-ca and not cert-manager",
         ),
     ),
     (

@@ -232,7 +232,6 @@ fn unsupported_feature_gates_are_refused_naming_the_gate() {
         "HelmChartSupport",
         "BoxcutterRuntime",
         "SyntheticPermissions",
-        "WebhookProviderOpenshiftServiceCA",
     ] {
         let e = refused(
             Role::OperatorController,

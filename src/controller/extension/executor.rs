@@ -13,7 +13,7 @@ use super::plan::migration::{self, Migration, V0Takeover};
 use super::plan::{Apply, DeleteFailure, Deletion, InstallFailure, Installed, Note, Rendered};
 use super::rollout::Readiness;
 use super::status::{self, Observation};
-use super::{ExtensionContext, drift, pipeline};
+use super::{ExtensionContext, drift, namespace, pipeline};
 use crate::api::{self, BundleIdentity, ClusterCatalog, ClusterExtension, ClusterExtensionStatus};
 use crate::apply::{
     self, ApplyError, ObjectRef, Owner, RevisionHistory, UninstallOptions, UninstallReport,
@@ -86,26 +86,19 @@ impl Executor for KubeExecutor<'_> {
             .await
         {
             Ok(Some(_)) => {}
-            Ok(None) => errors.push(format!("namespace {namespace:?} not found")),
+            // Unless it is to be created after the preflights (pipeline::apply), by an
+            // installer account that lives elsewhere.
+            Ok(None) => errors.extend(namespace::missing(
+                namespace,
+                self.opted_in(),
+                &installer.namespace,
+            )),
             Err(e) => errors.push(format!("getting namespace {namespace:?}: {e}")),
         }
         if !errors.is_empty() {
             return errors;
         }
-        let (account, namespace) = (&installer.name, &installer.namespace);
-        match Api::<ServiceAccount>::namespaced(client.clone(), namespace)
-            .get_opt(account)
-            .await
-        {
-            Ok(Some(_)) => {}
-            Ok(None) => errors.push(format!(
-                "service account {account:?} not found in namespace {namespace:?}: unable to authenticate with the Kubernetes cluster."
-            )),
-            Err(e) => errors.push(format!(
-                "getting service account {account:?} in namespace {namespace:?}: {e}"
-            )),
-        }
-        errors
+        self.validate_account(installer).await
     }
 
     async fn load_record(&self) -> Result<Option<RevisionHistory>, String> {
@@ -249,7 +242,11 @@ impl Executor for KubeExecutor<'_> {
         rendered: &Rendered,
         history: Option<&RevisionHistory>,
     ) -> Result<Installed, InstallFailure> {
-        let apply = pipeline::apply(self.ctx, &self.owner, step, rendered, history);
+        let creation = self.opted_in().then(|| pipeline::NamespaceCreation {
+            extension: self.ext,
+            target: self.namespace_target(),
+        });
+        let apply = pipeline::apply(self.ctx, &self.owner, step, rendered, history, creation);
         let (installed, managed) = self.within_install_timeout(&step.target, apply).await?;
         let clean = step.fingerprint.clone().map(|fingerprint| drift::Clean {
             fingerprint,
@@ -312,7 +309,10 @@ impl Executor for KubeExecutor<'_> {
         )
         .await;
         let result = match uninstalled {
-            Ok(report) => Ok(report),
+            Ok(report) => {
+                self.remove_namespace(&installer, &report.deleted).await;
+                Ok(report)
+            }
             Err(ApplyError::InstallerAccountMissing { .. }) => Err(DeleteFailure::AccountMissing),
             Err(e) => return Err(DeleteFailure::Failed(e.to_string())),
         };
@@ -365,6 +365,61 @@ impl Executor for KubeExecutor<'_> {
 }
 
 impl KubeExecutor<'_> {
+    /// Whether a missing install namespace is created ([`namespace::opted_in`]).
+    fn opted_in(&self) -> bool {
+        namespace::opted_in(self.ext.annotations(), self.ctx.settings.create_namespaces)
+    }
+
+    /// The extension the install namespace is created for.
+    fn namespace_target(&self) -> namespace::For<'_> {
+        namespace::For {
+            namespace: &self.ext.spec.namespace,
+            extension: &self.owner.name,
+            uid: &self.owner.uid,
+        }
+    }
+
+    /// The installer account exists (validation).
+    async fn validate_account(&self, installer: &InstallerAccount) -> Vec<String> {
+        let client = &self.ctx.client;
+        let mut errors = Vec::new();
+        let (account, namespace) = (&installer.name, &installer.namespace);
+        match Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+            .get_opt(account)
+            .await
+        {
+            Ok(Some(_)) => {}
+            Ok(None) => errors.push(format!(
+                "service account {account:?} not found in namespace {namespace:?}: unable to authenticate with the Kubernetes cluster."
+            )),
+            Err(e) => errors.push(format!(
+                "getting service account {account:?} in namespace {namespace:?}: {e}"
+            )),
+        }
+        errors
+    }
+
+    /// After the uninstall: the install namespace goes when olmv1 created it for the
+    /// extension and nothing else lives there; an Event says what happened to it.
+    async fn remove_namespace(&self, installer: &kube::Client, deleted: &[ObjectRef]) {
+        let target = self.namespace_target();
+        let removed =
+            namespace::cluster::remove(&self.ctx.client, installer, &target, deleted).await;
+        if let Some((warning, message)) = removed {
+            let note = Note {
+                warning,
+                reason: if warning {
+                    "NamespaceKept"
+                } else {
+                    "NamespaceDeleted"
+                },
+                action: "Uninstall",
+                message,
+            };
+            emit(self.ctx, self.ext, &note).await;
+        }
+    }
+
     /// Runs one step of the install within `--install-timeout`, counted from the first
     /// step of this reconcile's install (the pull).
     async fn within_install_timeout<T>(
@@ -386,7 +441,7 @@ impl KubeExecutor<'_> {
 
 /// Publishes `note` as an Event on `ext` (message cleaned and cut to 1 KiB); a failure
 /// to publish is logged, never fails the reconcile.
-async fn emit(ctx: &ExtensionContext, ext: &ClusterExtension, note: &Note) {
+pub(crate) async fn emit(ctx: &ExtensionContext, ext: &ClusterExtension, note: &Note) {
     let event = Event {
         type_: if note.warning {
             EventType::Warning

@@ -174,6 +174,7 @@ impl Executor for Fake {
         Ok(Rendered {
             image,
             objects: self.rendered.clone(),
+            ..Rendered::default()
         })
     }
     async fn apply(

@@ -10,7 +10,8 @@
 //!   [`executor`] is the real one, [`pipeline`] its install steps (pull → render →
 //!   preflight → apply → readiness).
 //! - [`triggers`]: what causes a reconcile; [`drift`]: watches on the installed objects;
-//!   [`certs`], [`prune`]: small decisions of the install steps; [`rollout`]: whether
+//!   [`certs`], [`prune`]: small decisions of the install steps; [`namespace`]: the
+//!   opt-in creation (and removal) of the install namespace; [`rollout`]: whether
 //!   what was installed is ready (Progressing `RollingOut`).
 
 pub mod certs;
@@ -19,6 +20,7 @@ mod dry_run;
 mod executor;
 mod flow;
 pub mod installer;
+pub mod namespace;
 pub mod operator_conditions;
 pub mod outage;
 mod pipeline;
@@ -76,6 +78,10 @@ pub struct ExtensionSettings {
     /// abandoned and retried (`--install-timeout`; `None`: no deadline). A slow or
     /// hostile registry or bundle then holds a worker for at most this long.
     pub install_timeout: Option<Duration>,
+    /// Create a missing `spec.namespace` from the bundle's suggestion for every extension
+    /// that does not say `olm.operatorframework.io/create-namespace: "false"`
+    /// (`--create-install-namespaces`; [`namespace`]).
+    pub create_namespaces: bool,
 }
 
 pub struct ExtensionContext {

@@ -10,7 +10,7 @@
 
 use super::plan::{Apply, InstallFailure, Installed, Rendered, migration};
 use super::rollout::{self, Readiness};
-use super::{ExtensionContext, certs, outage, prune};
+use super::{ExtensionContext, certs, namespace, outage, prune};
 use crate::api::{BundleIdentity, ClusterExtension};
 use crate::apply::{self, ApplyError, InstallError, ObjectRef, Owner, RevisionHistory};
 use crate::bundle::{self, Bundle, CertProvider, RenderOptions};
@@ -34,8 +34,13 @@ pub(crate) async fn render(
     epoch: u64,
 ) -> Result<Rendered, InstallFailure> {
     let (loaded, image) = pull(ctx, ext, target, epoch).await?;
+    let suggested_namespace = namespace::suggestion(&loaded.csv);
     let objects = render_bundle(ctx, ext, loaded).await?;
-    Ok(Rendered { image, objects })
+    Ok(Rendered {
+        image,
+        objects,
+        suggested_namespace,
+    })
 }
 
 /// Applies `rendered` as `step` says (preflights first when it asks): what the install
@@ -44,13 +49,15 @@ pub(crate) async fn render(
 /// plan), they are applied in place (never deleted or recreated) and the release Secret
 /// is marked as adopted. Taking over an OLM v0 installation (the target is exactly its
 /// installed CSV, checked by the plan), existing objects no ClusterExtension owns are
-/// applied over in place too.
+/// applied over in place too. Once the preflights passed, a missing install namespace is
+/// created when `create_namespace` says so ([`namespace`]), before anything else.
 pub(crate) async fn apply(
     ctx: &ExtensionContext,
     owner: &Owner,
     step: &Apply,
     rendered: &Rendered,
     history: Option<&RevisionHistory>,
+    create_namespace: Option<NamespaceCreation<'_>>,
 ) -> Result<(Installed, Vec<ObjectRef>), InstallFailure> {
     let (namespace, account) = (&step.account.namespace, &step.account.name);
     let installer = ctx
@@ -79,6 +86,9 @@ pub(crate) async fn apply(
         })?;
         ctx.metrics.phase(Phase::preflight, started.elapsed());
         warnings = passed.warnings;
+    }
+    if let Some(creation) = create_namespace {
+        ensure_namespace(ctx, &installer, &creation, rendered).await?;
     }
 
     let started = Instant::now();
@@ -129,6 +139,41 @@ pub(crate) async fn apply(
         readiness,
     };
     Ok((installed, managed))
+}
+
+/// The opt-in creation of the install namespace ([`namespace`]) for `extension`.
+pub(crate) struct NamespaceCreation<'a> {
+    pub extension: &'a ClusterExtension,
+    pub target: namespace::For<'a>,
+}
+
+/// Creates the missing install namespace as the installer ([`namespace::cluster::ensure`])
+/// and says so in an Event.
+async fn ensure_namespace(
+    ctx: &ExtensionContext,
+    installer: &kube::Client,
+    creation: &NamespaceCreation<'_>,
+    rendered: &Rendered,
+) -> Result<(), InstallFailure> {
+    let created = namespace::cluster::ensure(
+        &ctx.client,
+        installer,
+        &creation.target,
+        true,
+        &rendered.suggested_namespace,
+    )
+    .await
+    .map_err(InstallFailure::Retry)?;
+    if let Some(message) = created {
+        let note = super::plan::Note {
+            warning: false,
+            reason: "NamespaceCreated",
+            action: "Install",
+            message,
+        };
+        super::executor::emit(ctx, creation.extension, &note).await;
+    }
+    Ok(())
 }
 
 /// An install that ran past `--install-timeout`: abandoned where it was (every step is
@@ -326,9 +371,10 @@ async fn render_bundle(
     Ok(rendered)
 }
 
-/// The certificate provider to render with. Without cert-manager, a bundle with
-/// webhooks is unsupported: say so before anything is written rather than fail on
-/// kinds the cluster does not serve.
+/// The certificate provider to render with (cert-manager, else OpenShift service-ca,
+/// when the cluster serves them: [`certs::effective`]). Without either, a bundle with
+/// webhooks is unsupported: say so before anything is written rather than fail on kinds
+/// the cluster does not serve.
 async fn cert_provider(
     ctx: &ExtensionContext,
     loaded: &Bundle,
@@ -337,19 +383,29 @@ async fn cert_provider(
     if configured != CertProvider::CertManager || !certs::has_webhooks(&loaded.csv) {
         return Ok(configured);
     }
-    let served = match ctx
-        .client
-        .list_api_group_resources(certs::CERT_MANAGER_API)
-        .await
-    {
-        Ok(list) => Some(list),
-        Err(kube::Error::Api(e)) if e.code == 404 => None,
-        Err(e) => {
-            return Err(InstallFailure::Retry(format!(
-                "discovering {}: {e}",
-                certs::CERT_MANAGER_API
-            )));
-        }
+    let cert_manager = served(ctx, certs::CERT_MANAGER_API).await?;
+    let service_ca = match certs::effective(configured, cert_manager.as_ref(), None) {
+        CertProvider::None => served(ctx, certs::SERVICE_CA_API).await?,
+        _ => None,
     };
-    Ok(certs::effective(configured, served.as_ref()))
+    Ok(certs::effective(
+        configured,
+        cert_manager.as_ref(),
+        service_ca.as_ref(),
+    ))
+}
+
+/// The discovery of `group_version`; `None` when the cluster does not serve it.
+async fn served(
+    ctx: &ExtensionContext,
+    group_version: &str,
+) -> Result<Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList>, InstallFailure>
+{
+    match ctx.client.list_api_group_resources(group_version).await {
+        Ok(list) => Ok(Some(list)),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+        Err(e) => Err(InstallFailure::Retry(format!(
+            "discovering {group_version}: {e}"
+        ))),
+    }
 }

@@ -32,6 +32,9 @@ pub struct Rendered {
     pub image: String,
     /// The rendered objects (custom resources pruned to what their CRDs declare).
     pub objects: Vec<Value>,
+    /// What the bundle suggests for its namespace (created only on opt-in,
+    /// [`crate::controller::extension::namespace`]).
+    pub suggested_namespace: crate::controller::extension::namespace::Suggestion,
 }
 
 /// How the rendered bundle is applied.
