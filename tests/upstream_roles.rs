@@ -351,17 +351,28 @@ async fn catalogd_labels_clustercatalogs_at_admission() {
         .expect("create the catalog");
     // The object the create returns: labelled by admission, not by a reconcile.
     assert_eq!(label(&created).as_deref(), Some(name.as_str()));
-    // An update that sets another value is corrected at admission too.
-    let mut changed = created.clone();
-    changed
-        .metadata
-        .labels
-        .get_or_insert_default()
-        .insert(LABEL.into(), "other".into());
-    let updated = catalogs_api
-        .replace(&name, &PostParams::default(), &changed)
-        .await
-        .expect("update the catalog");
+    // An update that sets another value is corrected at admission too. The catalog
+    // controller writes the object meanwhile (finalizer, status): an update from a
+    // stale read conflicts; read again and retry.
+    let mut current = created.clone();
+    let updated = loop {
+        let mut changed = current.clone();
+        changed
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert(LABEL.into(), "other".into());
+        match catalogs_api
+            .replace(&name, &PostParams::default(), &changed)
+            .await
+        {
+            Ok(u) => break u,
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                current = catalogs_api.get(&name).await.expect("read the catalog");
+            }
+            Err(e) => panic!("update the catalog: {e}"),
+        }
+    };
     assert_eq!(label(&updated).as_deref(), Some(name.as_str()));
     let _ = hooks.delete(&selector, &Default::default()).await;
     let _ = catalogs_api.delete(&name, &Default::default()).await;
