@@ -777,12 +777,24 @@ async fn clean_up(
 
 /// Waits until the extension `name` is Progressing `Succeeded` (rolled out).
 async fn wait_succeeded(exts: &Api<ClusterExtension>, name: &str) {
-    eventually(120, "the extension Progressing Succeeded", || async {
-        let e = exts.get(name).await.ok()?;
-        let c = condition(&e, "Progressing")?;
-        (c.status == "True" && c.reason == "Succeeded").then_some(())
-    })
-    .await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let c = exts
+            .get(name)
+            .await
+            .ok()
+            .and_then(|e| condition(&e, "Progressing"));
+        if c.as_ref()
+            .is_some_and(|c| c.status == "True" && c.reason == "Succeeded")
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} not Progressing Succeeded after 120 s: {c:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 async fn create_widget_read(
@@ -993,6 +1005,169 @@ async fn a_webhook_operator_installed_by_olm_v0_is_taken_over_with_its_webhooks_
          pod {} -> {} (restarts {restarts} -> {})",
         pod, after.0, after.2
     );
+    drop(v0);
+}
+
+/// A convert stopped halfway against running OLM v0 (the Subscription and InstallPlan
+/// deleted, a few objects untied, the CSV still there and reconciled by olm-operator for
+/// 15 s) is finished by the next `convert --apply`; the takeover keeps the same pod;
+/// then a newer bundle in the catalog is an upgrade by olmv1, and OLM v0 re-creates
+/// nothing.
+#[tokio::test]
+async fn an_interrupted_convert_finishes_against_olm_v0_and_the_next_upgrade_goes_through_olmv1() {
+    let _serial = olm_v0_run::serial().await;
+    let cluster = node_cluster_with_cert_manager();
+    let node = cluster.node.as_ref().expect("node");
+    support::controller_with(|args| {
+        args.skip_rollout_wait = false;
+        args.insecure_registries.push(node.registry.clone());
+    });
+    let admin = cluster.admin().await;
+    let kubeconfig = cluster.admin_kubeconfig.clone();
+    let mut v0 = start_v0(&admin, &kubeconfig).await;
+    let mut spec = BundleSpec::new(&support::unique("v0stop"), "1.0.0");
+    spec.operator_image = Some(node.workload_image.clone());
+    let catalog = support::unique("v0cat");
+    let image = publish_on_node(&catalog, &spec.package, std::slice::from_ref(&spec)).await;
+    create_catalog(&catalog, &image).await;
+    let (_opm, address) = olm_v0_run::serve_v0_catalog(&spec.package, std::slice::from_ref(&spec));
+    wait_serving(&admin, &catalog).await;
+    let inst = install_through_subscription(&admin, &spec, &address, false, "Automatic").await;
+    let ns = inst.ns.as_str();
+    let deployment = spec.deployment_name();
+    let (pod, pod_uid, restarts) = operator_pod(&admin, ns, &deployment).await;
+    let target = format!("{ns}/{}", inst.sub);
+    let convert = |extra: &[&str]| {
+        let mut args = vec!["migrate", "convert", target.as_str(), "--apply"];
+        args.extend_from_slice(&["--insecure-registry", node.registry.as_str()]);
+        args.extend_from_slice(extra);
+        olmv1(&args, &kubeconfig)
+    };
+
+    // Stopped after 7 steps: backup, installer, Subscription and InstallPlan deleted,
+    // three objects untied; the CSV and its finalizer still there.
+    let (code, out, err) = convert(&["--stop-after", "7"]);
+    println!("[v0stop] convert --stop-after 7:\n{out}{err}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(out.contains("stopped after 7 step(s)"), "{out}");
+    let csvs = olm_v0::api(&admin, "v1alpha1", "ClusterServiceVersion", ns);
+    assert!(csvs.get_opt(&inst.csv).await.expect("read").is_some());
+    // olm-operator keeps reconciling the CSV meanwhile (it may tie objects again).
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let started = Instant::now();
+    let (code, out, err) = convert(&[]);
+    let took = started.elapsed();
+    println!("[v0stop] convert --apply again ({took:?}):\n{out}{err}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(
+        !out.contains("write the backup"),
+        "the backup was written once: {out}"
+    );
+    let exts: Api<ClusterExtension> = Api::all(admin.clone());
+    wait_installed(&exts, &inst.sub, "1.0.0").await;
+    wait_succeeded(&exts, &inst.sub).await;
+    assert!(csvs.get_opt(&inst.csv).await.expect("read").is_none());
+    assert_eq!(
+        operator_pod(&admin, ns, &deployment).await,
+        (pod, pod_uid.clone(), restarts),
+        "the pod changed on the takeover"
+    );
+
+    // A newer bundle in the catalog: olmv1 upgrades (the same Deployment, rolled out).
+    let mut next = BundleSpec::new(&spec.package, "1.1.0");
+    next.operator_image = spec.operator_image.clone();
+    next.replaces = Some(spec.bundle_name());
+    let image = publish_on_node(
+        &format!("{catalog}-next"),
+        &spec.package,
+        &[spec.clone(), next.clone()],
+    )
+    .await;
+    let catalogs: Api<ClusterCatalog> = Api::all(admin.clone());
+    catalogs
+        .patch(
+            &catalog,
+            &Default::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"source": {"image": {"ref": image}}}})),
+        )
+        .await
+        .expect("point the catalog at the newer image");
+    // The least-privilege installer account convert made covers 1.0.0: what 1.1.0
+    // adds is granted the documented way (docs/how-to/upgrades.md).
+    let package_at = format!("{}@1.1.0", spec.package);
+    let (code, rbac, err) = olmv1(
+        &[
+            "rbac",
+            &package_at,
+            "--catalog",
+            &catalog,
+            "--diff",
+            "1.0.0",
+            "--namespace",
+            ns,
+            "--extension",
+            &inst.sub,
+            "--operator-condition",
+            "--insecure-registry",
+            &node.registry,
+        ],
+        &kubeconfig,
+    );
+    println!("[v0stop] olmv1 rbac --diff 1.0.0:\n{rbac}{err}");
+    assert_eq!(code, 0, "{err}");
+    // …added to the installer's ClusterRole, as an administrator would.
+    let added: Value = olmv1::yaml::from_multiple::<Value>(&rbac, serde_saphyr::Options::default())
+        .expect("rbac YAML")
+        .into_iter()
+        .next()
+        .expect("the added rules");
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    let role_name = format!("{}-installer-clusterrole", inst.sub);
+    let mut role = roles
+        .get(&role_name)
+        .await
+        .expect("the installer's ClusterRole");
+    let more: Vec<k8s_openapi::api::rbac::v1::PolicyRule> =
+        serde_json::from_value(added["rules"].clone()).expect("rules");
+    role.rules.get_or_insert_default().extend(more);
+    roles
+        .replace(&role_name, &PostParams::default(), &role)
+        .await
+        .expect("grant what 1.1.0 adds");
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), ns);
+    let uid_before = deployments
+        .get(&deployment)
+        .await
+        .expect("deployment")
+        .metadata
+        .uid;
+    let started = Instant::now();
+    wait_installed(&exts, &inst.sub, "1.1.0").await;
+    wait_succeeded(&exts, &inst.sub).await;
+    println!(
+        "[v0stop] upgraded to 1.1.0 by olmv1 in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        deployments
+            .get(&deployment)
+            .await
+            .expect("deployment")
+            .metadata
+            .uid,
+        uid_before
+    );
+    // OLM v0, still running, re-created no Subscription, CSV or InstallPlan.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(csvs_anywhere(&admin, &spec.package).await.is_empty());
+    let subs = olm_v0::api(&admin, "v1alpha1", "Subscription", ns);
+    assert!(subs.get_opt(&inst.sub).await.expect("read").is_none());
+    assert!(v0.exited().is_empty(), "OLM v0 stopped: {:?}", v0.exited());
+    // The backup names 1.0.0: rollback refuses, saying why.
+    let (code, out, err) = olmv1(&["migrate", "rollback", &target], &kubeconfig);
+    println!("[v0stop] rollback after the upgrade:\n{out}{err}");
+    assert_eq!(code, 1, "{err}\n{out}");
+    assert!(out.contains("rollback refused"), "{out}");
     drop(v0);
 }
 

@@ -5,8 +5,8 @@
 
 use super::order::{PhaseKind, apply_order};
 use super::ownership::{
-    Conflict, Owner, Ownership, classify, conflict_message, helm_managed, unmanaged_adopted,
-    with_ownership,
+    Conflict, Owner, Ownership, classify, conflict_message, helm_managed,
+    operator_condition_rbac_adopted, unmanaged_adopted, with_ownership,
 };
 use super::types::{FIELD_MANAGER, ObjectRef};
 use futures::FutureExt;
@@ -346,6 +346,8 @@ async fn check_takeover(
                         if adopt_unmanaged {
                             ownership = unmanaged_adopted(ownership, annotations);
                         }
+                        let owners = o.metadata.owner_references.as_deref().unwrap_or_default();
+                        ownership = operator_condition_rbac_adopted(ownership, r, owners);
                         (i, o.metadata.resource_version.clone(), ownership)
                     }))
                 }

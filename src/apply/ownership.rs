@@ -148,6 +148,32 @@ pub fn unmanaged_adopted(
     }
 }
 
+/// OLM v0's OperatorCondition controller, wherever it runs beside olmv1, gives every
+/// OperatorCondition a Role and RoleBinding of the same name, owned by it (olm-v0
+/// reference §1.3) — the very objects olmv1 renders for the OperatorCondition of the
+/// CSV it installs (`bundle::operator_condition`, written exactly as OLM v0 writes
+/// them). When that controller wins the race after olmv1 created the OperatorCondition
+/// (seen on an upgrade after a takeover, e2e/migrate_v0.rs), the Role or RoleBinding
+/// `r` exists unmanaged with an ownerReference to the OperatorCondition named like it:
+/// it is this extension's.
+pub fn operator_condition_rbac_adopted(
+    ownership: Ownership,
+    r: &ObjectRef,
+    owner_references: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference],
+) -> Ownership {
+    let rbac =
+        r.group == "rbac.authorization.k8s.io" && matches!(r.kind.as_str(), "Role" | "RoleBinding");
+    let of_condition = owner_references.iter().any(|o| {
+        o.api_version.starts_with("operators.coreos.com/")
+            && o.kind == "OperatorCondition"
+            && o.name == r.name
+    });
+    match ownership {
+        Ownership::Unmanaged if rbac && of_condition => Ownership::Ours,
+        ownership => ownership,
+    }
+}
+
 /// Classifies an existing object's `metadata.labels` for extension `extension`.
 pub fn classify(
     labels: Option<&std::collections::BTreeMap<String, String>>,
@@ -196,6 +222,73 @@ pub fn conflict_message(conflicts: &[Conflict]) -> String {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn olm_v0s_operator_condition_rbac_of_the_same_name_is_adopted() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let role = |kind: &str, name: &str| ObjectRef {
+            group: "rbac.authorization.k8s.io".into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            namespace: "ops".into(),
+            name: name.into(),
+        };
+        let of = |kind: &str, name: &str| OwnerReference {
+            api_version: "operators.coreos.com/v2".into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: "u".into(),
+            ..Default::default()
+        };
+        let refs = [of("OperatorCondition", "demo.v1.1.0")];
+        for kind in ["Role", "RoleBinding"] {
+            let r = role(kind, "demo.v1.1.0");
+            assert_eq!(
+                operator_condition_rbac_adopted(Ownership::Unmanaged, &r, &refs),
+                Ownership::Ours
+            );
+            // another extension's stays another's
+            let other = Ownership::OtherExtension("x".into());
+            assert_eq!(
+                operator_condition_rbac_adopted(other.clone(), &r, &refs),
+                other
+            );
+        }
+        // another name, another owner kind, another kind of object: not adopted
+        let cases = [
+            (
+                role("Role", "demo.v1.0.0"),
+                of("OperatorCondition", "demo.v1.1.0"),
+            ),
+            (
+                role("Role", "demo.v1.1.0"),
+                of("ClusterServiceVersion", "demo.v1.1.0"),
+            ),
+            (
+                ObjectRef {
+                    kind: "ConfigMap".into(),
+                    group: String::new(),
+                    ..role("Role", "demo.v1.1.0")
+                },
+                of("OperatorCondition", "demo.v1.1.0"),
+            ),
+        ];
+        for (r, o) in cases {
+            assert_eq!(
+                operator_condition_rbac_adopted(Ownership::Unmanaged, &r, &[o]),
+                Ownership::Unmanaged,
+                "{r}"
+            );
+        }
+        assert_eq!(
+            operator_condition_rbac_adopted(
+                Ownership::Unmanaged,
+                &role("Role", "demo.v1.1.0"),
+                &[]
+            ),
+            Ownership::Unmanaged
+        );
+    }
 
     #[test]
     fn only_unmanaged_objects_without_a_helm_release_are_adopted() {
