@@ -16,12 +16,12 @@ use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension};
-use olmv1::testenv::demo::{self, BundleSpec};
-use olmv1::testenv::registry::TestRegistry;
+use olmv1::testenv::demo::BundleSpec;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::bundles::{publish_files_on_node, publish_on_node};
 use support::extensions::{condition, create_catalog, wait_installed};
 use support::olm_v0_run::{self, Programs};
 use support::webhook_bundle::{self, assert_testimage_serves_webhooks, webhook_bundle};
@@ -39,29 +39,6 @@ fn olmv1(args: &[&str], kubeconfig: &Path) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// Publishes `bundles` to the node registry in a catalog image; returns its reference.
-async fn publish_on_node(name: &str, package: &str, bundles: &[BundleSpec]) -> String {
-    let node = node_cluster_with_cert_manager()
-        .node
-        .as_ref()
-        .expect("node");
-    let registry = TestRegistry::existing(&node.registry).expect("registry");
-    let mut entries = Vec::new();
-    for b in bundles {
-        let image = demo::push_bundle(&registry, b).await.expect("push bundle");
-        entries.push((b.clone(), image));
-    }
-    let files = std::collections::BTreeMap::from([(
-        format!("{package}/catalog.json"),
-        demo::catalog_fbc(package, &entries),
-    )]);
-    let repo_tag = format!("catalogs/{name}:latest");
-    olmv1::testenv::registry::push_catalog_image(&registry, &repo_tag, &files)
-        .await
-        .expect("push catalog");
-    format!("{}/{repo_tag}", node.registry)
 }
 
 async fn wait_serving(admin: &kube::Client, name: &str) {
@@ -1169,39 +1146,6 @@ async fn an_interrupted_convert_finishes_against_olm_v0_and_the_next_upgrade_goe
     assert_eq!(code, 1, "{err}\n{out}");
     assert!(out.contains("rollback refused"), "{out}");
     drop(v0);
-}
-
-/// Publishes a bundle of `files` and a catalog naming it to the node registry; returns
-/// the catalog image.
-async fn publish_files_on_node(
-    name: &str,
-    spec: &BundleSpec,
-    files: &std::collections::BTreeMap<String, Vec<u8>>,
-) -> String {
-    let node = node_cluster_with_cert_manager()
-        .node
-        .as_ref()
-        .expect("node");
-    let registry = TestRegistry::existing(&node.registry).expect("registry");
-    let bundle = olmv1::testenv::registry::push_bundle_image(
-        &registry,
-        &format!("bundles/{}:v{}", spec.package, spec.version),
-        files,
-        &spec.package,
-        &["stable"],
-    )
-    .await
-    .expect("push bundle")
-    .reference;
-    let fbc = std::collections::BTreeMap::from([(
-        format!("{}/catalog.json", spec.package),
-        demo::catalog_fbc(&spec.package, &[(spec.clone(), bundle)]),
-    )]);
-    let repo_tag = format!("catalogs/{name}:latest");
-    olmv1::testenv::registry::push_catalog_image(&registry, &repo_tag, &fbc)
-        .await
-        .expect("push catalog");
-    format!("{}/{repo_tag}", node.registry)
 }
 
 /// The number of steps `migrate rollback --apply` announces ("rolling back (N step(s)",

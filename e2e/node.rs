@@ -15,9 +15,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension};
-use olmv1::testenv::demo::{self, BundleSpec};
-use olmv1::testenv::registry::TestRegistry;
+use olmv1::testenv::demo::BundleSpec;
 use serde_json::json;
+use support::bundles::publish_on_node;
 use support::extensions::{create_catalog, extension, grant_installer, wait_installed};
 use support::{eventually, namespace, node_cluster};
 use tokio::sync::OnceCell;
@@ -198,26 +198,6 @@ impl Drop for DiagnoseOnPanic {
             );
         }
     }
-}
-
-/// Publishes `bundles` to the node registry in a catalog image; returns its reference.
-async fn publish_on_node(name: &str, package: &str, bundles: &[BundleSpec]) -> String {
-    let node = node_cluster().node.as_ref().expect("node");
-    let registry = TestRegistry::existing(&node.registry).expect("registry");
-    let mut entries = Vec::new();
-    for b in bundles {
-        let image = demo::push_bundle(&registry, b).await.expect("push bundle");
-        entries.push((b.clone(), image));
-    }
-    let files = std::collections::BTreeMap::from([(
-        format!("{package}/catalog.json"),
-        demo::catalog_fbc(package, &entries),
-    )]);
-    let repo_tag = format!("catalogs/{name}:latest");
-    olmv1::testenv::registry::push_catalog_image(&registry, &repo_tag, &files)
-        .await
-        .expect("push catalog");
-    format!("{}/{repo_tag}", node.registry)
 }
 
 /// Points the extension at `version` (an upgrade).

@@ -13,30 +13,10 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use olmv1::api::ClusterExtension;
 use olmv1::testenv::demo::{self, BundleSpec};
-use olmv1::testenv::registry::TestRegistry;
 use serde_json::json;
+use support::bundles::publish_on_node;
 use support::extensions::{condition, create_catalog, extension, grant_installer};
 use support::{eventually, namespace, node_cluster};
-
-/// Publishes `bundles` to the node registry in a catalog image; returns its reference.
-async fn publish_on_node(name: &str, package: &str, bundles: &[BundleSpec]) -> String {
-    let node = node_cluster().node.as_ref().expect("node");
-    let registry = TestRegistry::existing(&node.registry).expect("registry");
-    let mut entries = Vec::new();
-    for b in bundles {
-        let image = demo::push_bundle(&registry, b).await.expect("push bundle");
-        entries.push((b.clone(), image));
-    }
-    let files = std::collections::BTreeMap::from([(
-        format!("{package}/catalog.json"),
-        demo::catalog_fbc(package, &entries),
-    )]);
-    let repo_tag = format!("catalogs/{name}:latest");
-    olmv1::testenv::registry::push_catalog_image(&registry, &repo_tag, &files)
-        .await
-        .expect("push catalog");
-    format!("{}/{repo_tag}", node.registry)
-}
 
 /// The image of the Deployment's first container, once it is available with every
 /// replica updated.
