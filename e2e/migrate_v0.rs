@@ -384,11 +384,19 @@ fn gone<'a>(
     }
 }
 
-/// The whole path for one operator: install by OLM v0, check, convert, takeover, 60 s
-/// of OLM v0 running beside it, rollback. `own_namespace`: an OwnNamespace
-/// OperatorGroup (else AllNamespaces); `approval`: the Subscription's.
-async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &str) {
-    let _serial = olm_v0_run::serial().await;
+/// What every test here starts from: the node cluster with cert-manager, olmv1's
+/// controller waiting for rollouts and pulling from the node registry, OLM v0 running;
+/// one test at a time (`olm_v0_run::serial`).
+struct World {
+    _serial: tokio::sync::MutexGuard<'static, ()>,
+    node: &'static olmv1::testenv::node::RunningNode,
+    admin: kube::Client,
+    kubeconfig: std::path::PathBuf,
+    v0: Programs,
+}
+
+async fn world() -> World {
+    let serial = olm_v0_run::serial().await;
     let cluster = node_cluster_with_cert_manager();
     let node = cluster.node.as_ref().expect("node");
     support::controller_with(|args| {
@@ -397,7 +405,27 @@ async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &st
     });
     let admin = cluster.admin().await;
     let kubeconfig = cluster.admin_kubeconfig.clone();
-    let mut v0 = start_v0(&admin, &kubeconfig).await;
+    let v0 = start_v0(&admin, &kubeconfig).await;
+    World {
+        _serial: serial,
+        node,
+        admin,
+        kubeconfig,
+        v0,
+    }
+}
+
+/// The whole path for one operator: install by OLM v0, check, convert, takeover, 60 s
+/// of OLM v0 running beside it, rollback. `own_namespace`: an OwnNamespace
+/// OperatorGroup (else AllNamespaces); `approval`: the Subscription's.
+async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &str) {
+    let World {
+        _serial,
+        node,
+        admin,
+        kubeconfig,
+        mut v0,
+    } = world().await;
 
     // The same bundle in both worlds: by image in a ClusterCatalog for olmv1, with its
     // manifests inline in the catalog opm serves to OLM v0.
@@ -813,16 +841,13 @@ async fn a_webhook_operator_installed_by_olm_v0_is_taken_over_with_its_webhooks_
     use k8s_openapi::api::core::v1::Secret;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     assert_testimage_serves_webhooks();
-    let _serial = olm_v0_run::serial().await;
-    let cluster = node_cluster_with_cert_manager();
-    let node = cluster.node.as_ref().expect("node");
-    support::controller_with(|args| {
-        args.skip_rollout_wait = false;
-        args.insecure_registries.push(node.registry.clone());
-    });
-    let admin = cluster.admin().await;
-    let kubeconfig = cluster.admin_kubeconfig.clone();
-    let mut v0 = start_v0(&admin, &kubeconfig).await;
+    let World {
+        _serial,
+        node,
+        admin,
+        kubeconfig,
+        mut v0,
+    } = world().await;
 
     let spec = BundleSpec::new(&support::unique("v0hooks"), "1.0.0");
     let package = spec.package.clone();
@@ -992,16 +1017,13 @@ async fn a_webhook_operator_installed_by_olm_v0_is_taken_over_with_its_webhooks_
 /// nothing.
 #[tokio::test]
 async fn an_interrupted_convert_finishes_against_olm_v0_and_the_next_upgrade_goes_through_olmv1() {
-    let _serial = olm_v0_run::serial().await;
-    let cluster = node_cluster_with_cert_manager();
-    let node = cluster.node.as_ref().expect("node");
-    support::controller_with(|args| {
-        args.skip_rollout_wait = false;
-        args.insecure_registries.push(node.registry.clone());
-    });
-    let admin = cluster.admin().await;
-    let kubeconfig = cluster.admin_kubeconfig.clone();
-    let mut v0 = start_v0(&admin, &kubeconfig).await;
+    let World {
+        _serial,
+        node,
+        admin,
+        kubeconfig,
+        mut v0,
+    } = world().await;
     let mut spec = BundleSpec::new(&support::unique("v0stop"), "1.0.0");
     spec.operator_image = Some(node.workload_image.clone());
     let catalog = support::unique("v0cat");
