@@ -13,7 +13,7 @@ use super::plan::migration::{self, Migration, V0Takeover};
 use super::plan::{Apply, DeleteFailure, Deletion, InstallFailure, Installed, Note, Rendered};
 use super::rollout::Readiness;
 use super::status::{self, Observation};
-use super::{ExtensionContext, drift, pipeline};
+use super::{ExtensionContext, dependencies, drift, pipeline};
 use crate::api::{self, BundleIdentity, ClusterCatalog, ClusterExtension, ClusterExtensionStatus};
 use crate::apply::{
     self, ApplyError, ObjectRef, Owner, RevisionHistory, UninstallOptions, UninstallReport,
@@ -200,8 +200,12 @@ impl Executor for KubeExecutor<'_> {
             .catalog_contents(&catalogs.items, &request.package, request.selector.as_ref())
             .await;
         let inputs: Vec<_> = contents.iter().map(|c| c.input()).collect();
-        // The verdict on every bundle too: the upgrade notice (plan::notice).
-        let explained = resolve::explain(request, &inputs);
+        // The verdict on every bundle too: the upgrade notice (plan::notice). A winner
+        // with dependencies installs when they hold on the cluster (dependencies.rs).
+        let (explained, deps) = resolve::explain_with_dependencies(request, &inputs);
+        let explained =
+            dependencies::settle_resolution(self.ctx, self.ext, &catalogs.items, explained, &deps)
+                .await?;
         self.ctx.metrics.phase(Phase::resolve, started.elapsed());
         if let Ok(r) = &explained.result {
             let name = self.ext.name_any();

@@ -10,6 +10,7 @@
 //! [`Check::need`] says which packages to read before asking again.
 
 pub mod cel;
+pub mod settle;
 #[cfg(test)]
 mod tests;
 
@@ -272,6 +273,7 @@ pub struct Suggestion {
     /// The channel holding the bundle (the default channel when it does).
     pub channel: Option<String>,
     pub bundle: String,
+    pub image: String,
     pub version: String,
     /// The bundle whose dependency this satisfies.
     pub required_by: String,
@@ -569,6 +571,7 @@ fn pick(
             catalog: bundle.catalog,
             channel,
             bundle: bundle.name,
+            image: bundle.image,
             version: bundle.version.status_version(),
             required_by: by.to_string(),
         },
