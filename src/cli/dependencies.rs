@@ -217,3 +217,34 @@ fn render(args: &ResolveArgs, s: &Suggestion, namespace: &str) -> Result<Vec<Val
     crate::bundle::render_owned(bundle, namespace, None, &options)
         .map_err(|e| format!("rendering {}: {e}", s.bundle))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dependency_cluster_extension() {
+        let s = Suggestion {
+            package: "base".into(),
+            range: Some(">=1.0.0".into()),
+            catalog: "operators".into(),
+            channel: Some("stable".into()),
+            bundle: "base.v1.2.0".into(),
+            image: "example.com/base:v1.2.0".into(),
+            version: "1.2.0".into(),
+            required_by: "app+v1.0.0".into(),
+        };
+        let ce = cluster_extension(&s, "deps", true);
+        assert_eq!(
+            ce["spec"],
+            json!({"namespace": "deps", "serviceAccount": {"name": "base-installer"},
+                "source": {"sourceType": "Catalog", "catalog": {"packageName": "base",
+                    "version": ">=1.0.0", "channels": ["stable"],
+                    "selector": {"matchLabels": {"olm.operatorframework.io/metadata.name": "operators"}}}}})
+        );
+        assert_eq!(ce["metadata"]["labels"][DEPENDENCY_OF], json!("app-v1.0.0"));
+        let plain = cluster_extension(&s, "deps", false);
+        assert!(plain["spec"]["source"]["catalog"].get("selector").is_none());
+        assert_eq!(label_value(&"x".repeat(70)).len(), 63);
+    }
+}

@@ -86,3 +86,117 @@ pub fn settle(
     explained.result = Err(err);
     explained
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Missing;
+    use super::*;
+    use crate::resolve::{BundleExplanation, Resolution, ResolvedBundle};
+    use crate::version::BundleVersion;
+    use serde_json::json;
+
+    fn explained() -> Explanation {
+        let bundle = ResolvedBundle {
+            name: "app.v1.0.0".into(),
+            package: "app".into(),
+            version: BundleVersion::new("1.0.0", None).unwrap(),
+            image: "example.com/app:v1".into(),
+            catalog: "cat".into(),
+            priority: 0,
+            deprecated: false,
+        };
+        Explanation {
+            result: Ok(Resolution {
+                bundle,
+                deprecation: None,
+                stats: Vec::new(),
+            }),
+            bundles: vec![BundleExplanation {
+                catalog: "cat".into(),
+                bundle: "app.v1.0.0".into(),
+                version: Some("1.0.0".into()),
+                deprecated: false,
+                reasons: vec![Reason::Chosen],
+            }],
+        }
+    }
+
+    fn props() -> Vec<Property> {
+        vec![Property {
+            type_: "olm.gvk.required".into(),
+            value: json!({"group": "g", "version": "v1", "kind": "K"}),
+        }]
+    }
+
+    #[test]
+    fn satisfied_keeps_the_resolution() {
+        let done = settle(explained(), &props(), Ok(&Check::default()));
+        assert!(done.result.is_ok());
+        assert_eq!(done.bundles[0].reasons, [Reason::Chosen]);
+        // No dependencies: nothing to settle even with a failed check.
+        assert!(settle(explained(), &[], Err("x".into())).result.is_ok());
+    }
+
+    #[test]
+    fn missing_keeps_upstreams_message_first() {
+        let check = Check {
+            missing: vec![Missing {
+                dependency: "GVK g/v1 K".into(),
+                satisfied_by: Err("no package in the catalogs read provides it".into()),
+            }],
+            ..Default::default()
+        };
+        let upstream = "validating bundle \"app.v1.0.0\": bundle \"app.v1.0.0\" has a dependency declared via property \"olm.gvk.required\" which is currently not supported";
+        let done = settle(explained(), &props(), Ok(&check));
+        let message = done.result.unwrap_err().to_string();
+        assert_eq!(
+            message,
+            format!(
+                "{upstream}. Missing dependencies: GVK g/v1 K (no package in the catalogs read provides it); `olmv1 resolve --with-dependencies` prints the ClusterExtensions that satisfy them"
+            )
+        );
+        assert_eq!(
+            done.bundles[0].reasons,
+            [Reason::Rejected { error: message }]
+        );
+        let done = settle(explained(), &props(), Err("bad rule".into()));
+        assert_eq!(
+            done.result.unwrap_err().to_string(),
+            format!("{upstream}. Its dependencies cannot be checked: bad rule")
+        );
+    }
+
+    #[test]
+    fn facts_of_extensions() {
+        let ext: ClusterExtension = serde_json::from_value(json!({
+            "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
+            "metadata": {"name": "base"},
+            "spec": {"namespace": "ns", "serviceAccount": {"name": "sa"},
+                "source": {"sourceType": "Catalog", "catalog": {"packageName": "base"}},
+                "config": {"configType": "Inline", "inline": {"watchNamespace": "team"}}},
+            "status": {"install": {"bundle": {"name": "base.v1.2.0", "version": "1.2.0"}}},
+        }))
+        .unwrap();
+        let got = installed_of(&ext).unwrap();
+        assert_eq!(
+            (got.package.as_str(), got.version.as_str(), got.scope),
+            ("base", "1.2.0", WatchScope::Namespace("team".into()))
+        );
+        let mut pending = ext.clone();
+        pending.status = None;
+        assert!(installed_of(&pending).is_none());
+        let deps = crate::resolve::dependencies::parse(&[Property {
+            type_: "olm.constraint".into(),
+            value: json!({"any": {"constraints": [
+                {"gvk": {"group": "g", "version": "v1", "kind": "K"}},
+                {"not": {"constraints": [{"gvk": {"group": "g", "version": "v1", "kind": "K"}}]}},
+                {"gvk": {"version": "v1", "kind": "ConfigMap"}}]}}),
+        }])
+        .unwrap();
+        let gvks: Vec<String> = required_gvks(&deps)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(gvks, ["g/v1 K", "v1 ConfigMap"]);
+    }
+}
