@@ -9,6 +9,7 @@
 use super::resolve::{ResolveArgs, load_catalogs};
 use crate::fbc::model::PackageContent;
 use crate::preflight::permissions::rbac::{BundledRbac, installer_names, installer_rbac};
+use crate::resolve::dependencies::settle::{DEPENDENCY_OF, label_value};
 use crate::resolve::dependencies::{self, Catalogs, Check, Cluster, Dependent, Suggestion};
 use crate::resolve::{Availability, CatalogInput, ResolveRequest, resolve_with_dependencies};
 use serde_json::{Value, json};
@@ -17,8 +18,6 @@ use std::process::ExitCode;
 
 /// How many times the catalogs are read for packages the plan names.
 const MAX_ROUNDS: usize = 8;
-/// The label naming the package a dependency ClusterExtension was planned for.
-pub const DEPENDENCY_OF: &str = "olm.operatorframework.io/dependency-of";
 
 type Read = BTreeMap<String, (Vec<PackageContent>, Vec<i32>)>;
 
@@ -142,23 +141,6 @@ pub fn cluster_extension(s: &Suggestion, namespace: &str, cluster_catalog: bool)
             "source": {"sourceType": "Catalog", "catalog": catalog},
         },
     })
-}
-
-/// A bundle name as a label value (63 characters of `[A-Za-z0-9._-]`).
-fn label_value(s: &str) -> String {
-    let v: String = s
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(63)
-        .collect();
-    v.trim_matches(|c: char| !c.is_ascii_alphanumeric())
-        .to_string()
 }
 
 fn yaml(v: &Value) -> Result<String, String> {

@@ -7,13 +7,15 @@
 //! result. Decides nothing itself.
 
 use super::ExtensionContext;
+use super::plan::Note;
 use crate::api::{ClusterCatalog, ClusterExtension};
 use crate::content::CatalogContent;
 use crate::fbc::model::Property;
 use crate::resolve::dependencies::{self, Catalogs, Check, Cluster, Dependent, Gvk, settle};
 use crate::resolve::{Explanation, Resolution};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// How many times the catalogs are read for packages the check names.
@@ -38,6 +40,14 @@ pub(super) async fn settle_resolution(
         Ok(deps) => Ok(check(ctx, ext, catalogs, resolution, &deps).await?),
         Err(e) => Err(e),
     };
+    let mut created = Vec::new();
+    if let Ok(c) = &check {
+        for object in settle::dependency_extensions(ext, c) {
+            if let Some(name) = create(ctx, object).await? {
+                created.push(name);
+            }
+        }
+    }
     if let Ok(c) = &check {
         tracing::info!(
             extension = %ext.name_any(),
@@ -46,11 +56,8 @@ pub(super) async fn settle_resolution(
             "checked the bundle's dependencies"
         );
     }
-    Ok(settle::settle(
-        explained,
-        props,
-        check.as_ref().map_err(Clone::clone),
-    ))
+    let check = check.as_ref().map_err(Clone::clone);
+    Ok(settle::settle(explained, props, check, &created))
 }
 
 async fn check(
@@ -113,6 +120,57 @@ async fn check(
         .map(|(p, c)| (p.clone(), c.iter().map(CatalogContent::input).collect()))
         .collect();
     Ok(dependencies::check(&dependent, &cluster, &inputs))
+}
+
+/// Creates a dependency ClusterExtension unless one of that name exists; its name when
+/// created.
+async fn create(ctx: &ExtensionContext, object: Value) -> Result<Option<String>, kube::Error> {
+    let ext: ClusterExtension = serde_json::from_value(object).map_err(kube::Error::SerdeError)?;
+    let name = ext.name_any();
+    let api = Api::<ClusterExtension>::all(ctx.client.clone());
+    if api.get_opt(&name).await?.is_some() {
+        return Ok(None);
+    }
+    match api.create(&PostParams::default(), &ext).await {
+        Ok(_) => Ok(Some(name)),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// After `ext` is uninstalled: an Event naming the dependency ClusterExtensions created
+/// for it, which stay installed (never uninstalled silently).
+pub(super) async fn report_left(ctx: &ExtensionContext, ext: &ClusterExtension) {
+    let selector = format!(
+        "{}={}",
+        settle::DEPENDENCY_OF,
+        settle::label_value(&ext.name_any())
+    );
+    let api = Api::<ClusterExtension>::all(ctx.client.clone());
+    let left = match api.list(&ListParams::default().labels(&selector)).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect::<Vec<_>>(),
+        Err(e) => {
+            tracing::warn!(extension = %ext.name_any(), error = %e, "listing dependency ClusterExtensions");
+            return;
+        }
+    };
+    if left.is_empty() {
+        return;
+    }
+    let note = Note {
+        warning: false,
+        reason: "DependenciesLeft",
+        action: "Uninstall",
+        message: format!(
+            "ClusterExtensions installed as its dependencies stay installed: [{}]; delete them when nothing else needs them",
+            left.join(" ")
+        ),
+    };
+    super::executor::emit(ctx, ext, &note).await;
 }
 
 /// Whether discovery serves `gvk` (a group/version the server does not know: no).

@@ -326,6 +326,7 @@ impl Executor for KubeExecutor<'_> {
 
     async fn remove(&self) -> Result<(), kube::Error> {
         let name = self.ext.name_any();
+        dependencies::report_left(self.ctx, self.ext).await;
         if let Err(e) = self.ctx.store.delete(&name).await {
             tracing::warn!(extension = %name, error = %e, "deleting the revision record");
         }
@@ -390,7 +391,7 @@ impl KubeExecutor<'_> {
 
 /// Publishes `note` as an Event on `ext` (message cleaned and cut to 1 KiB); a failure
 /// to publish is logged, never fails the reconcile.
-async fn emit(ctx: &ExtensionContext, ext: &ClusterExtension, note: &Note) {
+pub(super) async fn emit(ctx: &ExtensionContext, ext: &ClusterExtension, note: &Note) {
     let event = Event {
         type_: if note.warning {
             EventType::Warning

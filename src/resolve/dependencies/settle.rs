@@ -9,6 +9,13 @@ use crate::api::{ClusterExtension, ClusterExtensionSpec};
 use crate::fbc::model::Property;
 use crate::resolve::{Explanation, Reason, ResolveError};
 use kube::ResourceExt;
+use serde_json::{Value, json};
+
+/// The opt-in annotation: the controller creates the ClusterExtensions that satisfy the
+/// extension's missing dependencies (docs/concepts/dependencies.md §4).
+pub const INSTALL_DEPENDENCIES: &str = "olm.operatorframework.io/install-dependencies";
+/// The label on a dependency ClusterExtension: whose dependency it was created as.
+pub const DEPENDENCY_OF: &str = "olm.operatorframework.io/dependency-of";
 
 /// The watch scope of an extension: `spec.config.inline.watchNamespace`, else all.
 pub fn scope_of(spec: &ClusterExtensionSpec) -> WatchScope {
@@ -31,6 +38,67 @@ pub fn installed_of(ext: &ClusterExtension) -> Option<Installed> {
         version: bundle.version.clone(),
         scope: scope_of(&ext.spec),
     })
+}
+
+/// Whether `ext` opted in to [`INSTALL_DEPENDENCIES`].
+pub fn installs_dependencies(ext: &ClusterExtension) -> bool {
+    ext.annotations()
+        .get(INSTALL_DEPENDENCIES)
+        .is_some_and(|v| v == "true")
+}
+
+/// A name as a label value (at most 63 characters of `[A-Za-z0-9._-]`, alphanumeric at
+/// both ends).
+pub fn label_value(s: &str) -> String {
+    let v: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(63)
+        .collect();
+    v.trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_string()
+}
+
+/// The ClusterExtensions the controller creates for `ext` (opted in) from `check`'s
+/// set: in the dependent's namespace, with its installer account, labelled
+/// [`DEPENDENCY_OF`] the dependent; none unless every missing dependency can be
+/// satisfied and nothing in the set conflicts.
+pub fn dependency_extensions(ext: &ClusterExtension, check: &Check) -> Vec<Value> {
+    let complete = check.missing.iter().all(|m| m.satisfied_by.is_ok())
+        && check.unsatisfiable.is_empty()
+        && check.need.is_empty();
+    if !installs_dependencies(ext) || check.satisfied() || !complete {
+        return Vec::new();
+    }
+    check
+        .set
+        .iter()
+        .map(|s| {
+            let mut catalog = json!({"packageName": s.package,
+                "selector": {"matchLabels": {"olm.operatorframework.io/metadata.name": s.catalog}}});
+            if let Some(r) = &s.range {
+                catalog["version"] = json!(r);
+            }
+            if let Some(c) = &s.channel {
+                catalog["channels"] = json!([c]);
+            }
+            let mut spec = json!({"namespace": ext.spec.namespace,
+                "source": {"sourceType": "Catalog", "catalog": catalog}});
+            if let Some(sa) = &ext.spec.service_account {
+                spec["serviceAccount"] = json!({"name": sa.name});
+            }
+            json!({"apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
+                "metadata": {"name": s.package,
+                    "labels": {DEPENDENCY_OF: label_value(&ext.name_any())}},
+                "spec": spec})
+        })
+        .collect()
 }
 
 /// Every GVK the dependencies name (discovery is asked about these only).
@@ -57,13 +125,19 @@ pub fn settle(
     mut explained: Explanation,
     props: &[Property],
     check: Result<&Check, String>,
+    created: &[String],
 ) -> Explanation {
     let (Some(first), Ok(resolution)) = (props.first(), &explained.result) else {
         return explained;
     };
     let detail = match check {
         Ok(c) if c.satisfied() => return explained,
-        Ok(c) => c.detail(),
+        Ok(c) if created.is_empty() => c.detail(),
+        Ok(c) => format!(
+            "{}. Created as {INSTALL_DEPENDENCIES} asks: ClusterExtensions [{}]",
+            c.detail(),
+            created.join(" ")
+        ),
         Err(e) => format!(". Its dependencies cannot be checked: {e}"),
     };
     let (bundle, catalog) = (&resolution.bundle.name, &resolution.bundle.catalog);
@@ -130,11 +204,15 @@ mod tests {
 
     #[test]
     fn satisfied_keeps_the_resolution() {
-        let done = settle(explained(), &props(), Ok(&Check::default()));
+        let done = settle(explained(), &props(), Ok(&Check::default()), &[]);
         assert!(done.result.is_ok());
         assert_eq!(done.bundles[0].reasons, [Reason::Chosen]);
         // No dependencies: nothing to settle even with a failed check.
-        assert!(settle(explained(), &[], Err("x".into())).result.is_ok());
+        assert!(
+            settle(explained(), &[], Err("x".into()), &[])
+                .result
+                .is_ok()
+        );
     }
 
     #[test]
@@ -147,7 +225,7 @@ mod tests {
             ..Default::default()
         };
         let upstream = "validating bundle \"app.v1.0.0\": bundle \"app.v1.0.0\" has a dependency declared via property \"olm.gvk.required\" which is currently not supported";
-        let done = settle(explained(), &props(), Ok(&check));
+        let done = settle(explained(), &props(), Ok(&check), &[]);
         let message = done.result.unwrap_err().to_string();
         assert_eq!(
             message,
@@ -159,7 +237,7 @@ mod tests {
             done.bundles[0].reasons,
             [Reason::Rejected { error: message }]
         );
-        let done = settle(explained(), &props(), Err("bad rule".into()));
+        let done = settle(explained(), &props(), Err("bad rule".into()), &[]);
         assert_eq!(
             done.result.unwrap_err().to_string(),
             format!("{upstream}. Its dependencies cannot be checked: bad rule")
@@ -198,5 +276,58 @@ mod tests {
             .map(ToString::to_string)
             .collect();
         assert_eq!(gvks, ["g/v1 K", "v1 ConfigMap"]);
+    }
+
+    #[test]
+    fn the_opt_in_creates_the_planned_set_only_when_complete() {
+        use super::super::Suggestion;
+        let mut ext: ClusterExtension = serde_json::from_value(json!({
+            "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension",
+            "metadata": {"name": "app", "annotations": {INSTALL_DEPENDENCIES: "true"}},
+            "spec": {"namespace": "ns", "serviceAccount": {"name": "app-installer"},
+                "source": {"sourceType": "Catalog", "catalog": {"packageName": "app"}}},
+        }))
+        .unwrap();
+        let s = Suggestion {
+            package: "base".into(),
+            range: Some(">=1".into()),
+            catalog: "cat".into(),
+            channel: Some("stable".into()),
+            bundle: "base.v1.0.0".into(),
+            image: "i".into(),
+            version: "1.0.0".into(),
+            required_by: "app.v1.0.0".into(),
+        };
+        let mut check = Check {
+            missing: vec![Missing {
+                dependency: "package \"base\"".into(),
+                satisfied_by: Ok(vec![s.clone()]),
+            }],
+            set: vec![s],
+            ..Default::default()
+        };
+        let made = dependency_extensions(&ext, &check);
+        assert_eq!(made.len(), 1);
+        assert_eq!(made[0]["metadata"]["labels"][DEPENDENCY_OF], "app");
+        assert_eq!(made[0]["spec"]["namespace"], "ns");
+        assert_eq!(made[0]["spec"]["serviceAccount"]["name"], "app-installer");
+        assert_eq!(made[0]["spec"]["source"]["catalog"]["version"], ">=1");
+        assert_eq!(
+            made[0]["spec"]["source"]["catalog"]["selector"]["matchLabels"]["olm.operatorframework.io/metadata.name"],
+            "cat"
+        );
+        // Incomplete plans create nothing; neither does an extension without the opt-in.
+        check.unsatisfiable.push("x".into());
+        assert!(dependency_extensions(&ext, &check).is_empty());
+        check.unsatisfiable.clear();
+        ext.metadata.annotations = None;
+        assert!(dependency_extensions(&ext, &check).is_empty());
+        let done = settle(explained(), &props(), Ok(&check), &["base".into()]);
+        assert!(
+            done.result
+                .unwrap_err()
+                .to_string()
+                .ends_with(". Created as olm.operatorframework.io/install-dependencies asks: ClusterExtensions [base]")
+        );
     }
 }
