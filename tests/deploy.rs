@@ -138,6 +138,13 @@ async fn controller_identity_is_least_privilege() {
             None,
         ),
         ("list", "olm.operatorframework.io", "clustercatalogs", None),
+        // Dependencies an extension opts in to (docs/concepts/dependencies.md §4).
+        (
+            "create",
+            "olm.operatorframework.io",
+            "clusterextensions",
+            None,
+        ),
         ("impersonate", "", "serviceaccounts", None),
         ("create", "", "events", Some("default")),
         (
@@ -186,6 +193,13 @@ async fn controller_identity_is_least_privilege() {
         ),
         ("create", "rbac.authorization.k8s.io", "clusterroles", None),
         ("delete", "", "namespaces", None),
+        // Created dependencies are never uninstalled by the controller.
+        (
+            "delete",
+            "olm.operatorframework.io",
+            "clusterextensions",
+            None,
+        ),
         ("get", "", "secrets", Some("default")),
         // Drift watches on Secrets and ConfigMaps run as the installer accounts.
         ("list", "", "secrets", None),

@@ -650,6 +650,15 @@ fn dependencies_are_rejected() {
             "bundle \"widget-operator.v1.0.0\" has a dependency declared via property \"olm.gvk.required\" which is currently not supported"
         ]
     );
+    // Checked by resolution (docs/concepts/dependencies.md §2): rendered.
+    let b = load_dir(dir.path(), &LoadOptions::default()).unwrap();
+    let checked = RenderOptions {
+        dependencies_checked: true,
+        ..cm()
+    };
+    assert!(super::validate::validate_with(&b, &checked).is_ok());
+    assert!(render(&b, "ns", None, &checked).is_ok());
+    assert!(render(&b, "ns", None, &cm()).is_err());
 }
 
 #[test]

@@ -75,6 +75,23 @@ const DEPENDENCY_TYPES: &[&str] = &["olm.package.required", "olm.gvk.required", 
 
 /// Runs every check of docs/concepts/rendering.md §5.2–5.3 and reports all problems together.
 pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), ValidationErrors> {
+    validate_checks(bundle, cert_provider, true)
+}
+
+/// [`validate`] for rendering with `options`: dependencies are not refused when
+/// resolution checked them (`dependencies_checked`).
+pub fn validate_with(
+    bundle: &Bundle,
+    options: &super::render::RenderOptions,
+) -> Result<(), ValidationErrors> {
+    validate_checks(bundle, options.cert_provider, !options.dependencies_checked)
+}
+
+fn validate_checks(
+    bundle: &Bundle,
+    cert_provider: CertProvider,
+    refuse_dependencies: bool,
+) -> Result<(), ValidationErrors> {
     let mut errs = Vec::new();
     let csv = match Csv::parse(&bundle.csv) {
         Ok(c) => c,
@@ -87,7 +104,9 @@ pub fn validate(bundle: &Bundle, cert_provider: CertProvider) -> Result<(), Vali
             .map(|m| (m.type_.as_str(), m.supported)),
     );
     check_gatekeeping(&csv, modes, cert_provider, &mut errs);
-    check_dependencies(bundle, &csv, &mut errs);
+    if refuse_dependencies {
+        check_dependencies(bundle, &csv, &mut errs);
+    }
     check_deployments(&csv, &mut errs);
     check_crds(bundle, &csv, &mut errs);
     check_webhooks(&csv, modes, &mut errs);

@@ -14,6 +14,7 @@ pub mod approve;
 pub mod catalog;
 pub mod cluster_content;
 pub mod crd_diff;
+pub mod dependencies;
 pub mod docs;
 pub mod input_file;
 pub mod migrate;

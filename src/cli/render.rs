@@ -155,6 +155,7 @@ fn run_inner(args: RenderArgs) -> Result<String, String> {
             CertProviderArg::None => CertProvider::None,
         },
         operator_condition: args.operator_condition,
+        dependencies_checked: false,
     };
     let objects = render_owned(bundle, &args.namespace, Some(&config), &options)
         .map_err(|e| e.to_string())?;

@@ -42,6 +42,23 @@ pub struct ResolveArgs {
     /// List every bundle with the reason it was or was not chosen.
     #[arg(long)]
     pub explain: bool,
+    /// Print the ClusterExtensions (with their namespaces and installer RBAC) that
+    /// satisfy the resolved bundle's dependencies, as YAML for `kubectl apply -f -`
+    /// (docs/concepts/dependencies.md §3).
+    #[arg(long, conflicts_with_all = ["explain", "output"])]
+    pub with_dependencies: bool,
+    /// With --with-dependencies: the namespace of every dependency ClusterExtension
+    /// (default: each one's package name).
+    #[arg(long, requires = "with_dependencies")]
+    pub dependency_namespace: Option<String>,
+    /// With --with-dependencies: the `watchNamespace` of the dependent (dependencies
+    /// must watch all namespaces or this one).
+    #[arg(long, requires = "with_dependencies")]
+    pub watch_namespace: Option<String>,
+    /// With --with-dependencies: cache directory for pulled bundle images (default as
+    /// `olmv1 render --cache-dir`).
+    #[arg(long, requires = "with_dependencies")]
+    pub bundle_cache_dir: Option<std::path::PathBuf>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = Output::Text)]
     pub output: Output,
@@ -115,7 +132,7 @@ fn run_inner(args: &ResolveArgs) -> Result<ExitCode, String> {
             args.catalogs.len()
         ));
     }
-    let (contents, priorities) = load_catalogs(args)?;
+    let (contents, priorities) = load_catalogs(args, &args.package)?;
     let installed = args
         .installed
         .as_deref()
@@ -129,6 +146,9 @@ fn run_inner(args: &ResolveArgs) -> Result<ExitCode, String> {
         policy: args.policy,
         installed,
     };
+    if args.with_dependencies {
+        return super::dependencies::run(args, &request);
+    }
     let labels = BTreeMap::new();
     let inputs: Vec<CatalogInput<'_>> = args
         .catalogs
@@ -163,13 +183,16 @@ fn run_inner(args: &ResolveArgs) -> Result<ExitCode, String> {
     }
 }
 
-/// The package's content from every `--catalog`, with each catalog's priority.
-fn load_catalogs(args: &ResolveArgs) -> Result<(Vec<PackageContent>, Vec<i32>), String> {
+/// `package`'s content from every `--catalog`, with each catalog's priority.
+pub(super) fn load_catalogs(
+    args: &ResolveArgs,
+    package: &str,
+) -> Result<(Vec<PackageContent>, Vec<i32>), String> {
     let mut contents: Vec<PackageContent> = Vec::with_capacity(args.catalogs.len());
     let mut priorities: Vec<i32> = Vec::with_capacity(args.catalogs.len());
     for (i, catalog) in args.catalogs.iter().enumerate() {
         let loaded = CatalogSource::parse(catalog)
-            .load_package_blocking(&args.package, &args.source)
+            .load_package_blocking(package, &args.source)
             .map_err(|e| e.to_string())?;
         priorities.push(
             args.priorities

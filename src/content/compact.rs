@@ -6,15 +6,17 @@
 //! entries (`name`, `replaces`, `skips`, `skipRange`), without channel properties;
 //! every bundle's `name`, `package`, `image` and its properties reduced to the first
 //! property of each distinct type, with the value kept only for `olm.package` (the
-//! version source) — types alone are enough for the dependency check
-//! (`olm.package.required`, `olm.gvk.required`, `olm.constraint`); every
-//! `olm.deprecations` blob unchanged. Dropped: `relatedImages`, all other property
-//! values (CSV metadata, bundle objects, GVKs), unknown schemas. Resolution over the
+//! version source); every `olm.gvk`, `olm.package.required`, `olm.gvk.required` and
+//! `olm.constraint` property whole (what dependency checking reads,
+//! docs/concepts/dependencies.md §2); every `olm.deprecations` blob unchanged. Dropped:
+//! `relatedImages`, all other property values (CSV metadata, bundle objects), unknown
+//! schemas. Resolution over the
 //! projection gives the same result as over the full content, because the first
 //! property of a type is the one every reader looks at.
 
 use crate::fbc::model::{
-    Bundle, Channel, ChannelEntry, Deprecation, PROPERTY_PACKAGE, Package, PackageContent,
+    Bundle, Channel, ChannelEntry, Deprecation, PROPERTY_CONSTRAINT, PROPERTY_GVK,
+    PROPERTY_GVK_REQUIRED, PROPERTY_PACKAGE, PROPERTY_PACKAGE_REQUIRED, Package, PackageContent,
     Property, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE,
 };
 use serde::{Deserialize, Deserializer};
@@ -90,7 +92,20 @@ struct BundleIn {
     properties: Vec<PropertyIn>,
 }
 
-/// A bundle property whose value is only built for `olm.package` (other values, such
+/// Whether a property's value is kept: the version source and what dependency checking
+/// reads.
+fn value_kept(type_: &str) -> bool {
+    matches!(
+        type_,
+        PROPERTY_PACKAGE
+            | PROPERTY_GVK
+            | PROPERTY_PACKAGE_REQUIRED
+            | PROPERTY_GVK_REQUIRED
+            | PROPERTY_CONSTRAINT
+    )
+}
+
+/// A bundle property whose value is only built when [`value_kept`] (other values, such
 /// as CSV metadata or whole bundle objects, are skipped without allocating when
 /// `type` comes first, as it does in rendered catalogs).
 struct PropertyIn(Property);
@@ -111,7 +126,7 @@ impl<'de> Deserialize<'de> for PropertyIn {
                     match key.as_ref() {
                         "type" => type_ = Some(map.next_value()?),
                         "value" => match type_.as_deref() {
-                            Some(t) if t != PROPERTY_PACKAGE => {
+                            Some(t) if !value_kept(t) => {
                                 map.next_value::<IgnoredAny>()?;
                             }
                             _ => value = map.next_value()?,
@@ -122,7 +137,7 @@ impl<'de> Deserialize<'de> for PropertyIn {
                     }
                 }
                 let type_ = type_.ok_or_else(|| serde::de::Error::missing_field("type"))?;
-                if type_ != PROPERTY_PACKAGE {
+                if !value_kept(&type_) {
                     value = Value::Null;
                 }
                 Ok(PropertyIn(Property { type_, value }))
@@ -181,11 +196,18 @@ pub fn push_compact(content: &mut PackageContent, line: &[u8]) -> Result<(), Str
     Ok(())
 }
 
-/// The first property of each distinct type, in catalog order; values are kept for
-/// `olm.package` only.
+/// The first property of each distinct type, in catalog order, with its value for
+/// `olm.package` only; and every GVK and dependency property whole.
 pub fn compact_properties(properties: Vec<Property>) -> Vec<Property> {
     let mut out: Vec<Property> = Vec::new();
     for p in properties {
+        if matches!(
+            p.type_.as_str(),
+            PROPERTY_GVK | PROPERTY_PACKAGE_REQUIRED | PROPERTY_GVK_REQUIRED | PROPERTY_CONSTRAINT
+        ) {
+            out.push(p);
+            continue;
+        }
         if out.iter().any(|o| o.type_ == p.type_) {
             continue;
         }
@@ -427,9 +449,15 @@ mod tests {
         let b = &c.bundles[0];
         assert!(b.related_images.is_empty());
         let types: Vec<_> = b.properties.iter().map(|p| p.type_.as_str()).collect();
-        assert_eq!(types, ["olm.gvk", "olm.package", "olm.csv.metadata"]);
-        assert_eq!(b.properties[0].value, Value::Null);
+        // GVKs are kept whole (dependency checking finds their providers).
+        assert_eq!(
+            types,
+            ["olm.gvk", "olm.package", "olm.gvk", "olm.csv.metadata"]
+        );
+        assert_eq!(b.properties[0].value["group"], "a");
+        assert_eq!(b.properties[2].value["group"], "b");
         assert_eq!(b.properties[1].value["version"], "1.0.0");
+        assert_eq!(b.properties[3].value, Value::Null);
         assert_eq!(c.bundles[1].image, "");
         assert_eq!(c.bundles[1].properties[1].type_, "olm.gvk.required");
         assert_eq!(c.deprecations.len(), 1);

@@ -9,6 +9,7 @@
 //! [`explain`] runs the same walk and says for every bundle why it was or was not
 //! chosen. [`deprecation::deprecation_conditions`] computes the condition family.
 
+pub mod dependencies;
 pub mod deprecation;
 mod identity;
 mod walk;
@@ -188,10 +189,17 @@ pub enum ResolveError {
     InstalledVersion(String),
     #[error("{0}")]
     NoUniqueBundle(Box<NoUniqueBundle>),
+    /// Upstream's refusal; `detail` is what olmv1 adds after it (empty: upstream's
+    /// message exactly), e.g. the missing dependencies and what would satisfy them
+    /// ([`dependencies::Check::detail`]).
     #[error(
-        "validating bundle {bundle:?}: bundle {bundle:?} has a dependency declared via property {property:?} which is currently not supported"
+        "validating bundle {bundle:?}: bundle {bundle:?} has a dependency declared via property {property:?} which is currently not supported{detail}"
     )]
-    UnsupportedDependency { bundle: String, property: String },
+    UnsupportedDependency {
+        bundle: String,
+        property: String,
+        detail: String,
+    },
 }
 
 impl ResolveError {
@@ -313,13 +321,35 @@ pub fn resolve(
     request: &ResolveRequest,
     catalogs: &[CatalogInput<'_>],
 ) -> Result<Resolution, ResolveError> {
-    walk(request, catalogs, None)
+    walk(request, catalogs, None, None)
+}
+
+/// [`resolve`] without refusing a winner that declares dependencies: the resolution and
+/// the winner's dependency properties (empty when it has none), for
+/// [`dependencies`] to check against the cluster.
+pub fn resolve_with_dependencies(
+    request: &ResolveRequest,
+    catalogs: &[CatalogInput<'_>],
+) -> Result<(Resolution, Vec<crate::fbc::model::Property>), ResolveError> {
+    let mut deps = Vec::new();
+    walk(request, catalogs, None, Some(&mut deps)).map(|r| (r, deps))
+}
+
+/// [`explain`] without refusing a winner that declares dependencies; its dependency
+/// properties are returned beside the explanation.
+pub fn explain_with_dependencies(
+    request: &ResolveRequest,
+    catalogs: &[CatalogInput<'_>],
+) -> (Explanation, Vec<crate::fbc::model::Property>) {
+    let (mut bundles, mut deps) = (Vec::new(), Vec::new());
+    let result = walk(request, catalogs, Some(&mut bundles), Some(&mut deps));
+    (Explanation { result, bundles }, deps)
 }
 
 /// Resolves like [`resolve`] and explains the verdict for every bundle of the package
 /// in every catalog (in catalog order, then bundle order).
 pub fn explain(request: &ResolveRequest, catalogs: &[CatalogInput<'_>]) -> Explanation {
     let mut bundles = Vec::new();
-    let result = walk(request, catalogs, Some(&mut bundles));
+    let result = walk(request, catalogs, Some(&mut bundles), None);
     Explanation { result, bundles }
 }

@@ -1,7 +1,7 @@
 //! The walk behind [`super::resolve`] and [`super::explain`]: per catalog the selector,
 //! availability, channel, version-range and upgrade-edge filters and the catalog's best
 //! bundle; across catalogs deprecation (docs/concepts/resolution.md §4.5), priority and uniqueness; then the
-//! dependency check of the winner. When explaining, every verdict is recorded.
+//! dependency check of the winner (refused, or collected for [`super::dependencies`]). When explaining, every verdict is recorded.
 
 use super::{
     Availability, BundleExplanation, CatalogInput, CatalogStats, InstalledBundle, NoUniqueBundle,
@@ -10,7 +10,7 @@ use super::{
 use crate::api::selector::Selector;
 use crate::fbc::model::{
     Bundle, Channel, Deprecation, PROPERTY_CONSTRAINT, PROPERTY_GVK_REQUIRED,
-    PROPERTY_PACKAGE_REQUIRED, PackageContent, SCHEMA_BUNDLE,
+    PROPERTY_PACKAGE_REQUIRED, PackageContent, Property, SCHEMA_BUNDLE,
 };
 use crate::version::{BundleVersion, Constraints, SkipRange, VersionError};
 use std::collections::HashSet;
@@ -427,25 +427,38 @@ fn single_winner<'a>(
     }
 }
 
-/// Rejects a winner with dependencies (unsupported), else the resolution.
+/// Whether `p` declares a dependency (docs/concepts/dependencies.md §1).
+pub(super) fn is_dependency(p: &Property) -> bool {
+    matches!(
+        p.type_.as_str(),
+        PROPERTY_PACKAGE_REQUIRED | PROPERTY_GVK_REQUIRED | PROPERTY_CONSTRAINT
+    )
+}
+
+/// Rejects a winner with dependencies (unsupported) unless `deps` collects them, else
+/// the resolution.
 fn finish(
     request: &ResolveRequest,
     catalogs: &[CatalogInput<'_>],
     winner: Candidate<'_>,
-    mut notes: Notes<'_>,
+    (mut notes, deps): (Notes<'_>, Option<&mut Vec<Property>>),
     stats: Vec<CatalogStats>,
 ) -> Result<Resolution, ResolveError> {
     let cat = &catalogs[winner.catalog];
     let bundle = winner.bundle;
-    if let Some(p) = bundle.properties.iter().find(|p| {
-        matches!(
-            p.type_.as_str(),
-            PROPERTY_PACKAGE_REQUIRED | PROPERTY_GVK_REQUIRED | PROPERTY_CONSTRAINT
-        )
-    }) {
+    if let Some(deps) = deps {
+        deps.extend(
+            bundle
+                .properties
+                .iter()
+                .filter(|p| is_dependency(p))
+                .cloned(),
+        );
+    } else if let Some(p) = bundle.properties.iter().find(|p| is_dependency(p)) {
         let err = ResolveError::UnsupportedDependency {
             bundle: bundle.name.clone(),
             property: p.type_.clone(),
+            detail: String::new(),
         };
         let error = err.to_string();
         notes.add(winner.explain_index, Reason::Rejected { error });
@@ -472,6 +485,7 @@ pub(super) fn walk(
     request: &ResolveRequest,
     catalogs: &[CatalogInput<'_>],
     explain: Option<&mut Vec<BundleExplanation>>,
+    deps: Option<&mut Vec<Property>>,
 ) -> Result<Resolution, ResolveError> {
     let mut notes = Notes(explain);
     let mut q = Query::new(request)?;
@@ -488,7 +502,7 @@ pub(super) fn walk(
     }
     let candidates = keep_highest_priority(candidates, catalogs, &mut notes);
     match single_winner(candidates, catalogs, &mut notes) {
-        Ok(winner) => finish(request, catalogs, winner, notes, stats),
+        Ok(winner) => finish(request, catalogs, winner, (notes, deps), stats),
         Err(names) => Err(ResolveError::NoUniqueBundle(Box::new(NoUniqueBundle {
             package: request.package.clone(),
             version_range: q.range_text().map(str::to_string),

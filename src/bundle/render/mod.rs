@@ -15,7 +15,7 @@ use super::config::{
 use super::csv::{Csv, CsvError, StrategySpec, WebhookDescription, WebhookType};
 use super::deployment_config;
 use super::names::name_for_base_and_suffix;
-use super::validate::{CertProvider, ValidationErrors, validate};
+use super::validate::{CertProvider, ValidationErrors, validate_with};
 use crate::kinds::{self, BundleOther};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeSet, HashMap};
@@ -27,6 +27,9 @@ pub struct RenderOptions {
     /// The cluster serves `operators.coreos.com/v2` `OperatorCondition`: render one for
     /// the bundle, with its Role, RoleBinding and env var ([`operator_condition`]).
     pub operator_condition: bool,
+    /// The bundle's dependencies were checked by resolution and hold on the cluster
+    /// (docs/concepts/dependencies.md §2): validation does not refuse them.
+    pub dependencies_checked: bool,
 }
 
 /// Why a bundle could not be rendered.
@@ -105,7 +108,7 @@ pub fn render(
     config: Option<&Value>,
     options: &RenderOptions,
 ) -> Result<Vec<Value>, RenderError> {
-    validate(bundle, options.cert_provider).map_err(RenderError::Invalid)?;
+    validate_with(bundle, options).map_err(RenderError::Invalid)?;
     render_validated(
         bundle,
         bundle.crds.clone(),
@@ -124,7 +127,7 @@ pub fn render_owned(
     config: Option<&Value>,
     options: &RenderOptions,
 ) -> Result<Vec<Value>, RenderError> {
-    validate(&bundle, options.cert_provider).map_err(RenderError::Invalid)?;
+    validate_with(&bundle, options).map_err(RenderError::Invalid)?;
     let crds = std::mem::take(&mut bundle.crds);
     let others = std::mem::take(&mut bundle.others);
     render_validated(&bundle, crds, others, install_namespace, config, options)

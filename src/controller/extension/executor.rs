@@ -13,7 +13,7 @@ use super::plan::migration::{self, Migration, V0Takeover};
 use super::plan::{Apply, DeleteFailure, Deletion, InstallFailure, Installed, Note, Rendered};
 use super::rollout::Readiness;
 use super::status::{self, Observation};
-use super::{ExtensionContext, drift, namespace, pipeline};
+use super::{ExtensionContext, dependencies, drift, namespace, pipeline};
 use crate::api::{self, BundleIdentity, ClusterCatalog, ClusterExtension, ClusterExtensionStatus};
 use crate::apply::{
     self, ApplyError, ObjectRef, Owner, RevisionHistory, UninstallOptions, UninstallReport,
@@ -193,8 +193,12 @@ impl Executor for KubeExecutor<'_> {
             .catalog_contents(&catalogs.items, &request.package, request.selector.as_ref())
             .await;
         let inputs: Vec<_> = contents.iter().map(|c| c.input()).collect();
-        // The verdict on every bundle too: the upgrade notice (plan::notice).
-        let explained = resolve::explain(request, &inputs);
+        // The verdict on every bundle too: the upgrade notice (plan::notice). A winner
+        // with dependencies installs when they hold on the cluster (dependencies.rs).
+        let (explained, deps) = resolve::explain_with_dependencies(request, &inputs);
+        let explained =
+            dependencies::settle_resolution(self.ctx, self.ext, &catalogs.items, explained, &deps)
+                .await?;
         self.ctx.metrics.phase(Phase::resolve, started.elapsed());
         if let Ok(r) = &explained.result {
             let name = self.ext.name_any();
@@ -322,6 +326,7 @@ impl Executor for KubeExecutor<'_> {
 
     async fn remove(&self) -> Result<(), kube::Error> {
         let name = self.ext.name_any();
+        dependencies::report_left(self.ctx, self.ext).await;
         if let Err(e) = self.ctx.store.delete(&name).await {
             tracing::warn!(extension = %name, error = %e, "deleting the revision record");
         }

@@ -15,6 +15,7 @@
 //!   what was installed is ready (Progressing `RollingOut`).
 
 pub mod certs;
+mod dependencies;
 pub mod drift;
 mod dry_run;
 mod executor;

@@ -351,6 +351,7 @@ async fn render_bundle(
     let options = RenderOptions {
         cert_provider: cert_provider(ctx, &loaded).await?,
         operator_condition,
+        dependencies_checked: true,
     };
     let namespace = ext.spec.namespace.clone();
     let mut rendered = tokio::task::spawn_blocking(move || {
