@@ -6,11 +6,12 @@
 //! entries (`name`, `replaces`, `skips`, `skipRange`), without channel properties;
 //! every bundle's `name`, `package`, `image` and its properties reduced to the first
 //! property of each distinct type, with the value kept only for `olm.package` (the
-//! version source); every `olm.gvk`, `olm.package.required`, `olm.gvk.required` and
-//! `olm.constraint` property whole (what dependency checking reads,
-//! docs/concepts/dependencies.md §2); every `olm.deprecations` blob unchanged. Dropped:
-//! `relatedImages`, all other property values (CSV metadata, bundle objects), unknown
-//! schemas. Resolution over the
+//! version source); every `olm.package.required`, `olm.gvk.required` and
+//! `olm.constraint` property whole, and every `olm.gvk` as one string
+//! `group/version/Kind` ([`gvk_key`]; as JSON objects they tripled the cache) — what
+//! dependency checking reads, docs/concepts/dependencies.md §2; every `olm.deprecations`
+//! blob unchanged. Dropped: `relatedImages`, all other property values (CSV metadata,
+//! bundle objects), unknown schemas. Resolution over the
 //! projection gives the same result as over the full content, because the first
 //! property of a type is the one every reader looks at.
 
@@ -196,14 +197,38 @@ pub fn push_compact(content: &mut PackageContent, line: &[u8]) -> Result<(), Str
     Ok(())
 }
 
+/// `group/version/Kind` of an `olm.gvk` value (an object with `group`, `version`,
+/// `kind`); a string is kept as it is (already compacted).
+pub fn gvk_key(v: &Value) -> Option<String> {
+    if let Some(s) = v.as_str() {
+        return Some(s.to_owned());
+    }
+    let field = |k: &str| v.get(k).and_then(Value::as_str);
+    Some(format!(
+        "{}/{}/{}",
+        field("group").unwrap_or_default(),
+        field("version")?,
+        field("kind")?
+    ))
+}
+
 /// The first property of each distinct type, in catalog order, with its value for
-/// `olm.package` only; and every GVK and dependency property whole.
+/// `olm.package` only; every dependency property whole; every `olm.gvk` as
+/// [`gvk_key`].
 pub fn compact_properties(properties: Vec<Property>) -> Vec<Property> {
     let mut out: Vec<Property> = Vec::new();
     for p in properties {
+        if p.type_ == PROPERTY_GVK {
+            let value = gvk_key(&p.value).map_or(Value::Null, Value::String);
+            out.push(Property {
+                type_: p.type_,
+                value,
+            });
+            continue;
+        }
         if matches!(
             p.type_.as_str(),
-            PROPERTY_GVK | PROPERTY_PACKAGE_REQUIRED | PROPERTY_GVK_REQUIRED | PROPERTY_CONSTRAINT
+            PROPERTY_PACKAGE_REQUIRED | PROPERTY_GVK_REQUIRED | PROPERTY_CONSTRAINT
         ) {
             out.push(p);
             continue;
@@ -449,13 +474,13 @@ mod tests {
         let b = &c.bundles[0];
         assert!(b.related_images.is_empty());
         let types: Vec<_> = b.properties.iter().map(|p| p.type_.as_str()).collect();
-        // GVKs are kept whole (dependency checking finds their providers).
+        // Every GVK is kept, as one string (dependency checking finds their providers).
         assert_eq!(
             types,
             ["olm.gvk", "olm.package", "olm.gvk", "olm.csv.metadata"]
         );
-        assert_eq!(b.properties[0].value["group"], "a");
-        assert_eq!(b.properties[2].value["group"], "b");
+        assert_eq!(b.properties[0].value, json!("a/v1/K"));
+        assert_eq!(b.properties[2].value, json!("b/v1/K"));
         assert_eq!(b.properties[1].value["version"], "1.0.0");
         assert_eq!(b.properties[3].value, Value::Null);
         assert_eq!(c.bundles[1].image, "");

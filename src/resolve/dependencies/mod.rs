@@ -513,9 +513,12 @@ fn contents<'c>(inputs: &'c [CatalogInput<'_>]) -> impl Iterator<Item = &'c Pack
         .filter_map(|i| i.content.as_ref().ok().copied())
 }
 
+/// Whether `b` provides `g`: its `olm.gvk` values as in the catalog, or as the content
+/// cache keeps them (`content::compact::gvk_key`).
 fn provides_gvk(b: &Bundle, g: &Gvk) -> bool {
+    let key = format!("{}/{}/{}", g.group, g.version, g.kind);
     b.properties_of(PROPERTY_GVK)
-        .any(|p| Gvk::of(&p.value).is_ok_and(|x| &x == g))
+        .any(|p| crate::content::compact::gvk_key(&p.value).as_deref() == Some(key.as_str()))
 }
 
 /// Resolves `package` in `range`; when the newest bundle does not pass `fits`, pins
