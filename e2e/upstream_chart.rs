@@ -325,8 +325,10 @@ async fn catalog(admin: &kube::Client, image: &str) -> String {
     name
 }
 
-/// Installs `package` 1.0.0; upgrades to 1.1.0 when `upgrade`; uninstalls.
-async fn lifecycle(admin: &kube::Client, package: &str, upgrade: bool) {
+/// Installs `package` 1.0.0; upgrades to 1.1.0 when `upgrade`; uninstalls. With
+/// `secret_for`, the pull of the (private) bundle is first seen refused, then the
+/// `--global-pull-secret` Secret with credentials for that registry is created.
+async fn lifecycle(admin: &kube::Client, package: &str, upgrade: bool, secret_for: Option<&str>) {
     let ns = namespace(admin, "upchart").await;
     let name = support::unique("upext");
     let mut rendered = Vec::new();
@@ -339,6 +341,21 @@ async fn lifecycle(admin: &kube::Client, package: &str, upgrade: bool) {
     api.create(&PostParams::default(), &ext)
         .await
         .expect("create extension");
+    if let Some(private) = secret_for {
+        let refused = eventually(
+            120,
+            "the private pull refused without credentials",
+            || async {
+                let e = api.get(&name).await.ok()?;
+                let c = support::extensions::condition(&e, "Progressing")?;
+                let m = c.message.to_lowercase();
+                (m.contains("401") || m.contains("unauthorized")).then_some(c.message)
+            },
+        )
+        .await;
+        eprintln!("without the pull secret: {refused}");
+        pull_secret(admin, private).await;
+    }
     wait_installed(&api, &name, "1.0.0").await;
     let operator = BundleSpec::new(package, "1.0.0").deployment_name();
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &ns);
@@ -440,10 +457,10 @@ async fn upstream_chart_standard_then_experimental_runs_olmv1() {
             .unwrap_or_else(|e| panic!("{case}: {e}"));
         wait_deployments(&admin).await;
         if served.is_none() {
-            let r = registries(&admin, work.path(), push.storage_dir(), &ip).await;
-            pull_secret(&admin, &r.1.host).await;
-            served = Some(r);
+            served = Some(registries(&admin, work.path(), push.storage_dir(), &ip).await);
         }
+        // The first case shows the private pull refused until the Secret exists.
+        let secret_for = (case == "standard").then(|| served.as_ref().map(|r| r.1.host.clone()));
         let (public, private) = served.as_ref().expect("registries");
         let packages = (support::unique("uppub"), support::unique("uppriv"));
         let catalog_image = publish(
@@ -455,8 +472,8 @@ async fn upstream_chart_standard_then_experimental_runs_olmv1() {
         )
         .await;
         catalog(&admin, &catalog_image).await;
-        lifecycle(&admin, &packages.0, true).await;
-        lifecycle(&admin, &packages.1, false).await;
+        lifecycle(&admin, &packages.0, true, None).await;
+        lifecycle(&admin, &packages.1, false, secret_for.flatten().as_deref()).await;
         scrape(&admin).await;
     }
 }
@@ -470,7 +487,7 @@ impl Drop for DiagnoseOnPanic {
             let kubeconfig = &node_cluster_with_cert_manager().admin_kubeconfig;
             let out = Command::new(olmv1::testenv::deploy::kubectl())
                 .arg(format!("--kubeconfig={}", kubeconfig.display()))
-                .args(["-n", SYSTEM, "get", "pods,deploy,events", "-o", "wide"])
+                .args(["-n", SYSTEM, "get", "pods,deploy,leases", "-o", "wide"])
                 .output();
             if let Ok(o) = out {
                 eprintln!("{}", String::from_utf8_lossy(&o.stdout));
@@ -478,7 +495,8 @@ impl Drop for DiagnoseOnPanic {
             for d in DEPLOYMENTS {
                 let out = Command::new(olmv1::testenv::deploy::kubectl())
                     .arg(format!("--kubeconfig={}", kubeconfig.display()))
-                    .args(["-n", SYSTEM, "logs", &format!("deploy/{d}"), "--tail=80"])
+                    .args(["-n", SYSTEM, "logs", "--prefix", "--tail=60"])
+                    .arg(format!("-lcontrol-plane={d}"))
                     .output();
                 if let Ok(o) = out {
                     eprintln!("== {d}:\n{}", String::from_utf8_lossy(&o.stdout));
