@@ -190,7 +190,9 @@ where
 }
 
 /// The one status write both of the above make; `guarded` adds `obj`'s resourceVersion
-/// as a precondition.
+/// as a precondition. Status fields the served CRD refused (an olmv1 addition under
+/// upstream's CRD: [`super::status_schema`]) are left out; a first refusal is retried
+/// once without them.
 async fn apply_status<K, S>(
     api: &Api<K>,
     obj: &K,
@@ -202,24 +204,53 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize + PartialEq,
 {
+    use super::status_schema;
     if next == current {
         return Ok(false);
     }
-    let mut patch = json!({
-        "apiVersion": K::api_version(&()),
-        "kind": K::kind(&()),
-        "status": next,
-    });
-    if let Some(rv) = obj.resource_version().filter(|_| guarded) {
-        patch["metadata"] = json!({"resourceVersion": rv});
+    let kind = K::kind(&()).to_string();
+    let mut status = serde_json::to_value(next).map_err(kube::Error::SerdeError)?;
+    let mut refused = status_schema::refused(&kind);
+    if !refused.is_empty() {
+        let mut was = serde_json::to_value(current).map_err(kube::Error::SerdeError)?;
+        status_schema::strip(&mut status, &refused);
+        status_schema::strip(&mut was, &refused);
+        if status == was {
+            return Ok(false);
+        }
     }
-    api.patch_status(
-        &obj.name_any(),
-        &PatchParams::apply(crate::apply::FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
-    Ok(true)
+    loop {
+        let mut patch = json!({
+            "apiVersion": K::api_version(&()),
+            "kind": kind,
+            "status": status,
+        });
+        if let Some(rv) = obj.resource_version().filter(|_| guarded) {
+            patch["metadata"] = json!({"resourceVersion": rv});
+        }
+        let written = api
+            .patch_status(
+                &obj.name_any(),
+                &PatchParams::apply(crate::apply::FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await;
+        let paths = match &written {
+            Err(kube::Error::Api(e)) => status_schema::undeclared_paths(&e.message),
+            _ => Default::default(),
+        };
+        let new = status_schema::remember(&kind, &paths);
+        if new.is_empty() {
+            return written.map(|_| true);
+        }
+        tracing::warn!(
+            kind = %kind,
+            fields = ?new,
+            "the served CRD does not declare these status fields (upstream's CRD?): they are not written"
+        );
+        refused.extend(new);
+        status_schema::strip(&mut status, &refused);
+    }
 }
 
 /// Per object: consecutive failures (for the backoff) and since when, at which

@@ -16,6 +16,7 @@ pub mod lease;
 pub mod options;
 pub mod pull_secrets;
 mod serving;
+pub mod status_schema;
 pub mod workers;
 
 pub use options::ControllerArgs;

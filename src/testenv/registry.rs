@@ -27,8 +27,9 @@ use crate::image::{CATALOG_CONFIGS_LABEL, Credentials, DockerConfig, PullerConfi
 /// Username and password accepted by [`TestRegistry::start_with_auth_tls`].
 pub const TEST_USER: &str = "olmv1";
 pub const TEST_PASSWORD: &str = "olmv1-test-pw";
-// bcrypt (cost 4) of TEST_PASSWORD, computed once (no htpasswd tool needed at test time).
-const TEST_HTPASSWD: &str = "olmv1:$2b$04$q/htKJ6Xy2q8R4eLa4xElOxH.MA8D3sz5c.Dgcjd2eTbnqS41sYpS\n";
+/// bcrypt (cost 4) of TEST_PASSWORD, computed once (no htpasswd tool needed at test time).
+pub const TEST_HTPASSWD: &str =
+    "olmv1:$2b$04$q/htKJ6Xy2q8R4eLa4xElOxH.MA8D3sz5c.Dgcjd2eTbnqS41sYpS\n";
 
 /// A running `docker-registry` child process.
 pub struct TestRegistry {

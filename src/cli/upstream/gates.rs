@@ -1,8 +1,10 @@
 //! Upstream's `--feature-gates` (k8s component-base syntax `A=true,B=false`), mapped
 //! to this controller: a gate for a behaviour it always has is accepted whatever its
 //! value; a gate for something it does not do is accepted only when `false`, and
-//! refused at start (naming the gate and what to do) when `true`; an unknown gate is
-//! refused, as upstream's parser refuses it (docs/how-to/switch-from-upstream.md).
+//! refused at start (naming the gate and what to do) when `true`, except the alpha
+//! gates upstream's own experimental values turn on, which are accepted and logged as
+//! not done; an unknown gate is refused, as upstream's parser refuses it
+//! (docs/how-to/switch-from-upstream.md).
 
 /// What this controller does with one upstream gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,6 +13,10 @@ pub enum Support {
     Always(&'static str),
     /// Not done here: `true` is refused with this advice.
     Refused(&'static str),
+    /// Not done here, but turned on by upstream's experimental values (helm/experimental.yaml):
+    /// `true` is accepted, and the log says that this controller behaves as with the gate
+    /// off, and how.
+    Ignored(&'static str),
 }
 
 /// The gates of upstream's operator-controller (current and past releases).
@@ -49,17 +55,33 @@ pub const OPERATOR_CONTROLLER: &[(&str, Support)] = &[
     ),
     (
         "BoxcutterRuntime",
-        Support::Refused(
-            "objects are applied by this controller's own applier; remove the gate (ClusterExtensionRevision is not served)",
+        Support::Ignored(
+            "objects are applied by this controller's own applier (no ClusterObjectSet or ClusterExtensionRevision objects are created)",
         ),
+    ),
+    (
+        "DeploymentConfig",
+        Support::Always("spec.config.inline.deploymentConfig is always applied"),
+    ),
+    (
+        "BundleReleaseSupport",
+        Support::Always("the explicit release of a bundle's olm.package property is always read"),
     ),
 ];
 
 /// The gates of upstream's catalogd.
-pub const CATALOGD: &[(&str, Support)] = &[(
-    "APIV1MetasHandler",
-    Support::Always("the catalog server always serves /api/v1/metas"),
-)];
+pub const CATALOGD: &[(&str, Support)] = &[
+    (
+        "APIV1MetasHandler",
+        Support::Always("the catalog server always serves /api/v1/metas"),
+    ),
+    (
+        "GraphQLCatalogQueries",
+        Support::Ignored(
+            "the catalog server answers no GraphQL queries (it serves /api/v1/all and /api/v1/metas)",
+        ),
+    ),
+];
 
 /// Parses `--feature-gates` values (each `A=true,B=false`; later ones win) and checks
 /// them against `known`: the accepted gates with their values, or the first refusal.
@@ -112,6 +134,9 @@ pub fn describe(gates: &[(String, bool)], known: &[(&str, Support)]) -> Vec<Stri
         .iter()
         .map(|(name, on)| match known.iter().find(|(n, _)| n == name) {
             Some((_, Support::Always(what))) => format!("{name}={on}: {what}"),
+            Some((_, Support::Ignored(how))) if *on => {
+                format!("{name}=true is not implemented here and has no effect: {how}")
+            }
             _ => format!("{name}={on}: off, as here"),
         })
         .collect()

@@ -226,13 +226,86 @@ fn go_flag_syntax_with_a_separate_value_and_bools() {
     assert!(m.args.leader_elect);
 }
 
+/// The arguments upstream's Helm chart (v1.11.0, helm/olmv1) renders with its standard
+/// values (cert-manager.yaml) and its experimental values (experimental.yaml on top):
+/// both start; the experimental alpha gates not done here are logged as without effect
+/// (e2e/upstream_chart.rs runs the chart itself).
+#[test]
+fn upstream_chart_arguments_start_both_programs_with_standard_and_experimental_values() {
+    let common = [
+        "--health-probe-bind-address=:8081",
+        "--metrics-bind-address=:8443",
+        "--leader-elect",
+        "--feature-gates=WebhookProviderCertManager=true",
+        "--tls-cert=/var/certs/tls.crt",
+        "--tls-key=/var/certs/tls.key",
+        "--catalogd-cas-dir=/var/ca-certs",
+        "--pull-cas-dir=/var/ca-certs",
+    ];
+    let standard = [
+        "--feature-gates=BoxcutterRuntime=false",
+        "--feature-gates=BundleReleaseSupport=false",
+        "--feature-gates=DeploymentConfig=false",
+        "--feature-gates=SingleOwnNamespaceInstallSupport=false",
+        "--feature-gates=WebhookProviderOpenshiftServiceCA=false",
+    ];
+    let experimental = [
+        "--feature-gates=BoxcutterRuntime=true",
+        "--feature-gates=BundleReleaseSupport=true",
+        "--feature-gates=DeploymentConfig=true",
+        "--feature-gates=SingleOwnNamespaceInstallSupport=true",
+        "--feature-gates=WebhookProviderOpenshiftServiceCA=false",
+    ];
+    let catalogd = [
+        "--leader-elect",
+        "--metrics-bind-address=:7443",
+        "--external-address=catalogd-service.olmv1-system.svc",
+        "--tls-cert=/var/certs/tls.crt",
+        "--tls-key=/var/certs/tls.key",
+        "--pull-cas-dir=/var/ca-certs",
+    ];
+    for (gates, catalogd_gates) in [
+        (&standard, &["--feature-gates=APIV1MetasHandler=false"][..]),
+        (
+            &experimental,
+            &[
+                "--feature-gates=APIV1MetasHandler=true",
+                "--feature-gates=GraphQLCatalogQueries=true",
+            ][..],
+        ),
+    ] {
+        let args: Vec<&str> = common.iter().chain(gates.iter()).copied().collect();
+        let (m, skipped) = run(Role::OperatorController, &args);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        let boxcutter = m.notes.iter().find(|n| n.starts_with("BoxcutterRuntime="));
+        let on = gates[0].ends_with("=true");
+        assert_eq!(
+            boxcutter.is_some_and(|n| n.contains("not implemented here and has no effect")),
+            on,
+            "{:?}",
+            m.notes
+        );
+        let args: Vec<&str> = catalogd
+            .iter()
+            .chain(catalogd_gates.iter())
+            .copied()
+            .collect();
+        let (m, skipped) = run(Role::Catalogd, &args);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        assert_eq!(
+            m.notes
+                .iter()
+                .any(|n| n.starts_with("GraphQLCatalogQueries=true is not implemented")),
+            on,
+            "{:?}",
+            m.notes
+        );
+    }
+}
+
 #[test]
 fn unsupported_feature_gates_are_refused_naming_the_gate() {
-    for gate in [
-        "HelmChartSupport",
-        "BoxcutterRuntime",
-        "SyntheticPermissions",
-    ] {
+    for gate in ["HelmChartSupport", "SyntheticPermissions"] {
         let e = refused(
             Role::OperatorController,
             &[&format!("--feature-gates={gate}=true")],
