@@ -46,9 +46,8 @@ fn project() -> &'static Path {
 }
 
 /// Runs a hack/ script with `env`; its stdout, trimmed (a path).
-fn hack(script: &str, env: &[(&str, &str)]) -> PathBuf {
+fn hack(script: &str) -> PathBuf {
     let out = Command::new(project().join("hack").join(script))
-        .envs(env.iter().copied())
         .stderr(std::process::Stdio::inherit())
         .output()
         .unwrap_or_else(|e| panic!("hack/{script}: {e}"));
@@ -59,8 +58,8 @@ fn hack(script: &str, env: &[(&str, &str)]) -> PathBuf {
 /// `helm template olmv1 <chart> --values <each> --values <ours>`: the objects.
 fn render(values: &[&str], ours: &serde_json::Value) -> Vec<DynamicObject> {
     // Upstream's chart uses `toYamlPretty` (helm >= 3.17); upstream's go.mod pins this.
-    let helm = hack("build-helm.sh", &[("OLMV1_HELM_VERSION", "v3.21.2")]);
-    let chart = hack("upstream-chart.sh", &[]);
+    let helm = hack("build-helm.sh");
+    let chart = hack("upstream-chart.sh");
     let work = tempfile::tempdir().expect("tempdir");
     let file = work.path().join("images.yaml");
     std::fs::write(&file, ours.to_string()).expect("values");

@@ -6,7 +6,9 @@
 # and calls this script to find it. Prints the binary's path on stdout (progress goes
 # to stderr); a second run finds the cached binary and returns at once.
 set -euo pipefail
-VERSION="${OLMV1_HELM_VERSION:-v3.16.3}"
+# v3.21.2: the version upstream OLM v1 (operator-controller v1.11.0) pins; its chart
+# needs >= 3.17 (toYamlPretty). One version for our chart and upstream's.
+VERSION="${OLMV1_HELM_VERSION:-v3.21.2}"
 DIR="${OLMV1_HELM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/olmv1/helm/$VERSION}"
 bin="$DIR/helm"
 if [ -x "$bin" ]; then

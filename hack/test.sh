@@ -19,10 +19,9 @@ hack/build-cert-manager.sh
 # 6 minutes on 2 cores, then cached by version).
 hack/build-olm-v0.sh
 hack/build-argo-health.sh >/dev/null
-# helm v3 for tests/chart.rs and e2e/chart.rs (first run about 2.5 minutes on 2 cores).
+# helm v3 for tests/chart.rs, e2e/chart.rs and e2e/upstream_chart.rs (first run about
+# 2.5 minutes on 2 cores), and upstream OLM v1's own chart for the last.
 hack/build-helm.sh >/dev/null
-# Upstream OLM v1's own chart and the helm it needs (>= 3.17) for e2e/upstream_chart.rs.
-OLMV1_HELM_VERSION=v3.21.2 hack/build-helm.sh >/dev/null
 hack/upstream-chart.sh >/dev/null
 export OLMV1_ETCD="$(hack/etcd-path.sh)"
 

@@ -5,9 +5,8 @@
 use super::convert::{Finish, configmap_target};
 use super::kube as k;
 use crate::api;
-use crate::migrate::olm_v0::backup::Backup;
 use crate::migrate::olm_v0::certificates::{self, CertRollout};
-use crate::migrate::olm_v0::cleanup::{self, component_label};
+use crate::migrate::olm_v0::cleanup;
 use crate::migrate::olm_v0::convert::Target;
 use std::path::Path;
 
@@ -23,29 +22,24 @@ pub async fn roll_onto_reissued(
     out: &mut String,
 ) -> Result<Finish, String> {
     let client = super::gather::client(kc).await?;
-    let Some(Ok(backup)) = k::get(&client, &configmap_target(ns, name))
+    // Only for a Subscription this convert switched (its backup exists).
+    if k::get(&client, &configmap_target(ns, name))
         .await?
-        .map(|v| Backup::from_configmap(&v))
-    else {
-        return Ok(Finish::Done);
-    };
-    let package = backup.subscription["spec"]["name"]
-        .as_str()
-        .unwrap_or_default();
-    if package.is_empty() {
+        .is_none()
+    {
         return Ok(Finish::Done);
     }
-    let label = component_label(package, ns);
     let deadline = tokio::time::Instant::now() + REISSUE_WAIT;
     loop {
         let mut waiting = Vec::new();
-        for d in k::list(&client, "apps/v1", "Deployment", ns, Some(&label)).await? {
-            let secret = match certificates::serving_secret(&d) {
+        let deployments = k::list(&client, "apps/v1", "Deployment", ns, None).await?;
+        for d in deployments.iter().filter(|d| untied(d)) {
+            let secret = match certificates::serving_secret(d) {
                 Some(s) => k::get(&client, &secret_target(ns, &s)).await?,
                 None => continue,
             };
-            let target = Target::of(&d);
-            match certificates::rollout(&d, secret.as_ref()) {
+            let target = Target::of(d);
+            match certificates::rollout(d, secret.as_ref()) {
                 CertRollout::Nothing => {}
                 CertRollout::Wait => waiting.push(target.to_string()),
                 CertRollout::Patch { secret, patch } => {
@@ -76,6 +70,17 @@ pub async fn roll_onto_reissued(
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
+}
+
+/// Not tied to a CSV (no `olm.owner` label): the operator's Deployments once convert
+/// untied them. OLM v0's adoption controller adds the component label only a moment
+/// after the install, so it cannot be relied on; other operators OLM v0 still manages
+/// in the namespace keep their `olm.owner`.
+fn untied(deployment: &serde_json::Value) -> bool {
+    deployment
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get("olm.owner"))
+        .is_none()
 }
 
 fn secret_target(ns: &str, name: &str) -> Target {
