@@ -4,7 +4,7 @@
 # serves here) into the Go module cache, and prints the chart's directory (`helm/` of
 # the module: the `olmv1/` chart and its values files standard, cert-manager.yaml,
 # experimental.yaml) on stdout. e2e/upstream_chart.rs renders it with a real helm
-# (hack/build-helm.sh at UPSTREAM_HELM_VERSION below: the chart needs helm >= 3.17).
+# (hack/build-helm.sh, whose default v3.21.2 is upstream's pin: the chart needs >= 3.17).
 # A second run finds the module cached and returns at once.
 set -euo pipefail
 VERSION="${OLMV1_UPSTREAM_VERSION:-v1.11.0}"
