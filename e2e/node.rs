@@ -134,14 +134,7 @@ async fn deploy_olmv1() -> &'static str {
             let cluster = node_cluster();
             let node = cluster.node.as_ref().expect("node");
             let work = tempfile::tempdir().expect("tempdir").keep();
-            let stripped = work.join("olmv1");
-            let status = std::process::Command::new("strip")
-                .arg("-o")
-                .arg(&stripped)
-                .arg(support::process::binary())
-                .status()
-                .expect("strip");
-            assert!(status.success(), "strip olmv1");
+            let stripped = support::process::stripped_binary(&work);
             let files = olmv1::testenv::image::program_files(&stripped, "olmv1").expect("files");
             let run = olmv1::testenv::image::RunConfig {
                 entrypoint: vec!["/olmv1".into()],

@@ -89,14 +89,7 @@ fn render(values: &[&str], ours: &serde_json::Value) -> Vec<DynamicObject> {
 /// hack/image.sh builds it), pushed to the node registry.
 async fn push_image(registry: &str) -> String {
     let work = tempfile::tempdir().expect("tempdir");
-    let stripped = work.path().join("olmv1");
-    let status = Command::new("strip")
-        .arg("-o")
-        .arg(&stripped)
-        .arg(support::process::binary())
-        .status()
-        .expect("strip");
-    assert!(status.success(), "strip olmv1");
+    let stripped = support::process::stripped_binary(work.path());
     let files = olmv1::testenv::image::program_files(&stripped, "olmv1").expect("files");
     let run = olmv1::testenv::image::RunConfig {
         entrypoint: vec!["/olmv1".into()],

@@ -35,6 +35,19 @@ pub fn binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_olmv1")))
 }
 
+/// [`binary`] stripped into `dir/olmv1`, for the images the node suites build.
+pub fn stripped_binary(dir: &std::path::Path) -> PathBuf {
+    let stripped = dir.join("olmv1");
+    let status = Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(binary())
+        .status()
+        .expect("strip");
+    assert!(status.success(), "strip olmv1");
+    stripped
+}
+
 impl Drop for ControllerProcess {
     fn drop(&mut self) {
         self.kill();
