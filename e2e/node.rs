@@ -13,7 +13,7 @@ mod support;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension};
 use olmv1::testenv::demo::BundleSpec;
 use serde_json::json;
@@ -585,8 +585,24 @@ async fn the_install_namespace_is_created_from_the_bundle_and_removed_with_it() 
     api.delete(&name, &DeleteParams::default())
         .await
         .expect("delete extension");
-    eventually(180, "namespace deleted with the extension", || async {
-        matches!(namespaces.get_opt(&ns).await, Ok(None)).then_some(())
-    })
-    .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    while !matches!(namespaces.get_opt(&ns).await, Ok(None)) {
+        if std::time::Instant::now() > deadline {
+            // What the controller said about the namespace, and where its deletion stands.
+            let events = Api::<k8s_openapi::api::core::v1::Event>::all(admin.clone())
+                .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+                .await
+                .map(|l| {
+                    l.items
+                        .into_iter()
+                        .map(|e| (e.reason, e.message))
+                        .collect::<Vec<_>>()
+                });
+            let live = namespaces.get_opt(&ns).await.map(|n| n.map(|n| n.status));
+            panic!(
+                "namespace {ns} not deleted with the extension in 180 s: events {events:?}; namespace status {live:?}"
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }

@@ -85,7 +85,7 @@ pub async fn remove(
     if !created || meta.deletion_timestamp.is_some() {
         return None;
     }
-    let lingering = residents(controller, installer, ns)
+    let lingering = residents_settled(controller, installer, ns)
         .await
         .map(|found| super::lingering(&found, deleted, target.extension));
     match super::removal(target, created, &lingering) {
@@ -113,8 +113,33 @@ pub async fn remove(
     }
 }
 
+/// [`residents`], asked again (up to [`ATTEMPTS`] times, a second apart) when it fails:
+/// discovery and the lists race other uninstalls removing their CRDs (a group that
+/// vanishes between discovery and its list), which says nothing about this namespace.
+async fn residents_settled(
+    controller: &kube::Client,
+    installer: &kube::Client,
+    ns: &str,
+) -> Result<Vec<Resident>, String> {
+    let mut attempt = 1;
+    loop {
+        match residents(controller, installer, ns).await {
+            Err(why) if attempt < ATTEMPTS => {
+                tracing::debug!(namespace = ns, attempt, error = %why, "listing the install namespace again");
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            done => return done,
+        }
+    }
+}
+
+/// How often [`residents_settled`] asks.
+const ATTEMPTS: u32 = 3;
+
 /// Every object in `ns` of every namespaced kind the cluster serves (discovery as the
-/// controller, lists as the installer); `Err`: a kind could not be listed.
+/// controller, lists as the installer); `Err`: a kind could not be listed. A kind no
+/// longer served when listed (404: its CRD went meanwhile) holds nothing.
 async fn residents(
     controller: &kube::Client,
     installer: &kube::Client,
@@ -134,10 +159,16 @@ async fn residents(
                 continue;
             }
             let api: Api<DynamicObject> = Api::namespaced_with(installer.clone(), ns, &resource);
-            let list = api
-                .list_metadata(&ListParams::default().limit(PAGE))
-                .await
-                .map_err(|e| format!("listing {} in namespace {ns:?}: {e}", resource.plural))?;
+            let list = match api.list_metadata(&ListParams::default().limit(PAGE)).await {
+                Ok(list) => list,
+                Err(kube::Error::Api(e)) if e.code == 404 => continue,
+                Err(e) => {
+                    return Err(format!(
+                        "listing {} in namespace {ns:?}: {e}",
+                        resource.plural
+                    ));
+                }
+            };
             for item in list.items {
                 let meta = item.metadata;
                 found.push(Resident {
