@@ -404,6 +404,28 @@ async fn convert_stops_v0_without_losing_an_object_resumes_and_rolls_back() {
     assert!(line("delete Subscription") < last_untie);
     assert!(last_untie < finalizer && finalizer < delete_csv, "{out}");
     assert!(delete_csv < line("create ClusterExtension"));
+    // OLM v0 fenced off before the first step, the fence lowered once the CSV is gone.
+    let fence = olmv1::migrate::olm_v0::fence::name(&ns, &csv);
+    assert!(
+        line(&format!(
+            "fence the CSV's objects off OLM v0 while they are untied (ValidatingAdmissionPolicy {fence}"
+        )) < line("write the backup"),
+        "{out}"
+    );
+    assert!(
+        delete_csv
+            < line(&format!(
+                "lower the fence (ValidatingAdmissionPolicy {fence})"
+            )),
+        "{out}"
+    );
+    assert!(
+        policy_api(&admin)
+            .get_opt(&fence)
+            .await
+            .expect("read")
+            .is_none()
+    );
     assert_untied(&admin, &tied).await;
 
     // v0 is gone for this operator: Subscription, InstallPlan, CSV (garbage collection
@@ -1000,4 +1022,176 @@ async fn convert_all_and_cleanup_all_plan_each_subscription_with_a_summary() {
         extensions.get_opt("all-a").await.expect("read").is_some(),
         "a dry run changes nothing"
     );
+}
+
+fn policy_api(admin: &kube::Client) -> Api<DynamicObject> {
+    Api::all_with(
+        admin.clone(),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicy",
+        )),
+    )
+}
+
+/// The fence `migrate convert` raises around a CSV (`migrate::olm_v0::fence`), enforced
+/// by the real API server: creating an object tied to the CSV (OLM v0's owner labels or
+/// an ownerReference) and tying an untied object again are refused with the fence's
+/// message; writes to objects still tied, untying, and ties to another CSV pass; once
+/// lowered, tying passes again.
+#[tokio::test]
+async fn the_fence_refuses_exactly_the_writes_that_tie_an_object_to_the_csv_again() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{DeleteParams, Patch, PatchParams};
+    use olmv1::migrate::olm_v0::fence;
+    let cluster = support::cluster();
+    let admin = cluster.admin().await;
+    let ns = support::namespace(&admin, "fence").await;
+    let csv = "op.v1.0.0";
+    let cms: Api<ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    let labels = |csv: &str| json!({"olm.owner": csv, "olm.owner.kind": "ClusterServiceVersion", "olm.owner.namespace": ns});
+    let cm = |name: &str, meta: Value| -> ConfigMap {
+        let mut m = json!({"name": name});
+        if let (Some(m), Some(extra)) = (m.as_object_mut(), meta.as_object()) {
+            m.extend(extra.clone());
+        }
+        serde_json::from_value(json!({"metadata": m, "data": {"k": "v"}})).expect("configmap")
+    };
+    let pp = PostParams::default();
+    cms.create(&pp, &cm("tied-before", json!({"labels": labels(csv)})))
+        .await
+        .expect("tied before the fence");
+    cms.create(&pp, &cm("untied", json!({})))
+        .await
+        .expect("untied");
+
+    let (policy, binding) = fence::objects(&ns, csv);
+    let apply = PatchParams::apply("fence-test").force();
+    let name = fence::name(&ns, csv);
+    let bindings: Api<DynamicObject> = Api::all_with(
+        admin.clone(),
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingAdmissionPolicyBinding",
+        )),
+    );
+    policy_api(&admin)
+        .patch(&name, &apply, &Patch::Apply(&policy))
+        .await
+        .expect("policy");
+    bindings
+        .patch(&name, &apply, &Patch::Apply(&binding))
+        .await
+        .expect("binding");
+    // Enforced once the probe's dry-run creation is refused by it (as convert waits).
+    let probe: ConfigMap = serde_json::from_value(fence::probe(&ns, csv)).expect("probe");
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    support::eventually(30, "the fence enforced", || {
+        let (cms, probe, dry) = (cms.clone(), probe.clone(), dry.clone());
+        let ns = ns.clone();
+        async move {
+            match cms.create(&dry, &probe).await {
+                Err(kube::Error::Api(e)) if fence::refused_by_fence(&e.message, &ns, csv) => {
+                    Some(())
+                }
+                _ => None,
+            }
+        }
+    })
+    .await;
+    let refused = |r: Result<ConfigMap, kube::Error>, what: &str| match r {
+        Err(kube::Error::Api(e)) => assert!(
+            e.message.contains(&name)
+                && e.message
+                    .contains("nothing may tie an object to that CSV again"),
+            "{what}: {e:?}"
+        ),
+        Ok(_) => panic!("{what}: accepted"),
+        Err(e) => panic!("{what}: {e}"),
+    };
+    refused(
+        cms.create(&pp, &cm("new-tied", json!({"labels": labels(csv)})))
+            .await,
+        "created with the labels",
+    );
+    let owner = json!([{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "name": csv, "uid": "00000000-0000-0000-0000-000000000001"}]);
+    refused(
+        cms.create(&pp, &cm("new-owned", json!({"ownerReferences": owner})))
+            .await,
+        "created with the ownerReference",
+    );
+    let merge = |patch: Value| Patch::Merge(patch);
+    let pp2 = PatchParams::default();
+    refused(
+        cms.patch(
+            "untied",
+            &pp2,
+            &merge(json!({"metadata": {"labels": labels(csv)}})),
+        )
+        .await,
+        "labels added",
+    );
+    refused(
+        cms.patch(
+            "untied",
+            &pp2,
+            &merge(json!({"metadata": {"ownerReferences": owner}})),
+        )
+        .await,
+        "ownerReference added",
+    );
+    // Still tied: changed freely, then untied; another CSV's ties pass.
+    cms.patch("tied-before", &pp2, &merge(json!({"data": {"k": "w"}})))
+        .await
+        .expect("a tied object changes");
+    let nulls = json!({"olm.owner": null, "olm.owner.kind": null, "olm.owner.namespace": null});
+    cms.patch(
+        "tied-before",
+        &pp2,
+        &merge(json!({"metadata": {"labels": nulls}})),
+    )
+    .await
+    .expect("untie");
+    refused(
+        cms.patch(
+            "tied-before",
+            &pp2,
+            &merge(json!({"metadata": {"labels": labels(csv)}})),
+        )
+        .await,
+        "tied again",
+    );
+    cms.create(
+        &pp,
+        &cm("other-csv", json!({"labels": labels("other.v2.0.0")})),
+    )
+    .await
+    .expect("another CSV's tie");
+
+    // Lowered: tying passes again (as OLM v0's adoption after a rollback needs).
+    bindings
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete binding");
+    policy_api(&admin)
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete policy");
+    support::eventually(30, "the fence lowered", || {
+        let cms = cms.clone();
+        let patch = merge(json!({"metadata": {"labels": labels(csv)}}));
+        async move {
+            cms.patch("untied", &PatchParams::default(), &patch)
+                .await
+                .ok()
+                .map(|_| ())
+        }
+    })
+    .await;
 }

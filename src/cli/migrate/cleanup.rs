@@ -99,9 +99,11 @@ async fn one(
     if plan.refused.is_some() {
         return Ok((out, 1));
     }
-    if args.dry_run || plan.steps.is_empty() {
+    if args.dry_run {
         return Ok((out, 0));
     }
+    // Before the backup goes: the fence a convert that did not finish left.
+    super::fence::lower_for_backup(&c, ns, name, &mut out).await?;
     for (i, step) in plan.steps.iter().enumerate() {
         match execute(&c, step).await {
             Ok(()) => out.push_str(&format!("done {}: {}\n", i + 1, step.describe())),

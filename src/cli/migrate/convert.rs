@@ -69,6 +69,20 @@ pub fn convert(args: &ConvertArgs) -> Result<(String, u8), String> {
         None => &plan.steps[..],
     };
     let mut out = render(&plan, Output::Table, true)?;
+    if let Some(csv) = fenced_csv(steps) {
+        let raised = super::super::block_on(async {
+            let c = super::gather::client(kc).await?;
+            super::fence::raise(&c, &ns, &csv, &mut out).await
+        })?;
+        if let Err(e) = raised {
+            out.push_str(&format!(
+                "FAILED: fence the CSV's objects off OLM v0: {e}
+nothing was changed
+"
+            ));
+            return Ok((out, 2));
+        }
+    }
     let failed = super::super::block_on(execute(kc, steps, 0, &mut out))??;
     if failed {
         return Ok((out, 2));
@@ -78,6 +92,10 @@ pub fn convert(args: &ConvertArgs) -> Result<(String, u8), String> {
         if settled != Finish::Done {
             return Ok((out, settled.code()));
         }
+        super::super::block_on(async {
+            let c = super::gather::client(kc).await?;
+            super::fence::lower_for_backup(&c, &ns, &name, &mut out).await
+        })??;
         let restored = super::super::block_on(restore(kc, &ns, &name, &mut out))??;
         if restored != Finish::Done {
             return Ok((out, restored.code()));
@@ -98,6 +116,16 @@ pub fn convert(args: &ConvertArgs) -> Result<(String, u8), String> {
         out.push_str(&format!("then: {}\n", plan.then));
     }
     Ok((out, 0))
+}
+
+/// The CSV to fence off OLM v0 ([`super::fence`]) while `steps` run: the one they untie
+/// or delete.
+fn fenced_csv(steps: &[Step]) -> Option<String> {
+    steps.iter().find_map(|s| match s {
+        Step::Untie { csv: (csv, _), .. } => Some(csv.clone()),
+        Step::DeleteCsv { target } => Some(target.name.clone()),
+        _ => None,
+    })
 }
 
 /// `check` of the Subscription and the backup a first run writes.

@@ -20,7 +20,12 @@ pub const FIELD_MANAGER: &str = "olmv1-migrate";
 fn api(client: &kube::Client, api_version: &str, kind: &str, ns: &str) -> Api<DynamicObject> {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let gvk = GroupVersionKind::gvk(group, version, kind);
-    let plural = format!("{}s", kind.to_ascii_lowercase());
+    let lower = kind.to_ascii_lowercase();
+    // English plurals as Kubernetes forms them: ValidatingAdmissionPolicy → …policies.
+    let plural = match lower.strip_suffix('y') {
+        Some(stem) if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) => format!("{stem}ies"),
+        _ => format!("{lower}s"),
+    };
     let r = ApiResource::from_gvk_with_plural(&gvk, &plural);
     if ns.is_empty() {
         Api::all_with(client.clone(), &r)

@@ -12,6 +12,7 @@
 mod certificates;
 mod cleanup;
 mod convert;
+mod fence;
 mod gather;
 mod kube;
 mod render;

@@ -36,6 +36,12 @@ pub fn rollback(args: &RollbackArgs) -> Result<(String, u8), String> {
     if args.dry_run {
         return Ok((out, 0));
     }
+    // A convert that did not finish may have left its fence: OLM v0 must be able to
+    // tie the objects again.
+    super::super::block_on(async {
+        let c = super::gather::client(kc).await?;
+        super::fence::lower_for_backup(&c, &ns, &name, &mut out).await
+    })??;
     let run = execute_all(kc, (&ns, &name), plan.steps, &mut out);
     let failed = super::super::block_on(run)??;
     Ok((out, if failed { 2 } else { 0 }))

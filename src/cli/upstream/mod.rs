@@ -69,7 +69,7 @@ pub struct OperatorControllerFlags {
     /// The <namespace>/<name> of the global pull secret that is going to be used to pull bundle images.
     #[arg(long, default_value = "")]
     pub global_pull_secret: String,
-    /// A set of key=value pairs that describe feature gates for alpha/experimental features. Options are: BoxcutterRuntime, HelmChartSupport, PreflightPermissions, SingleOwnNamespaceInstallSupport, SyntheticPermissions, WebhookProviderCertManager, WebhookProviderOpenshiftServiceCA
+    /// A set of key=value pairs that describe feature gates for alpha/experimental features. Options are: BoxcutterRuntime, BundleReleaseSupport, DeploymentConfig, HelmChartSupport, PreflightPermissions, SingleOwnNamespaceInstallSupport, SyntheticPermissions, WebhookProviderCertManager, WebhookProviderOpenshiftServiceCA
     #[arg(long, default_value = "")]
     pub feature_gates: Vec<String>,
     #[command(flatten)]
@@ -130,7 +130,7 @@ pub struct CatalogdFlags {
     /// Global pull secret (<namespace>/<name>)
     #[arg(long, default_value = "")]
     pub global_pull_secret: String,
-    /// A set of key=value pairs that describe feature gates for alpha/experimental features. Options are: APIV1MetasHandler
+    /// A set of key=value pairs that describe feature gates for alpha/experimental features. Options are: APIV1MetasHandler, GraphQLCatalogQueries
     #[arg(long, default_value = "")]
     pub feature_gates: Vec<String>,
     #[command(flatten)]

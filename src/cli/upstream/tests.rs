@@ -440,3 +440,30 @@ fn the_definitions_are_consistent() {
     OperatorControllerFlags::command().debug_assert();
     CatalogdFlags::command().debug_assert();
 }
+
+/// `--help` lists exactly the gates each program accepts (gates::OPERATOR_CONTROLLER,
+/// gates::CATALOGD).
+#[test]
+fn feature_gates_help_lists_every_accepted_gate() {
+    use clap::CommandFactory;
+    for (mut command, gates) in [
+        (
+            OperatorControllerFlags::command(),
+            gates::OPERATOR_CONTROLLER,
+        ),
+        (CatalogdFlags::command(), gates::CATALOGD),
+    ] {
+        let help = command.render_long_help().to_string();
+        let (_, listed) = help
+            .split_once("Options are: ")
+            .unwrap_or_else(|| panic!("no gate list in:\n{help}"));
+        let listed: Vec<&str> = listed
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .take_while(|w| w.is_empty() || w.chars().all(|c| c.is_ascii_alphanumeric()))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let mut accepted: Vec<&str> = gates.iter().map(|(name, _)| *name).collect();
+        accepted.sort_unstable();
+        assert_eq!(listed, accepted, "{help}");
+    }
+}

@@ -25,6 +25,7 @@ mod cleanup_tests;
 pub mod convert;
 #[cfg(test)]
 mod convert_tests;
+pub mod fence;
 pub mod read;
 pub mod rollback;
 mod target;
