@@ -3,8 +3,8 @@
 //! and auth-reader bindings, validation, and the installer RBAC that covers them.
 
 use super::*;
-use pretty_assertions::assert_eq;
 use crate::preflight::permissions::rbac::{BundledRbac, installer_rbac};
+use pretty_assertions::assert_eq;
 
 /// The all-namespaces bundle whose deployment also serves `v1alpha1.metrics.example.com`
 /// (plus `extra` entries).
@@ -68,7 +68,7 @@ fn owned_api_service_renders_as_olm_v0_installs_it() {
         json!("widget-operator-controller-service.widget-system.svc")
     );
     assert_eq!(find(&objects, "Issuer").len(), 1);
-    let subjects = json!([{"kind": "ServiceAccount", "apiGroup": "", "name": "widget-operator", "namespace": "widget-system"}]);
+    let subjects = json!([{"kind": "ServiceAccount", "name": "widget-operator", "namespace": "widget-system"}]);
     let crb = one(
         &objects,
         "ClusterRoleBinding",

@@ -65,7 +65,7 @@ pub(super) fn objects(ctx: &Ctx<'_>, out: &mut Vec<Value>) {
                 .unwrap_or_default(),
         );
         let subjects =
-            json!([{"kind": "ServiceAccount", "apiGroup": "", "name": sa, "namespace": ctx.ns}]);
+            json!([{"kind": "ServiceAccount", "name": sa, "namespace": ctx.ns}]);
         let mut crb = Value::Object(object(
             "rbac.authorization.k8s.io/v1",
             "ClusterRoleBinding",
