@@ -142,7 +142,8 @@ async fn an_owned_api_service_is_installed_with_its_service_certificate_and_bind
         ports,
         json!([{"name": "6443", "port": PORT, "protocol": "TCP", "targetPort": PORT}])
     );
-    let subjects = json!([{"kind": "ServiceAccount", "name": format!("{package}-sa"), "namespace": ns}]);
+    let subjects =
+        json!([{"kind": "ServiceAccount", "name": format!("{package}-sa"), "namespace": ns}]);
     let crbs: Api<ClusterRoleBinding> = Api::all(admin.clone());
     let crb_name = format!("{svc}-system:auth-delegator");
     let crb = crbs.get(&crb_name).await.expect("auth-delegator binding");

@@ -64,8 +64,7 @@ pub(super) fn objects(ctx: &Ctx<'_>, out: &mut Vec<Value>) {
                 .and_then(Value::as_str)
                 .unwrap_or_default(),
         );
-        let subjects =
-            json!([{"kind": "ServiceAccount", "name": sa, "namespace": ctx.ns}]);
+        let subjects = json!([{"kind": "ServiceAccount", "name": sa, "namespace": ctx.ns}]);
         let mut crb = Value::Object(object(
             "rbac.authorization.k8s.io/v1",
             "ClusterRoleBinding",
