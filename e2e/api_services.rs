@@ -129,6 +129,19 @@ async fn an_aggregated_api_server_runs_with_its_apiservice_available() {
         vec![(Some(SERVED_WIDGET.to_string()), Some(ns.clone()))]
     );
 
+    // olmv1's drift correction and the cainjector do not fight over the APIService:
+    // the injected caBundle is a field olmv1 does not apply.
+    let version = || async {
+        apis.get(&api_service_name(&package))
+            .await
+            .expect("APIService")
+            .metadata
+            .resource_version
+    };
+    let before = version().await;
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    assert_eq!(version().await, before, "APIService rewritten");
+
     // Uninstall: the APIService and the bindings go.
     let svc = format!("{}-service", spec.deployment_name());
     api.delete(&name, &DeleteParams::default())
