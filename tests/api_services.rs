@@ -4,7 +4,7 @@
 //! the CA cert-manager's cainjector puts into it, the Service and Certificate, the
 //! auth-delegator ClusterRoleBinding and the kube-system auth-reader RoleBinding, all
 //! with olmv1's owner labels, applied by an installer holding only the generated
-//! least-privilege RBAC; uninstalling removes them.
+//! least-privilege RBAC; deleted ones are restored; uninstalling removes them.
 
 mod support;
 
@@ -171,6 +171,31 @@ async fn an_owned_api_service_is_installed_with_its_service_certificate_and_bind
     assert_eq!(
         rb.metadata.labels.as_ref().and_then(|l| l.get(OWNER)),
         Some(&name)
+    );
+
+    // Drift: a deleted APIService and a deleted kube-system binding come back.
+    let apiservice_uid = apiservice.metadata.uid.clone();
+    let rb_uid = rb.metadata.uid.clone();
+    apis.delete(&api_service_name(&package), &DeleteParams::default())
+        .await
+        .expect("delete APIService");
+    rbs.delete(&rb_name, &DeleteParams::default())
+        .await
+        .expect("delete RoleBinding");
+    let started = std::time::Instant::now();
+    eventually(
+        20,
+        "the APIService and the RoleBinding restored",
+        || async {
+            let a = apis.get_opt(&api_service_name(&package)).await.ok()??;
+            let r = rbs.get_opt(&rb_name).await.ok()??;
+            (a.metadata.uid != apiservice_uid && r.metadata.uid != rb_uid).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "APIService and RoleBinding restored in {:.1} s",
+        started.elapsed().as_secs_f64()
     );
 
     // Uninstall: the APIService and the bindings go with the rest.
