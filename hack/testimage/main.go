@@ -6,7 +6,8 @@
 // READY_AFTER=<seconds> makes it pass only that long after the start.
 // "get URL" fetches URL (names resolved through the pod's DNS) and exits 0 on a 2xx.
 // "webhook" serves admission and conversion webhooks over HTTPS besides what "serve"
-// does (webhook.go).
+// does (webhook.go). "apiserver" serves an aggregated API over HTTPS besides what
+// "serve" does (apiserver.go).
 package main
 
 import (
@@ -35,6 +36,8 @@ func main() {
 		serve(stop)
 	case "webhook":
 		webhook(stop)
+	case "apiserver":
+		apiserver(stop)
 	case "get":
 		if len(os.Args) < 3 {
 			fmt.Fprintln(os.Stderr, "usage: testimage get URL")
@@ -42,7 +45,7 @@ func main() {
 		}
 		os.Exit(get(os.Args[2]))
 	default:
-		fmt.Fprintf(os.Stderr, "usage: testimage pause|serve|webhook|get URL\n")
+		fmt.Fprintf(os.Stderr, "usage: testimage pause|serve|webhook|apiserver|get URL\n")
 		os.Exit(2)
 	}
 }

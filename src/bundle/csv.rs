@@ -36,7 +36,45 @@ pub struct CsvSpec {
     pub install: Install,
     pub webhookdefinitions: Vec<WebhookDescription>,
     pub customresourcedefinitions: CrdDescriptions,
-    pub apiservicedefinitions: CrdDescriptions,
+    pub apiservicedefinitions: ApiServiceDescriptions,
+}
+
+/// `spec.apiservicedefinitions`: the aggregated APIs the operator serves (`owned`) or
+/// needs (`required`).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default)]
+pub struct ApiServiceDescriptions {
+    pub owned: Vec<ApiServiceDescription>,
+    pub required: Vec<Described>,
+}
+
+/// One `spec.apiservicedefinitions.owned[]` entry.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ApiServiceDescription {
+    pub name: String,
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub deployment_name: String,
+    /// 0 when absent: rendering uses 443.
+    pub container_port: i32,
+}
+
+impl ApiServiceDescription {
+    /// The container port, defaulting to 443 (OLM v0 `install/apiservice.go`).
+    pub fn port(&self) -> i32 {
+        if self.container_port > 0 {
+            self.container_port
+        } else {
+            443
+        }
+    }
+
+    /// The APIService's name, `<version>.<group>`.
+    pub fn api_service_name(&self) -> String {
+        format!("{}.{}", self.version, self.group)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]

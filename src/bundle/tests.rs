@@ -7,6 +7,9 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
+#[path = "api_services_tests.rs"]
+mod api_services;
+
 fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bundle/testdata")
 }

@@ -110,6 +110,7 @@ fn validate_checks(
     check_deployments(&csv, &mut errs);
     check_crds(bundle, &csv, &mut errs);
     check_webhooks(&csv, modes, &mut errs);
+    check_api_services(&csv, &mut errs);
     check_other_manifests(bundle, &mut errs);
     if errs.is_empty() {
         Ok(())
@@ -118,14 +119,15 @@ fn validate_checks(
     }
 }
 
-/// docs/concepts/rendering.md §5.2 gatekeeping: API services, webhooks without a certificate provider, install modes.
+/// docs/concepts/rendering.md §5.2 gatekeeping: API services without a certificate provider, webhooks without a certificate provider, install modes.
 fn check_gatekeeping(
     csv: &Csv,
     modes: InstallModeSet,
     cert_provider: CertProvider,
     errs: &mut Vec<String>,
 ) {
-    if !csv.spec.apiservicedefinitions.owned.is_empty() {
+    // Owned APIServices need a serving certificate, as webhooks do (docs/concepts/rendering.md §5.5).
+    if !csv.spec.apiservicedefinitions.owned.is_empty() && cert_provider == CertProvider::None {
         errs.push("unsupported bundle: apiServiceDefintions are not supported".to_string());
     }
     if !csv.spec.webhookdefinitions.is_empty() && cert_provider == CertProvider::None {
@@ -194,6 +196,41 @@ fn check_deployments(csv: &Csv, errs: &mut Vec<String>) {
             errs.push(format!(
                 "invalid cluster service version strategy deployment spec '{}': {e}",
                 d.name
+            ));
+        }
+    }
+}
+
+/// Owned APIServices (OLM v0 `install/apiservice.go`): group and version set, one
+/// definition per `<version>.<group>`, served by a deployment of the CSV.
+fn check_api_services(csv: &Csv, errs: &mut Vec<String>) {
+    let deployments: HashSet<&str> = csv
+        .spec
+        .install
+        .spec
+        .deployments
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    let mut seen = HashSet::new();
+    for a in &csv.spec.apiservicedefinitions.owned {
+        let name = a.api_service_name();
+        if a.group.is_empty() || a.version.is_empty() {
+            errs.push(format!(
+                "owned apiservice definition '{}' must set group and version",
+                a.name
+            ));
+            continue;
+        }
+        if !seen.insert(name.clone()) {
+            errs.push(format!(
+                "cluster service version contains duplicate owned apiservice definition '{name}'"
+            ));
+        }
+        if !deployments.contains(a.deployment_name.as_str()) {
+            errs.push(format!(
+                "owned apiservice definition '{name}' references non-existent deployment '{}'",
+                a.deployment_name
             ));
         }
     }

@@ -9,6 +9,7 @@
 //! are kept (the ten newest), the others are pruned at the next start.
 #![allow(dead_code)]
 
+pub mod apiservice_bundle;
 pub mod bundles;
 pub mod extensions;
 pub mod metrics;

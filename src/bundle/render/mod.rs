@@ -1,8 +1,9 @@
 //! Rendering a validated registry+v1 bundle into Kubernetes objects (docs/concepts/rendering.md §5.4–5.7):
 //! ServiceAccounts, RBAC, CRDs, other manifests, Deployments, webhook configurations,
-//! webhook Services and cert-manager objects. Pure and deterministic: the output is
+//! webhook and APIService Services, cert-manager objects and owned APIServices. Pure and deterministic: the output is
 //! sorted by (kind, namespace, name) and the same input gives byte-identical output.
 
+mod api_services;
 pub mod operator_condition;
 mod rbac;
 mod typed;
@@ -12,7 +13,9 @@ use super::Bundle;
 use super::config::{
     BundleConfig, ConfigError, DeploymentConfig, InstallModeSet, target_namespaces,
 };
-use super::csv::{Csv, CsvError, StrategySpec, WebhookDescription, WebhookType};
+use super::csv::{
+    ApiServiceDescription, Csv, CsvError, StrategySpec, WebhookDescription, WebhookType,
+};
 use super::deployment_config;
 use super::names::name_for_base_and_suffix;
 use super::validate::{CertProvider, ValidationErrors, validate_with};
@@ -154,11 +157,21 @@ impl<'a> Ctx<'a> {
         &self.csv.spec.webhookdefinitions
     }
 
-    /// Names of the deployments that serve at least one webhook.
-    fn webhook_deployments(&self) -> BTreeSet<&'a str> {
+    fn api_services(&self) -> &'a [ApiServiceDescription] {
+        &self.csv.spec.apiservicedefinitions.owned
+    }
+
+    /// Names of the deployments that serve at least one webhook or owned APIService:
+    /// each gets one Service and one serving certificate (OLM v0 shares them too).
+    fn cert_deployments(&self) -> BTreeSet<&'a str> {
         self.webhooks()
             .iter()
             .map(|w| w.deployment_name.as_str())
+            .chain(
+                self.api_services()
+                    .iter()
+                    .map(|a| a.deployment_name.as_str()),
+            )
             .collect()
     }
 }
@@ -199,6 +212,7 @@ fn render_validated(
     deployments(&ctx, cfg.deployment_config.as_ref(), &mut out);
     webhooks::configurations(&ctx, &mut out);
     webhooks::services_and_certificates(&ctx, &mut out);
+    api_services::objects(&ctx, &mut out);
     if options.operator_condition {
         operator_condition::objects(&ctx, &mut out);
         let names: BTreeSet<&str> = ctx
@@ -317,7 +331,7 @@ fn other_manifests(ctx: &Ctx<'_>, others: Vec<Value>, out: &mut Vec<Value>) {
 /// 6. One Deployment per CSV deployment: annotations, cert volumes, deploymentConfig.
 fn deployments(ctx: &Ctx<'_>, config: Option<&DeploymentConfig>, out: &mut Vec<Value>) {
     let ns = ctx.ns;
-    let webhook_deployments = ctx.webhook_deployments();
+    let cert_deployments = ctx.cert_deployments();
     let target_annotation = ctx.targets.join(",");
     for d in &ctx.strategy().deployments {
         let mut dep = object("apps/v1", "Deployment", &d.name, Some(ns));
@@ -358,7 +372,7 @@ fn deployments(ctx: &Ctx<'_>, config: Option<&DeploymentConfig>, out: &mut Vec<V
             dep.insert("spec".into(), spec);
             Value::Object(dep)
         };
-        if ctx.certs != CertProvider::None && webhook_deployments.contains(d.name.as_str()) {
+        if ctx.certs != CertProvider::None && cert_deployments.contains(d.name.as_str()) {
             webhooks::add_cert_volumes(&mut dep, &cert_name(&webhook_service_name(&d.name)));
         }
         if let Some(dc) = config {

@@ -1,5 +1,5 @@
 //! Sections 7–9 of rendering and the webhook side of section 6: admission webhook
-//! configurations, one Service per webhook deployment, cert-manager Issuer and
+//! configurations, one Service per webhook (or APIService) deployment, cert-manager Issuer and
 //! Certificate (or OpenShift service-ca's Service annotation), and the certificate
 //! Secret volumes mounted into webhook deployments.
 
@@ -89,14 +89,14 @@ fn webhook_entry(
     entry
 }
 
-/// 8. Services and 9. certificates, per webhook deployment.
+/// 8. Services and 9. certificates, per deployment serving webhooks or APIServices.
 pub(super) fn services_and_certificates(ctx: &Ctx<'_>, out: &mut Vec<Value>) {
-    let webhook_deployments = ctx.webhook_deployments();
+    let cert_deployments = ctx.cert_deployments();
     for d in ctx
         .strategy()
         .deployments
         .iter()
-        .filter(|d| webhook_deployments.contains(d.name.as_str()))
+        .filter(|d| cert_deployments.contains(d.name.as_str()))
     {
         let svc = webhook_service_name(&d.name);
         let mut service = service(ctx, d, &svc);
@@ -114,28 +114,31 @@ pub(super) fn services_and_certificates(ctx: &Ctx<'_>, out: &mut Vec<Value>) {
     }
 }
 
-/// The Service of webhook deployment `d`: one port per distinct (port, target port).
+/// The Service of deployment `d`: one port per distinct (port, target port) of its
+/// webhooks and owned APIServices (an APIService's port is its container port on both
+/// sides, OLM v0 `install/certresources.go`).
 fn service(ctx: &Ctx<'_>, d: &DeploymentEntry, svc: &str) -> Value {
     let mut ports: Vec<(i32, String, Value)> = Vec::new();
-    for w in ctx
+    let webhook_ports = ctx
         .webhooks()
         .iter()
         .filter(|w| w.deployment_name == d.name)
-    {
-        let target = w
-            .target_port
-            .clone()
+        .map(|w| (w.port(), w.target_port.clone()));
+    let api_ports = ctx
+        .api_services()
+        .iter()
+        .filter(|a| a.deployment_name == d.name)
+        .map(|a| (a.port(), None));
+    for (port, target) in webhook_ports.chain(api_ports) {
+        let target = target
             .filter(|v| !v.is_null())
-            .unwrap_or_else(|| json!(w.port()));
+            .unwrap_or_else(|| json!(port));
         let target_str = target
             .as_str()
             .map(str::to_string)
             .unwrap_or_else(|| target.to_string());
-        if !ports
-            .iter()
-            .any(|(p, t, _)| *p == w.port() && *t == target_str)
-        {
-            ports.push((w.port(), target_str, target));
+        if !ports.iter().any(|(p, t, _)| *p == port && *t == target_str) {
+            ports.push((port, target_str, target));
         }
     }
     ports.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));

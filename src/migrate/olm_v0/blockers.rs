@@ -14,6 +14,7 @@ pub enum BlockerCode {
     CsvNotSucceeded,
     GeneratedDependency,
     Dependencies,
+    /// No longer produced (owned APIServices are installed); kept for stable `-o json` names.
     ApiServices,
     ScopedServiceAccount,
     OperatorGroup,
@@ -81,17 +82,8 @@ pub fn of_installation(sub: &SubscriptionView, csv: Option<&CsvView>) -> Vec<Blo
     if !csv.dependency_properties.is_empty() {
         out.push(dependencies(&csv.name, &csv.dependency_properties));
     }
-    if !csv.owned_apiservices.is_empty() {
-        out.push(blocker(
-            BlockerCode::ApiServices,
-            format!(
-                "CSV {} owns APIServices ({}), which OLM v1 does not install",
-                csv.name,
-                csv.owned_apiservices.join(", ")
-            ),
-            "keep this operator on OLM v0",
-        ));
-    }
+    // Owned APIServices block no more: olmv1 renders them as OLM v0 installs them
+    // (docs/concepts/rendering.md §5.5 item 10).
     out
 }
 

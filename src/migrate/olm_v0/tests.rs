@@ -355,6 +355,7 @@ fn installation_blockers_are_each_named() {
     csv["metadata"]["annotations"]["operatorframework.io/properties"] = json!(
         r#"{"properties":[{"type":"olm.package","value":{"packageName":"demo-operator","version":"1.2.0"}},{"type":"olm.package.required","value":{"packageName":"dep","versionRange":">=1"}}]}"#
     );
+    // Owned APIServices are no blocker: olmv1 installs them.
     csv["spec"]["apiservicedefinitions"] = json!({"owned": [{"name": "v1.metrics.example.com"}]});
     op.operator_condition =
         Some(json!({"spec": {"overrides": [{"type": "Upgradeable", "status": "False"}]}}));
@@ -368,7 +369,6 @@ fn installation_blockers_are_each_named() {
             BlockerCode::GeneratedDependency,
             BlockerCode::CsvNotSucceeded,
             BlockerCode::Dependencies,
-            BlockerCode::ApiServices,
             BlockerCode::ScopedServiceAccount,
         ]
     );
