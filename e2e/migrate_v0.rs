@@ -1220,3 +1220,155 @@ fn announced_steps(out: &str) -> Option<usize> {
     let more = rest.lines().next()?.contains("then one more");
     Some(n + usize::from(more))
 }
+
+/// An operator owning an APIService (an aggregated API server, `hack/testimage
+/// apiserver`, `support::apiservice_bundle`), installed by OLM v0 — which issues its
+/// serving certificate, injects its CA into the APIService and binds the account to
+/// `system:auth-delegator` and, in kube-system, to the authentication reader — is
+/// converted and taken over by olmv1 with cert-manager: the APIService, same name, is
+/// adopted (OLM v0 would delete it with its CSV while it carries the CSV's labels),
+/// carries cert-manager's CA once the pods rolled onto the re-issued certificate, stays
+/// `Available`, and `widgets` are served through the API server before, after, and
+/// after `migrate cleanup`.
+#[tokio::test]
+async fn an_aggregated_api_server_installed_by_olm_v0_is_taken_over_with_its_apiservice_available()
+{
+    use k8s_openapi::api::core::v1::Secret;
+    use support::apiservice_bundle::{self as apis, apiservice_bundle};
+    let World {
+        _serial,
+        node,
+        admin,
+        kubeconfig,
+        mut v0,
+    } = world().await;
+    let spec = BundleSpec::new(&support::unique("v0apis"), "1.0.0");
+    let package = spec.package.clone();
+    let files = apiservice_bundle(&spec, &node.workload_image);
+    let catalog = support::unique("v0cat");
+    let image = publish_files_on_node(&catalog, &spec, &files).await;
+    create_catalog(&catalog, &image).await;
+    let (_opm, address) = olm_v0_run::serve_v0_catalog_of(&package, &[(spec.clone(), files)]);
+    wait_serving(&admin, &catalog).await;
+    let inst = install_through_subscription(&admin, &spec, &address, false, "Automatic").await;
+    let ns = inst.ns.as_str();
+    let deployment = spec.deployment_name();
+    let api_services = apis::api_services(&admin);
+    let name = apis::api_service_name(&package);
+    let served = |when: &'static str| {
+        let (admin, api_services, name, package) = (
+            admin.clone(),
+            api_services.clone(),
+            name.clone(),
+            package.clone(),
+        );
+        let ns = ns.to_string();
+        async move {
+            eventually(
+                180,
+                &format!("the APIService Available and widgets served ({when})"),
+                || {
+                    let (admin, api_services, name, package, ns) = (
+                        admin.clone(),
+                        api_services.clone(),
+                        name.clone(),
+                        package.clone(),
+                        ns.clone(),
+                    );
+                    async move {
+                        let a = api_services.get(&name).await.ok()?;
+                        let (status, _, _) = apis::available(&a)?;
+                        if status != "True" {
+                            return None;
+                        }
+                        let list = apis::served_widgets(&admin, &ns, &package)
+                            .list(&Default::default())
+                            .await
+                            .ok()?;
+                        list.items
+                            .iter()
+                            .any(|w| w.metadata.name.as_deref() == Some(apis::SERVED_WIDGET))
+                            .then_some(a)
+                    }
+                },
+            )
+            .await
+        }
+    };
+    let under_v0 = served("under OLM v0").await;
+    println!(
+        "[v0apis] OLM v0's APIService labels: {:?}",
+        under_v0.metadata.labels
+    );
+
+    let target = format!("{ns}/{}", inst.sub);
+    let registry_flag = ["--insecure-registry", node.registry.as_str()];
+    let check = [&["migrate", "check", &target][..], &registry_flag].concat();
+    eventually(120, "migrate check: eligible", || async {
+        let (code, out, err) = olmv1(&check, &kubeconfig);
+        println!("[v0apis] olmv1 migrate check {target}:\n{out}{err}");
+        (code == 0).then_some(())
+    })
+    .await;
+    let convert_started = Instant::now();
+    let convert = [
+        &["migrate", "convert", &target, "--apply"][..],
+        &registry_flag,
+    ]
+    .concat();
+    let (code, out, err) = olmv1(&convert, &kubeconfig);
+    println!(
+        "[v0apis] olmv1 migrate convert --apply ({:?}):\n{out}{err}",
+        convert_started.elapsed()
+    );
+    assert_eq!(code, 0, "{err}\n{out}");
+    assert!(
+        out.contains(&format!("untie APIService {name} from the CSV")),
+        "{out}"
+    );
+    assert!(
+        out.contains("onto the certificate cert-manager re-issued"),
+        "{out}"
+    );
+    let exts: Api<ClusterExtension> = Api::all(admin.clone());
+    wait_installed(&exts, &inst.sub, "1.0.0").await;
+    wait_succeeded(&exts, &inst.sub).await;
+
+    // olmv1's APIService now (same object), with cert-manager's CA; served throughout.
+    let taken = served("after the takeover").await;
+    assert_eq!(
+        taken.metadata.uid, under_v0.metadata.uid,
+        "the same APIService, adopted"
+    );
+    let labels = taken.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels.get(olmv1::apply::ownership::OWNER_NAME_LABEL),
+        Some(&inst.sub)
+    );
+    assert!(!labels.contains_key("olm.owner"), "{labels:?}");
+    let secret = Api::<Secret>::namespaced(admin.clone(), ns)
+        .get(&format!("{deployment}-service-cert"))
+        .await
+        .expect("serving Secret");
+    let ca = secret
+        .data
+        .and_then(|d| d.get("ca.crt").cloned())
+        .expect("ca.crt")
+        .0;
+    eventually(120, "the APIService carries cert-manager's CA", || {
+        let (api_services, name, ca) = (api_services.clone(), name.clone(), ca.clone());
+        async move {
+            let a = api_services.get(&name).await.ok()?;
+            let bundle = a.data.pointer("/spec/caBundle")?.as_str()?.to_string();
+            (data_encoding::BASE64.decode(bundle.as_bytes()).ok()? == ca).then_some(())
+        }
+    })
+    .await;
+    let (code, out, err) = olmv1(&["migrate", "cleanup", &target], &kubeconfig);
+    println!("[v0apis] olmv1 migrate cleanup:\n{out}{err}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    let kept = served("after cleanup").await;
+    assert_eq!(kept.metadata.uid, under_v0.metadata.uid);
+    assert!(v0.exited().is_empty(), "OLM v0 stopped: {:?}", v0.exited());
+    drop(v0);
+}

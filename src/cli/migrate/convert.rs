@@ -14,8 +14,10 @@ use crate::migrate::olm_v0::convert::{self, CSV_FINALIZER, Observed, Plan, Step,
 use serde_json::{Value, json};
 use std::path::Path;
 
-/// Cluster-scoped kinds the finalizer deletes by the CSV's `olm.owner*` labels.
-const LABELLED: [(&str, &str); 4] = [
+/// Cluster-scoped kinds the finalizer deletes by the CSV's `olm.owner*` labels (and
+/// APIServices, which olm-operator deletes when the CSV their labels name is gone).
+const LABELLED: [(&str, &str); 5] = [
+    ("apiregistration.k8s.io/v1", "APIService"),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
     (
