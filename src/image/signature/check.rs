@@ -28,7 +28,10 @@ pub struct VerifiedCache(Mutex<HashSet<(String, String)>>);
 
 impl VerifiedCache {
     fn contains(&self, key: &(String, String)) -> bool {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).contains(key)
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(key)
     }
 
     fn insert(&self, key: (String, String)) {

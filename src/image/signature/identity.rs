@@ -129,7 +129,10 @@ pub enum SignedIdentity {
     MatchExact,
     ExactReference(DockerRef),
     ExactRepository(DockerRef),
-    RemapIdentity { prefix: String, signed_prefix: String },
+    RemapIdentity {
+        prefix: String,
+        signed_prefix: String,
+    },
 }
 
 impl SignedIdentity {

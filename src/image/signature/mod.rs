@@ -247,7 +247,11 @@ fn sigstore_signed(m: &Map<String, Value>) -> Result<Requirement, String> {
     if given.len() != 1 {
         return Err(format!(
             "sigstoreSigned: exactly one of keyPath, keyPaths, keyData, keyDatas must be set (found {})",
-            if given.is_empty() { "none".to_string() } else { given.join(", ") }
+            if given.is_empty() {
+                "none".to_string()
+            } else {
+                given.join(", ")
+            }
         ));
     }
     let keys = verify::load_keys(given[0], &m[given[0]])?;

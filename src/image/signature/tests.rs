@@ -46,9 +46,18 @@ fn the_most_specific_scope_wins() {
         }
     }));
     let cases = [
-        ("reg.example.com:5000/ns/app:v1", "\"reg.example.com:5000/ns/app:v1\""),
-        ("reg.example.com:5000/ns/app:v2", "\"reg.example.com:5000/ns/app\""),
-        ("reg.example.com:5000/ns/other:v1", "\"reg.example.com:5000/ns\""),
+        (
+            "reg.example.com:5000/ns/app:v1",
+            "\"reg.example.com:5000/ns/app:v1\"",
+        ),
+        (
+            "reg.example.com:5000/ns/app:v2",
+            "\"reg.example.com:5000/ns/app\"",
+        ),
+        (
+            "reg.example.com:5000/ns/other:v1",
+            "\"reg.example.com:5000/ns\"",
+        ),
         ("reg.example.com:5000/top:v1", "\"reg.example.com:5000\""),
         ("reg.example.com/ns/app:v1", "\"*.example.com\""),
         ("a.b.example.org/x:v1", "\"*.org\""),
@@ -67,18 +76,38 @@ fn the_most_specific_scope_wins() {
     assert_eq!(scope_of(&p, "example.com/x:v1"), "default");
     assert_eq!(
         identity::policy_namespaces(&r("docker.io/busybox")),
-        ["docker.io/library/busybox", "docker.io/library", "docker.io", "*.io"]
+        [
+            "docker.io/library/busybox",
+            "docker.io/library",
+            "docker.io",
+            "*.io"
+        ]
     );
 }
 
 #[test]
 fn policies_that_do_not_parse_or_are_not_supported_are_refused_naming_the_entry() {
     let cases = [
-        (json!({"transports": {}}), "the \"default\" policy is missing"),
-        (json!({"default": []}), "default: the requirements list is empty"),
-        (json!({"default": [{"type": "nope"}]}), "default[0]: unknown requirement type \"nope\""),
-        (json!({"default": [{"type": "reject", "x": 1}]}), "default[0]: unknown key \"x\" in reject"),
-        (json!({"default": [{"type": "reject"}], "extra": 1}), "unknown key \"extra\""),
+        (
+            json!({"transports": {}}),
+            "the \"default\" policy is missing",
+        ),
+        (
+            json!({"default": []}),
+            "default: the requirements list is empty",
+        ),
+        (
+            json!({"default": [{"type": "nope"}]}),
+            "default[0]: unknown requirement type \"nope\"",
+        ),
+        (
+            json!({"default": [{"type": "reject", "x": 1}]}),
+            "default[0]: unknown key \"x\" in reject",
+        ),
+        (
+            json!({"default": [{"type": "reject"}], "extra": 1}),
+            "unknown key \"extra\"",
+        ),
         (
             json!({"default": [{"type": "reject"}], "transports": {"docker": {"quay.io/x":
                 [{"type": "insecureAcceptAnything"}, {"type": "signedBy", "keyType": "GPGKeys", "keyPath": "/k.gpg"}]}}}),
@@ -129,34 +158,83 @@ fn signed_identity_rules_follow_containers_image() {
     let exact = |s: &str| DockerRef::parse(s).expect("ref");
     let cases: Vec<(S, &DockerRef, &str, bool)> = vec![
         (S::MatchRepoDigestOrExact, &tagged, "reg.io/ns/app:v1", true),
-        (S::MatchRepoDigestOrExact, &tagged, "reg.io/ns/app:v2", false),
+        (
+            S::MatchRepoDigestOrExact,
+            &tagged,
+            "reg.io/ns/app:v2",
+            false,
+        ),
         // cosign writes the repository without a tag: not enough for a tag.
         (S::MatchRepoDigestOrExact, &tagged, "reg.io/ns/app", false),
-        (S::MatchRepoDigestOrExact, &by_digest, "reg.io/ns/app:any", true),
-        (S::MatchRepoDigestOrExact, &by_digest, "reg.io/ns/app", false),
-        (S::MatchRepoDigestOrExact, &by_digest, "reg.io/ns/other:v1", false),
+        (
+            S::MatchRepoDigestOrExact,
+            &by_digest,
+            "reg.io/ns/app:any",
+            true,
+        ),
+        (
+            S::MatchRepoDigestOrExact,
+            &by_digest,
+            "reg.io/ns/app",
+            false,
+        ),
+        (
+            S::MatchRepoDigestOrExact,
+            &by_digest,
+            "reg.io/ns/other:v1",
+            false,
+        ),
         (S::MatchRepository, &tagged, "reg.io/ns/app", true),
         (S::MatchRepository, &tagged, "reg.io/ns/other", false),
         (S::MatchExact, &tagged, "reg.io/ns/app:v1", true),
         (S::MatchExact, &by_digest, "reg.io/ns/app:v1", false),
-        (S::ExactReference(exact("other.io/x:1")), &tagged, "other.io/x:1", true),
-        (S::ExactReference(exact("other.io/x:1")), &tagged, "reg.io/ns/app:v1", false),
-        (S::ExactRepository(exact("other.io/x")), &tagged, "other.io/x:9", true),
-        (S::ExactRepository(exact("other.io/x")), &tagged, "other.io/y", false),
         (
-            S::RemapIdentity { prefix: "reg.io/ns".into(), signed_prefix: "upstream.io/team".into() },
+            S::ExactReference(exact("other.io/x:1")),
+            &tagged,
+            "other.io/x:1",
+            true,
+        ),
+        (
+            S::ExactReference(exact("other.io/x:1")),
+            &tagged,
+            "reg.io/ns/app:v1",
+            false,
+        ),
+        (
+            S::ExactRepository(exact("other.io/x")),
+            &tagged,
+            "other.io/x:9",
+            true,
+        ),
+        (
+            S::ExactRepository(exact("other.io/x")),
+            &tagged,
+            "other.io/y",
+            false,
+        ),
+        (
+            S::RemapIdentity {
+                prefix: "reg.io/ns".into(),
+                signed_prefix: "upstream.io/team".into(),
+            },
             &tagged,
             "upstream.io/team/app:v1",
             true,
         ),
         (
-            S::RemapIdentity { prefix: "reg.io/n".into(), signed_prefix: "upstream.io/team".into() },
+            S::RemapIdentity {
+                prefix: "reg.io/n".into(),
+                signed_prefix: "upstream.io/team".into(),
+            },
             &tagged,
             "reg.io/ns/app:v1",
             true,
         ),
         (
-            S::RemapIdentity { prefix: "reg.io/ns".into(), signed_prefix: "upstream.io/team".into() },
+            S::RemapIdentity {
+                prefix: "reg.io/ns".into(),
+                signed_prefix: "upstream.io/team".into(),
+            },
             &tagged,
             "reg.io/ns/app:v1",
             false,
@@ -164,21 +242,32 @@ fn signed_identity_rules_follow_containers_image() {
         (S::MatchRepository, &tagged, "not a reference", false),
     ];
     for (rule, image, signed, expected) in cases {
-        assert_eq!(rule.matches(image, signed), expected, "{rule:?} {image} {signed}");
+        assert_eq!(
+            rule.matches(image, signed),
+            expected,
+            "{rule:?} {image} {signed}"
+        );
     }
-    let p = policy(json!({"default": [{"type": "sigstoreSigned", "keyData": key_data(),
-        "signedIdentity": {"type": "remapIdentity", "prefix": "a.io", "signedPrefix": "b.io"}}]}));
+    let p = policy(
+        json!({"default": [{"type": "sigstoreSigned", "keyData": key_data(),
+        "signedIdentity": {"type": "remapIdentity", "prefix": "a.io", "signedPrefix": "b.io"}}]}),
+    );
     let Requirement::SigstoreSigned { identity, .. } = &p.default[0] else {
         panic!("sigstoreSigned")
     };
     assert_eq!(identity.kind(), "remapIdentity");
-    let e = refused(json!({"default": [{"type": "sigstoreSigned", "keyData": key_data(),
-        "signedIdentity": {"type": "exactReference", "dockerReference": "a.io/x"}}]}));
+    let e = refused(
+        json!({"default": [{"type": "sigstoreSigned", "keyData": key_data(),
+        "signedIdentity": {"type": "exactReference", "dockerReference": "a.io/x"}}]}),
+    );
     assert!(e.contains("is not a reference with a tag or digest"), "{e}");
 }
 
 fn key_data() -> String {
-    TestSigner::generate().expect("key").key_data().expect("pem")
+    TestSigner::generate()
+        .expect("key")
+        .key_data()
+        .expect("pem")
 }
 
 fn sigstore(signer: &TestSigner, identity: serde_json::Value) -> Vec<Requirement> {
@@ -205,7 +294,10 @@ fn sigstore_signatures_are_verified_against_key_digest_and_identity() {
     assert_eq!(eval(&[signed(&signer, "reg.io/ns/app", DIGEST)]), Ok(()));
     // One good signature among bad ones is enough.
     assert_eq!(
-        eval(&[signed(&stranger, "reg.io/ns/app", DIGEST), signed(&signer, "reg.io/ns/app", DIGEST)]),
+        eval(&[
+            signed(&stranger, "reg.io/ns/app", DIGEST),
+            signed(&signer, "reg.io/ns/app", DIGEST)
+        ]),
         Ok(())
     );
     let detail = |sigs: &[Signature]| eval(sigs).expect_err("refused").detail;
@@ -227,16 +319,37 @@ fn sigstore_signatures_are_verified_against_key_digest_and_identity() {
     );
     let mut tampered = signed(&signer, "reg.io/ns/app", OTHER);
     tampered.payload = payload("reg.io/ns/app", DIGEST);
-    assert_eq!(detail(&[tampered]), "no signature verifies with the policy's keys");
-    let unsigned = Signature { payload: payload("reg.io/ns/app", DIGEST), signature: None };
-    assert!(detail(&[unsigned.clone(), unsigned]).starts_with("none of the 2 signatures was accepted: a signature layer has no"));
+    assert_eq!(
+        detail(&[tampered]),
+        "no signature verifies with the policy's keys"
+    );
+    let unsigned = Signature {
+        payload: payload("reg.io/ns/app", DIGEST),
+        signature: None,
+    };
+    assert!(
+        detail(&[unsigned.clone(), unsigned])
+            .starts_with("none of the 2 signatures was accepted: a signature layer has no")
+    );
     // The default identity rule needs the exact tag for a tagged image.
     let strict = sigstore(&signer, json!({"type": "matchRepoDigestOrExact"}));
-    let e = evaluate(&strict, &image, DIGEST, &[signed(&signer, "reg.io/ns/app", DIGEST)], "t")
-        .expect_err("tag needed");
+    let e = evaluate(
+        &strict,
+        &image,
+        DIGEST,
+        &[signed(&signer, "reg.io/ns/app", DIGEST)],
+        "t",
+    )
+    .expect_err("tag needed");
     assert_eq!((e.index, e.requirement), (0, "sigstoreSigned"));
     assert_eq!(
-        evaluate(&strict, &image, DIGEST, &[signed(&signer, "reg.io/ns/app:v1", DIGEST)], "t"),
+        evaluate(
+            &strict,
+            &image,
+            DIGEST,
+            &[signed(&signer, "reg.io/ns/app:v1", DIGEST)],
+            "t"
+        ),
         Ok(())
     );
 }
@@ -252,7 +365,13 @@ fn reject_and_accept_need_no_signatures() {
     assert_eq!((e.index, e.requirement), (0, "reject"));
     assert!(!needs_signatures(&[Requirement::InsecureAcceptAnything]));
     assert_eq!(
-        evaluate(&[Requirement::InsecureAcceptAnything], &r("a.io/x:1"), DIGEST, &[], "t"),
+        evaluate(
+            &[Requirement::InsecureAcceptAnything],
+            &r("a.io/x:1"),
+            DIGEST,
+            &[],
+            "t"
+        ),
         Ok(())
     );
 }

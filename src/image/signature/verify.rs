@@ -226,7 +226,9 @@ pub fn accept(
     s: &Signature,
 ) -> Result<(), String> {
     let Some(b64) = &s.signature else {
-        return Err("a signature layer has no dev.cosignproject.cosign/signature annotation".to_string());
+        return Err(
+            "a signature layer has no dev.cosignproject.cosign/signature annotation".to_string(),
+        );
     };
     let raw = data_encoding::BASE64
         .decode(b64.trim().as_bytes())
