@@ -453,3 +453,60 @@ fn controller_refuses_to_start_with_a_broken_policy() {
         "checked before connecting: {stderr}"
     );
 }
+
+/// Through a mirror (registries.conf): the image and its signature come from the
+/// mirror, the identity checked is the reference as written (the origin's).
+#[tokio::test]
+async fn signatures_name_the_reference_as_written_when_a_mirror_serves_it() {
+    const ORIGIN: &str = "origin.olmv1-signature-test.invalid";
+    let dir = tempfile::tempdir().expect("tmp");
+    let repo = format!("signed/{}", support::unique("mirrored"));
+    let image = push(&format!("{repo}:v1")).await;
+    let path = dir.path().join("policy.json");
+    let key = dir.path().join("cosign.pub");
+    std::fs::write(&key, signer().public_pem().expect("pem")).expect("key");
+    let policy = json!({"default": [{"type": "reject"}],
+        "transports": {"docker": {format!("{ORIGIN}/signed"): [{"type": "sigstoreSigned",
+            "keyPath": key, "signedIdentity": {"type": "matchRepository"}}]}}});
+    std::fs::write(&path, policy.to_string()).expect("write");
+    let mut config = support::registry()
+        .puller_config(&dir.path().join("cache"))
+        .with_signature_policy(&path)
+        .expect("policy");
+    let conf = format!(
+        "[[registry]]\nlocation = \"{ORIGIN}\"\n[[registry.mirror]]\nlocation = \"{}\"\ninsecure = true\n",
+        host()
+    );
+    config.registries =
+        olmv1::image::registries::RegistriesConf::parse("registries.conf", &conf).expect("conf");
+    let puller = ImagePuller::new(config).expect("puller");
+    let written = format!("{ORIGIN}/{repo}@{}", image.digest);
+    let secrets = DockerConfig::default();
+    let pull = || puller.pull(&written, &Extract::Whole, &secrets);
+
+    // Signed naming the mirror's repository: not the image asked for.
+    sign(
+        &repo,
+        &image.digest,
+        signer(),
+        &format!("{}/{repo}", host()),
+        &image.digest,
+    )
+    .await;
+    let e = pull().await.expect_err("identity of the mirror");
+    assert!(
+        e.to_string().contains(&format!("does not match {written}")),
+        "{e}"
+    );
+    // Signed naming the origin: accepted, fetched from the mirror.
+    sign(
+        &repo,
+        &image.digest,
+        signer(),
+        &format!("{ORIGIN}/{repo}"),
+        &image.digest,
+    )
+    .await;
+    let pulled = pull().await.expect("signed for the origin");
+    assert_eq!(pulled.reference, written);
+}
