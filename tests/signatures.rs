@@ -510,3 +510,43 @@ async fn signatures_name_the_reference_as_written_when_a_mirror_serves_it() {
     let pulled = pull().await.expect("signed for the origin");
     assert_eq!(pulled.reference, written);
 }
+
+/// An accepted image pulled again by digest costs no registry request: the image cache
+/// and the accepted (reference, digest) pairs answer.
+#[tokio::test]
+async fn an_accepted_image_is_not_verified_again() {
+    let cache = tempfile::tempdir().expect("tmp");
+    let repo = format!("signed/{}", support::unique("cached"));
+    let image = push(&format!("{repo}:v1")).await;
+    sign(
+        &repo,
+        &image.digest,
+        signer(),
+        &format!("{}/{repo}", host()),
+        &image.digest,
+    )
+    .await;
+    let puller = puller(cache.path());
+    let secrets = DockerConfig::default();
+    puller
+        .pull(&image.reference, &Extract::Whole, &secrets)
+        .await
+        .expect("first pull");
+    let first = puller.stats();
+    // The image manifest and the signature manifest (then blobs).
+    assert_eq!(first.manifest_requests, 2, "{first:?}");
+    let again = puller
+        .pull(&image.reference, &Extract::Whole, &secrets)
+        .await
+        .expect("second pull");
+    assert!(again.from_cache);
+    let second = puller.stats();
+    assert_eq!(
+        second.manifest_requests, first.manifest_requests,
+        "{second:?}"
+    );
+    assert_eq!(
+        second.blobs_downloaded, first.blobs_downloaded,
+        "{second:?}"
+    );
+}
