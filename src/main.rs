@@ -21,6 +21,12 @@ struct Cli {
     /// Log format: text or json.
     #[arg(long, global = true, default_value = "text", env = "OLMV1_LOG_FORMAT")]
     log_format: String,
+    /// containers-policy.json signature policy applied to the images the offline
+    /// commands pull (catalog, resolve, render, rbac; see
+    /// docs/concepts/signature-policy.md). Not read unless named. `controller` has its
+    /// own flag of this name (default /etc/containers/policy.json when it exists).
+    #[arg(long, global = true, value_name = "PATH")]
+    signature_policy: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -89,6 +95,7 @@ fn main() -> ExitCode {
     };
     init_logging(&cli.log_format);
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    olmv1::cli::source::set_signature_policy(cli.signature_policy.clone());
     match cli.command {
         Command::Crds => match olmv1::api::crd::all_yaml() {
             Ok(yaml) => {

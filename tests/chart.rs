@@ -184,6 +184,7 @@ fn everything_on() -> Value {
         "registries": {
             "conf": "[[registry]]\nprefix = \"quay.io\"\nlocation = \"quay.io\"\n[[registry.mirror]]\nlocation = \"mirror.example.internal:5000\"\n",
             "insecure": ["mirror.example.internal:5000"],
+            "signaturePolicy": "{\"default\": [{\"type\": \"reject\"}]}",
         },
         "metrics": {
             "certManager": {"enabled": true},
@@ -251,6 +252,11 @@ fn every_option_renders_what_it_promises() {
             .is_some_and(|c| c.contains("location = \"mirror.example.internal:5000\"")),
         "{conf}"
     );
+
+    // The signature policy lands where the controller's default path reads it.
+    let policy = &objs["ConfigMap/olmv1-system/registries-conf"]["data"]["policy.json"];
+    olmv1::image::signature::SignaturePolicy::parse("chart", policy.as_str().unwrap_or(""))
+        .expect("the signature policy parses");
 
     let np = &objs["NetworkPolicy/olmv1-system/olmv1-controller"]["spec"];
     assert_eq!(np["policyTypes"], json!(["Ingress"]));

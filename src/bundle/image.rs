@@ -57,8 +57,9 @@ impl BundleImageError {
     pub fn is_terminal(&self, image_ref_is_digest: bool) -> bool {
         match self {
             BundleImageError::Pull(ImageError::InvalidReference { .. }) => true,
-            // Blocked by the registries configuration: an administrator must act.
-            BundleImageError::Pull(ImageError::Blocked { .. }) => true,
+            // Blocked by the registries configuration or refused by the signature
+            // policy: an administrator (or a signature) must act.
+            BundleImageError::Pull(e) if e.is_blocked() => true,
             BundleImageError::Pull(e) if e.is_content_error() => image_ref_is_digest,
             BundleImageError::Pull(_) | BundleImageError::Interrupted { .. } => false,
             BundleImageError::Load {

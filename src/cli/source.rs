@@ -257,9 +257,19 @@ pub fn local_registry_credentials() -> Result<DockerConfig, String> {
     Ok(DockerConfig::default())
 }
 
+/// The `--signature-policy` of this process (the global flag of the offline commands).
+static SIGNATURE_POLICY: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+
+/// Sets the signature policy every [`puller_config`] of this process applies (once;
+/// `main` calls it with the global `--signature-policy`).
+pub fn set_signature_policy(path: Option<PathBuf>) {
+    let _ = SIGNATURE_POLICY.set(path);
+}
+
 /// The image puller configuration of the command-line tools: the cache, plain-HTTP
-/// registries, the registries configuration (mirrors, blocked registries), and pull
-/// progress on stderr when it is a terminal.
+/// registries, the registries configuration (mirrors, blocked registries), the
+/// signature policy of `--signature-policy`, and pull progress on stderr when it is a
+/// terminal.
 pub fn puller_config(
     cache: PathBuf,
     insecure_registries: &[String],
@@ -271,6 +281,9 @@ pub fn puller_config(
     if let Some(path) = registries_conf {
         config = config.with_registries_conf(path)?;
         config.registries.warn_unused();
+    }
+    if let Some(path) = SIGNATURE_POLICY.get().and_then(Option::as_deref) {
+        config = config.with_signature_policy(path)?;
     }
     Ok(config)
 }

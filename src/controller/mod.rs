@@ -216,6 +216,9 @@ fn check(args: &ControllerArgs) -> Result<()> {
         // A broken file stops the start before anything else happens.
         crate::image::registries::RegistriesConf::load(&path)?;
     }
+    if let Some(path) = signature_policy(args) {
+        crate::image::signature::SignaturePolicy::load(&path)?;
+    }
     if let Some(value) = &args.global_pull_secret {
         pull_secrets::validate(value).map_err(anyhow::Error::msg)?;
     }
@@ -291,6 +294,11 @@ fn image_puller(args: &ControllerArgs) -> Result<crate::image::ImagePuller> {
         let conf = &config.registries;
         tracing::info!(file = %path.display(), registries = conf.registries.len(), "registries configuration loaded");
         conf.warn_unused();
+    }
+    if let Some(path) = signature_policy(args) {
+        config = config.with_signature_policy(&path)?;
+        let p = &config.signature_policy;
+        tracing::info!(file = %path.display(), found = p.found, scopes = p.docker.len(), "signature policy loaded");
     }
     Ok(crate::image::ImagePuller::new(config)?)
 }
@@ -395,6 +403,14 @@ fn registries_conf(args: &ControllerArgs) -> Option<std::path::PathBuf> {
     options::registries_conf_or(
         args.registries_conf.as_deref(),
         std::path::Path::new(options::DEFAULT_REGISTRIES_CONF),
+    )
+}
+
+/// --signature-policy, else /etc/containers/policy.json when it exists.
+fn signature_policy(args: &ControllerArgs) -> Option<std::path::PathBuf> {
+    options::registries_conf_or(
+        args.signature_policy.as_deref(),
+        std::path::Path::new(options::DEFAULT_SIGNATURE_POLICY),
     )
 }
 

@@ -52,6 +52,15 @@ pub struct ControllerArgs {
     #[arg(long)]
     pub registries_conf: Option<PathBuf>,
 
+    /// containers-policy.json file: the signature policy applied to every bundle and
+    /// catalog image pull (sigstore signatures with public keys, reject, accept; see
+    /// docs/concepts/signature-policy.md). Default /etc/containers/policy.json when that
+    /// file exists, else every image is accepted (as upstream). A file that does not
+    /// parse, or uses what is not supported (signedBy, Fulcio/Rekor), stops the
+    /// controller at start.
+    #[arg(long, value_name = "PATH")]
+    pub signature_policy: Option<PathBuf>,
+
     /// Directory of PEM files with the CAs trusted (besides the system roots) for the
     /// catalog content HTTPS API (upstream's --catalogd-cas-dir; alias --ca-certs-dir).
     /// Watched: re-read within seconds when a file in it changes.
@@ -372,6 +381,9 @@ impl MetricsServingArgs {
 
 /// Where upstream (containers/image) reads registries.conf without a flag.
 pub const DEFAULT_REGISTRIES_CONF: &str = "/etc/containers/registries.conf";
+
+/// Where upstream (containers/image) reads the signature policy without a flag.
+pub const DEFAULT_SIGNATURE_POLICY: &str = "/etc/containers/policy.json";
 
 /// The registries.conf to load: `explicit` (--registries-conf) when given, else
 /// `default` when that file exists, else none.

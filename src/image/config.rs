@@ -11,6 +11,7 @@ use oci_client::manifest::ImageIndexEntry;
 use sha2::{Digest as _, Sha256};
 
 use super::registries::RegistriesConf;
+use super::signature::SignaturePolicy;
 use super::{ImageError, UnpackLimits, progress};
 
 /// Label naming the FBC directory inside a catalog image.
@@ -87,6 +88,8 @@ pub struct PullerConfig {
     pub request_timeout: Duration,
     /// Mirrors and blocked registries (registries.conf); empty = none.
     pub registries: RegistriesConf,
+    /// Signature policy (policy.json); the default accepts everything.
+    pub signature_policy: SignaturePolicy,
     /// Receives layer/byte progress of downloads (the CLI on a terminal); none by default.
     pub progress: Option<progress::ProgressSink>,
 }
@@ -109,6 +112,7 @@ impl PullerConfig {
             pull_timeout: PULL_TIMEOUT,
             request_timeout: REQUEST_TIMEOUT,
             registries: RegistriesConf::default(),
+            signature_policy: SignaturePolicy::default(),
             progress: None,
         }
     }
@@ -116,6 +120,13 @@ impl PullerConfig {
     /// Read and validate a containers-registries.conf v2 file into `registries`.
     pub fn with_registries_conf(mut self, path: &Path) -> Result<Self, ImageError> {
         self.registries = RegistriesConf::load(path)?;
+        Ok(self)
+    }
+
+    /// Read and validate a containers-policy.json file into `signature_policy` (a
+    /// missing file accepts everything).
+    pub fn with_signature_policy(mut self, path: &Path) -> Result<Self, ImageError> {
+        self.signature_policy = SignaturePolicy::load(path)?;
         Ok(self)
     }
 

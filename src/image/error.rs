@@ -154,6 +154,25 @@ pub enum ImageError {
     #[error(transparent)]
     RegistriesConf(#[from] super::registries::RegistriesConfError),
 
+    /// The signature policy (policy.json) refuses the image: terminal until the image
+    /// is signed or an administrator changes the policy.
+    #[error(
+        "image \"{image}\" refused by signature policy {policy} ({scope}: {requirement}): {detail}"
+    )]
+    SignatureRefused {
+        image: String,
+        policy: String,
+        /// `default` or `transports.docker "<scope>"`.
+        scope: String,
+        /// The requirement type that failed (`reject`, `sigstoreSigned`).
+        requirement: String,
+        detail: String,
+    },
+
+    /// The signature policy file cannot be used.
+    #[error(transparent)]
+    SignaturePolicy(#[from] super::signature::PolicyError),
+
     /// The custom CA bundle could not be read.
     #[error("CA bundle {path}: {detail}")]
     CaBundle { path: String, detail: String },
@@ -208,10 +227,14 @@ impl ImageError {
         )
     }
 
-    /// A configuration that refuses the image ([`ImageError::Blocked`]): terminal
-    /// until an administrator changes the registries configuration.
+    /// A configuration that refuses the image ([`ImageError::Blocked`] by the
+    /// registries configuration, [`ImageError::SignatureRefused`] by the signature
+    /// policy): terminal until the image or the configuration changes.
     pub fn is_blocked(&self) -> bool {
-        matches!(self, ImageError::Blocked { .. })
+        matches!(
+            self,
+            ImageError::Blocked { .. } | ImageError::SignatureRefused { .. }
+        )
     }
 
     pub(crate) fn io(image: &str, path: &std::path::Path, source: std::io::Error) -> Self {

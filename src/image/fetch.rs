@@ -248,16 +248,8 @@ impl ImagePuller {
         desc: &OciDescriptor,
     ) -> Result<BTreeMap<String, String>, ImageError> {
         let image = remote.image;
-        validate_digest(image, &desc.digest)?;
-        let max = self.config.max_config_bytes;
-        let what = format!("config blob {}", desc.digest);
         let data = self
-            .retry(image, &what, &remote.deadline, || async {
-                let mut buf = Vec::new();
-                self.stream_blob(remote, r, desc, max, &mut buf, None)
-                    .await?;
-                Ok(buf)
-            })
+            .fetch_small_blob(remote, r, desc, self.config.max_config_bytes)
             .await?;
         #[derive(Deserialize)]
         struct Cfg {
@@ -274,6 +266,26 @@ impl ImagePuller {
             detail: format!("image config {} is not valid JSON: {e}", desc.digest),
         })?;
         Ok(cfg.config.and_then(|c| c.labels).unwrap_or_default())
+    }
+
+    /// The blob `desc` (at most `max` bytes, digest verified) in memory: the image
+    /// config, a signature payload.
+    pub(super) async fn fetch_small_blob(
+        &self,
+        remote: &Remote<'_>,
+        r: &Reference,
+        desc: &OciDescriptor,
+        max: u64,
+    ) -> Result<Vec<u8>, ImageError> {
+        validate_digest(remote.image, &desc.digest)?;
+        let what = format!("blob {}", desc.digest);
+        self.retry(remote.image, &what, &remote.deadline, || async {
+            let mut buf = Vec::new();
+            self.stream_blob(remote, r, desc, max, &mut buf, None)
+                .await?;
+            Ok(buf)
+        })
+        .await
     }
 
     /// Layer blob `desc` into the file `path`, at most `max` bytes; its size.

@@ -7,7 +7,8 @@
 //! exponential backoff on 5xx / connection errors, under a wall-clock deadline per
 //! request and per pull (see [`fetch`]). Every pull and tag
 //! resolution goes through the [`registries`] configuration (registries.conf: mirrors
-//! tried in order before the registry itself, blocked registries refused).
+//! tried in order before the registry itself, blocked registries refused) and the
+//! [`signature`] policy (policy.json).
 //!
 //! Cache layout under `cache_dir`:
 //! `images/<alg>-<hex>/<mode>/{content/, meta.json}` (one finished unpack per image
@@ -25,6 +26,7 @@ mod manifest;
 pub mod progress;
 pub mod reference;
 pub mod registries;
+pub mod signature;
 pub mod unpack;
 
 use std::collections::{BTreeMap, HashMap};
@@ -97,6 +99,7 @@ pub struct ImagePuller {
     clients: Mutex<HashMap<ClientKey, Arc<RegistryClient>>>,
     counters: Counters,
     leases: Arc<gc::CacheLeases>,
+    verified: signature::VerifiedCache,
 }
 
 impl std::fmt::Debug for ImagePuller {
@@ -127,6 +130,7 @@ impl ImagePuller {
             clients: Mutex::new(HashMap::new()),
             counters: Counters::default(),
             leases: Arc::default(),
+            verified: signature::VerifiedCache::default(),
         })
     }
 
@@ -272,6 +276,15 @@ impl ImagePuller {
             .top_digest(image, at, &client, &auth, &deadline)
             .await?;
         let pinned_ref = pinned(r, &top);
+        let remote = Remote {
+            image,
+            registry: &registry,
+            client: &client,
+            auth: &auth,
+            deadline,
+        };
+        // Checked against the reference as written, cached image or not.
+        self.check_signature_policy(&remote, r, at, &top).await?;
         // In use from here until the caller drops the result.
         let lease = self
             .leases
@@ -291,13 +304,6 @@ impl ImagePuller {
             hit.lease = lease;
             return Ok(hit);
         }
-        let remote = Remote {
-            image,
-            registry: &registry,
-            client: &client,
-            auth: &auth,
-            deadline,
-        };
         let top_ref =
             Reference::with_digest(registry.clone(), at.repository().to_string(), top.clone());
         let manifest = self.platform_manifest(&remote, at, &top_ref).await?;

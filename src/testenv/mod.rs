@@ -20,6 +20,7 @@ pub mod pki;
 pub mod process;
 pub mod proxy;
 pub mod release;
+pub mod signing;
 pub mod yaml_bombs;
 
 pub use control_plane::{

@@ -591,7 +591,7 @@ pub fn compress_layer(tar: &[u8], c: LayerCompression) -> anyhow::Result<(Vec<u8
     })
 }
 
-fn sha256_digest(data: &[u8]) -> String {
+pub(crate) fn sha256_digest(data: &[u8]) -> String {
     format!(
         "sha256:{}",
         data_encoding::HEXLOWER.encode(&Sha256::digest(data))
@@ -666,7 +666,7 @@ pub async fn push_layers(
 }
 
 /// Pushes `manifest` (an image manifest or index of `media_type`) under `reference`.
-async fn push_manifest(
+pub(crate) async fn push_manifest(
     client: &oci_client::Client,
     reference: &Reference,
     manifest: &serde_json::Value,

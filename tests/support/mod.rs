@@ -381,6 +381,7 @@ pub fn controller_with(
             insecure_registries: vec![registry.host().to_string(), failing.to_string()],
             ca_bundle: Some(ca_file),
             registries_conf: None,
+            signature_policy: None,
             catalogd_cas_dir: None,
             global_pull_secret: None,
             pull_cas_dir: None,

@@ -174,7 +174,8 @@ pub(super) struct Verdict {
 pub(super) fn verdict(failure: &Failure, spec_ref: &str) -> Verdict {
     let by_digest = spec_ref.contains('@');
     let terminal = match failure {
-        Failure::Image(ImageError::InvalidReference { .. } | ImageError::Blocked { .. }) => true,
+        Failure::Image(ImageError::InvalidReference { .. }) => true,
+        Failure::Image(e) if e.is_blocked() => true,
         Failure::Image(e) => by_digest && e.is_content_error(),
         Failure::Store(FbcError::Io { .. }) => false,
         Failure::Store(_) => by_digest,
