@@ -1346,24 +1346,68 @@ async fn an_aggregated_api_server_installed_by_olm_v0_is_taken_over_with_its_api
         Some(&inst.sub)
     );
     assert!(!labels.contains_key("olm.owner"), "{labels:?}");
-    let secret = Api::<Secret>::namespaced(admin.clone(), ns)
-        .get(&format!("{deployment}-service-cert"))
-        .await
-        .expect("serving Secret");
-    let ca = secret
-        .data
-        .and_then(|d| d.get("ca.crt").cloned())
-        .expect("ca.crt")
-        .0;
-    eventually(120, "the APIService carries cert-manager's CA", || {
-        let (api_services, name, ca) = (api_services.clone(), name.clone(), ca.clone());
-        async move {
-            let a = api_services.get(&name).await.ok()?;
-            let bundle = a.data.pointer("/spec/caBundle")?.as_str()?.to_string();
-            (data_encoding::BASE64.decode(bundle.as_bytes()).ok()? == ca).then_some(())
+    // The APIService trusts the CA cert-manager keeps in the serving Secret. cainjector
+    // adds it beside OLM v0's (cert-manager's CAInjectorMerging): the old pod, still
+    // serving OLM v0's certificate until the rollout, stays verifiable meanwhile.
+    let secrets = Api::<Secret>::namespaced(admin.clone(), ns);
+    let secret_name = format!("{deployment}-service-cert");
+    let digest = |b: &[u8]| olmv1::migrate::olm_v0::certificates::ca_hash(b);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut last = None;
+    loop {
+        let secret = secrets.get(&secret_name).await.expect("serving Secret");
+        let ca = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get("ca.crt"))
+            .map(|b| b.0.clone())
+            .unwrap_or_default();
+        let a = api_services.get(&name).await.expect("APIService");
+        let bundle = a
+            .data
+            .pointer("/spec/caBundle")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let bundle = data_encoding::BASE64
+            .decode(bundle.as_bytes())
+            .unwrap_or_default();
+        let pem = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
+        if !ca.is_empty() && pem(&bundle).contains(&pem(&ca)) {
+            break;
         }
-    })
-    .await;
+        let seen = (digest(&bundle), digest(&ca));
+        if last.as_ref() != Some(&seen) {
+            let times = |m: Option<
+                Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>,
+            >| {
+                m.unwrap_or_default()
+                    .into_iter()
+                    .map(|f| (f.manager, f.time.map(|t| t.0.to_string())))
+                    .collect::<Vec<_>>()
+            };
+            println!(
+                "[v0apis] caBundle {} Secret CA {} (Secret fields {:?}; APIService fields {:?})",
+                seen.0,
+                seen.1,
+                times(secret.metadata.managed_fields.clone()),
+                times(a.metadata.managed_fields.clone())
+            );
+            last = Some(seen);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the APIService's caBundle (sha256 {}) is not the CA in Secret {secret_name} (sha256 {}, annotations {:?}); APIService annotations {:?}, managedFields {:?}",
+            digest(&bundle),
+            digest(&ca),
+            secret.metadata.annotations,
+            a.metadata.annotations,
+            a.metadata.managed_fields.map(|m| m
+                .into_iter()
+                .map(|f| (f.manager, f.operation, f.time, f.fields_v1))
+                .collect::<Vec<_>>())
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     let (code, out, err) = olmv1(&["migrate", "cleanup", &target], &kubeconfig);
     println!("[v0apis] olmv1 migrate cleanup:\n{out}{err}");
     assert_eq!(code, 0, "{err}\n{out}");
