@@ -58,9 +58,9 @@ impl GpgSigner {
             Password::empty(),
             HashAlgorithm::Sha256,
         );
-        Ok(builder
+        builder
             .to_vec(rand08::thread_rng())
-            .context("signing the payload")?)
+            .context("signing the payload")
     }
 }
 

@@ -70,6 +70,7 @@ impl RegistriesD {
     pub fn load(dir: &Path) -> Result<Self, PolicyError> {
         let name = dir.display().to_string();
         let error = |detail: String| PolicyError {
+            what: "registries.d",
             path: name.clone(),
             detail,
         };

@@ -42,10 +42,12 @@ pub const MAX_SIGNATURES: usize = 16;
 /// Largest policy file read.
 const MAX_POLICY_BYTES: u64 = 1 << 20;
 
-/// Why a policy file cannot be used (a startup error).
+/// Why a policy file or a registries.d directory cannot be used (a startup error).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("signature policy {path}: {detail}")]
+#[error("{what} {path}: {detail}")]
 pub struct PolicyError {
+    /// `signature policy` (policy.json) or `registries.d` (the lookaside directory).
+    pub what: &'static str,
     pub path: String,
     pub detail: String,
 }
@@ -108,6 +110,7 @@ impl SignaturePolicy {
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
         let name = path.display().to_string();
         let error = |detail: String| PolicyError {
+            what: "signature policy",
             path: name.clone(),
             detail,
         };
@@ -137,6 +140,7 @@ impl SignaturePolicy {
     /// `keyPath`/`keyPaths` are read now.
     pub fn parse(path: &str, text: &str) -> Result<Self, PolicyError> {
         let error = |detail: String| PolicyError {
+            what: "signature policy",
             path: path.to_string(),
             detail,
         };
