@@ -347,3 +347,43 @@ fn an_unsigned_or_oversized_message_is_refused() {
         Ok(b"{}".to_vec())
     );
 }
+
+/// Signatures made by GnuPG 2.2 (`gpg --sign`, compressed, as containers/image's gpgme
+/// signing writes them; tests/data/gpg): an RSA-3072 key (binary export), an Ed25519
+/// key (armored export) and an Ed25519 signing subkey of a certify-only primary key.
+#[test]
+fn signatures_made_by_gnupg_verify() {
+    let file = |name: &str| {
+        let path = format!("{}/tests/data/gpg/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read(&path).expect("fixture")
+    };
+    let ring = |name: &str| GpgKeys::parse(name, &file(name)).expect("keyring");
+    let (rsa, ed, sub) = (
+        ring("rsa-pubring.gpg"),
+        ring("ed25519-pubkey.asc"),
+        ring("subkey-pubring.gpg"),
+    );
+    let rsa_sig = file("rsa-signature");
+    let ed_sig = file("ed25519-signature");
+    let sub_sig = file("subkey-signature");
+    let image = r("quay.io/acme/app:v1");
+    for (keys, sig) in [(&rsa, &rsa_sig), (&ed, &ed_sig), (&sub, &sub_sig)] {
+        let payload = gpg::open(keys, sig).expect("verifies");
+        check_payload_for_tests(&payload, &image).expect("payload");
+    }
+    assert_eq!(
+        gpg::open(&ed, &rsa_sig),
+        Err("no signature verifies with the policy's keys".to_string())
+    );
+    assert!(gpg::open(&rsa, &sub_sig).is_err());
+}
+
+fn check_payload_for_tests(payload: &[u8], image: &DockerRef) -> Result<(), String> {
+    verify::check_payload(
+        payload,
+        gpg::PAYLOAD_TYPE,
+        &SignedIdentity::MatchRepoDigestOrExact,
+        image,
+        DIGEST,
+    )
+}
