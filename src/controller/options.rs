@@ -53,11 +53,11 @@ pub struct ControllerArgs {
     pub registries_conf: Option<PathBuf>,
 
     /// containers-policy.json file: the signature policy applied to every bundle and
-    /// catalog image pull (sigstore signatures with public keys, reject, accept; see
-    /// docs/concepts/signature-policy.md). Default /etc/containers/policy.json when that
-    /// file exists, else every image is accepted (as upstream). A file that does not
-    /// parse, or uses what is not supported (signedBy, Fulcio/Rekor), stops the
-    /// controller at start.
+    /// catalog image pull (sigstore signatures with public keys, GPG signedBy, reject,
+    /// accept; see docs/concepts/signature-policy.md). Default
+    /// /etc/containers/policy.json when that file exists, else every image is accepted
+    /// (as upstream). A file that does not parse, or uses what is not supported
+    /// (signedBy other than GPGKeys, Fulcio/Rekor), stops the controller at start.
     #[arg(long, value_name = "PATH")]
     pub signature_policy: Option<PathBuf>,
 

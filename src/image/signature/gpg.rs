@@ -5,7 +5,8 @@
 //! one-pass signature, the literal data (the JSON payload, `critical.type`
 //! "atomic container signature") and the signature, made by the primary key or a
 //! bound subkey of one of the keys. The payload checks are those of `sigstoreSigned`
-//! ([`super::verify::check_payload`]). Verification is rpgp's (pure Rust).
+//! ([`super::verify::check_payload`]). Verification is rpgp's (pure Rust). Key
+//! expiration and revocation are not checked (docs/concepts/signature-policy.md).
 
 use std::io::Read as _;
 
