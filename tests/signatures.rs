@@ -891,3 +891,45 @@ fn controller_refuses_to_start_with_a_broken_registries_d() {
         "{stderr}"
     );
 }
+
+/// `olmv1 render --signature-policy … --registries-d …` reads the lookaside named there:
+/// an unsigned image in a `signedBy` scope is refused with the lookaside's location.
+#[tokio::test]
+async fn cli_reads_the_registries_d_it_is_given() {
+    let repo = format!("gpg/{}", support::unique("cli"));
+    let unsigned = push(&format!("{repo}:v1")).await;
+    let cache = tempfile::tempdir().expect("tmp");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_olmv1"))
+        .args([
+            "render",
+            &unsigned.reference,
+            "-n",
+            "default",
+            "--insecure-registry",
+            host(),
+        ])
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .arg("--signature-policy")
+        .arg(policy_file())
+        .arg("--registries-d")
+        .arg(&registries_d().0)
+        .output()
+        .expect("olmv1");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    let detail = format!(
+        "a signature is required, but none was found (no file://{}/{repo}@{}/signature-1)",
+        registries_d().1.display(),
+        unsigned.digest.replacen(':', "=", 1)
+    );
+    assert!(
+        stderr.contains(&refused_message(
+            &unsigned.reference,
+            "gpg",
+            "signedBy",
+            &detail
+        )),
+        "{stderr}"
+    );
+}
