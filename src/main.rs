@@ -27,6 +27,12 @@ struct Cli {
     /// own flag of this name (default /etc/containers/policy.json when it exists).
     #[arg(long, global = true, value_name = "PATH")]
     signature_policy: Option<std::path::PathBuf>,
+    /// containers-registries.d directory saying where `signedBy` (GPG) signatures are
+    /// read from for the offline commands (lookaside storage). Default
+    /// /etc/containers/registries.d when it exists and a --signature-policy is named.
+    /// `controller` has its own flag of this name.
+    #[arg(long, global = true, value_name = "DIR")]
+    registries_d: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -96,6 +102,7 @@ fn main() -> ExitCode {
     init_logging(&cli.log_format);
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     olmv1::cli::source::set_signature_policy(cli.signature_policy.clone());
+    olmv1::cli::source::set_registries_d(cli.registries_d.clone());
     match cli.command {
         Command::Crds => match olmv1::api::crd::all_yaml() {
             Ok(yaml) => {

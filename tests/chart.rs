@@ -185,6 +185,7 @@ fn everything_on() -> Value {
             "conf": "[[registry]]\nprefix = \"quay.io\"\nlocation = \"quay.io\"\n[[registry.mirror]]\nlocation = \"mirror.example.internal:5000\"\n",
             "insecure": ["mirror.example.internal:5000"],
             "signaturePolicy": "{\"default\": [{\"type\": \"reject\"}]}",
+            "lookaside": "docker:\n  quay.io/acme:\n    lookaside: https://sigs.acme.example/sigstore\n",
         },
         "metrics": {
             "certManager": {"enabled": true},
@@ -257,6 +258,13 @@ fn every_option_renders_what_it_promises() {
     let policy = &objs["ConfigMap/olmv1-system/registries-conf"]["data"]["policy.json"];
     olmv1::image::signature::SignaturePolicy::parse("chart", policy.as_str().unwrap_or(""))
         .expect("the signature policy parses");
+    // The registries.d file lands in the directory --registries-d names.
+    let lookaside = &objs["ConfigMap/olmv1-system/registries-conf"]["data"]["lookaside.yaml"];
+    let mut registries_d = olmv1::image::signature::RegistriesD::default();
+    registries_d
+        .add("chart", lookaside.as_str().unwrap_or(""))
+        .expect("the registries.d file parses");
+    assert!(args(&objs).contains(&"--registries-d=/etc/containers".to_string()));
 
     let np = &objs["NetworkPolicy/olmv1-system/olmv1-controller"]["spec"];
     assert_eq!(np["policyTypes"], json!(["Ingress"]));

@@ -6,7 +6,9 @@
 //! wins over a `reject` default); the signature is checked against the reference as
 //! written when a mirror serves the image. The controller (real API server) reports
 //! a refused bundle and catalog as terminal `Blocked` with the policy's message, and
-//! `olmv1 render --signature-policy` refuses too.
+//! `olmv1 render --signature-policy` refuses too. `signedBy` (OpenPGP keys made here
+//! with rpgp, simple-signing signatures in a registries.d lookaside directory, and a
+//! lookaside served over HTTP) is held to the same rules.
 
 mod support;
 
@@ -17,6 +19,7 @@ use std::sync::OnceLock;
 use kube::api::{Api, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension, conditions};
 use olmv1::image::{DockerConfig, Extract, ImageError, ImagePuller};
+use olmv1::testenv::gpg::{self, GpgSigner, write_lookaside};
 use olmv1::testenv::registry::{ImageSpec, PushedImage, push_image};
 use olmv1::testenv::signing::{TestSigner, payload, push_signatures};
 use serde_json::json;
@@ -38,9 +41,41 @@ fn host() -> &'static str {
     support::registry().host()
 }
 
+/// The OpenPGP key of the policy's `signedBy` scopes, and one it does not trust.
+fn gpg_signer() -> &'static GpgSigner {
+    static S: OnceLock<GpgSigner> = OnceLock::new();
+    S.get_or_init(|| GpgSigner::generate("policy <policy@example.com>").expect("key"))
+}
+
+fn gpg_stranger() -> &'static GpgSigner {
+    static S: OnceLock<GpgSigner> = OnceLock::new();
+    S.get_or_init(|| GpgSigner::generate("stranger <s@example.com>").expect("key"))
+}
+
+/// The registries.d directory (`lookaside.yaml`) and the `file://` lookaside
+/// directory it names for `gpg/`; `gpg-none/` has no lookaside.
+fn registries_d() -> &'static (PathBuf, PathBuf, tempfile::TempDir) {
+    static D: OnceLock<(PathBuf, PathBuf, tempfile::TempDir)> = OnceLock::new();
+    D.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tmp");
+        let conf = dir.path().join("registries.d");
+        let lookaside = dir.path().join("lookaside");
+        std::fs::create_dir_all(&conf).expect("mkdir");
+        std::fs::create_dir_all(&lookaside).expect("mkdir");
+        let yaml = format!(
+            "docker:\n  {}/gpg:\n    lookaside: file://{}\n    lookaside-staging: file:///nowhere\n",
+            host(),
+            lookaside.display()
+        );
+        std::fs::write(conf.join("lookaside.yaml"), yaml).expect("write");
+        (conf, lookaside, dir)
+    })
+}
+
 /// The policy file (and the key file it names), written once: `signed/` and
 /// `bundles/` need the key, `rejected/` is refused, `rejected/open` is accepted (more
-/// specific), everything else is accepted by default.
+/// specific), `gpg/` and `gpg-none/` need the OpenPGP key (`signedBy`), everything
+/// else is accepted by default.
 fn policy_file() -> &'static Path {
     static P: OnceLock<(PathBuf, tempfile::TempDir)> = OnceLock::new();
     let (path, _) = P.get_or_init(|| {
@@ -49,9 +84,14 @@ fn policy_file() -> &'static Path {
         std::fs::write(&key, signer().public_pem().expect("pem")).expect("key");
         let signed = json!([{"type": "sigstoreSigned", "keyPath": key,
             "signedIdentity": {"type": "matchRepository"}}]);
+        let gpg_key = dir.path().join("pubring.gpg");
+        std::fs::write(&gpg_key, gpg_signer().public_binary().expect("key")).expect("key");
+        let gpg = json!([{"type": "signedBy", "keyType": "GPGKeys", "keyPath": gpg_key}]);
         let policy = json!({
             "default": [{"type": "insecureAcceptAnything"}],
             "transports": {"docker": {
+                format!("{}/gpg", host()): gpg,
+                format!("{}/gpg-none", host()): gpg,
                 format!("{}/signed", host()): signed,
                 format!("{}/bundles", host()): signed,
                 format!("{}/rejected", host()): [{"type": "reject"}],
@@ -69,7 +109,9 @@ fn puller(cache: &Path) -> ImagePuller {
     let config = support::registry()
         .puller_config(cache)
         .with_signature_policy(policy_file())
-        .expect("policy");
+        .expect("policy")
+        .with_registries_d(&registries_d().0)
+        .expect("registries.d");
     ImagePuller::new(config).expect("puller")
 }
 
@@ -251,6 +293,16 @@ async fn an_accepting_scope_wins_over_a_reject_default() {
     );
 }
 
+/// The controller of this binary: the policy and the registries.d directory above.
+fn controller() {
+    let policy = policy_file().to_path_buf();
+    let dir = registries_d().0.clone();
+    support::controller_with(move |a| {
+        a.signature_policy = Some(policy);
+        a.registries_d = Some(dir);
+    });
+}
+
 fn condition(
     conds: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
     t: &str,
@@ -262,8 +314,7 @@ fn condition(
 /// the policy's message, a catalog in a `reject` scope is `Blocked` too.
 #[tokio::test]
 async fn controller_reports_refused_images_as_blocked() {
-    let policy = policy_file().to_path_buf();
-    support::controller_with(move |a| a.signature_policy = Some(policy));
+    controller();
     let admin = support::cluster().admin().await;
 
     let rejected_catalog = support::unique("rejected-cat");
@@ -548,5 +599,337 @@ async fn an_accepted_image_is_not_verified_again() {
     assert_eq!(
         second.blobs_downloaded, first.blobs_downloaded,
         "{second:?}"
+    );
+}
+
+/// Signs `digest` (files `signature-1`, … under the lookaside of `repo`) with each
+/// `(key, docker_reference, signed_digest)`.
+fn gpg_sign(lookaside: &Path, repo: &str, digest: &str, sigs: &[(&GpgSigner, &str, &str)]) {
+    let blobs: Vec<Vec<u8>> = sigs
+        .iter()
+        .map(|(by, docker_ref, d)| by.sign(&gpg::payload(docker_ref, d)).expect("sign"))
+        .collect();
+    write_lookaside(lookaside, repo, digest, &blobs).expect("lookaside");
+}
+
+/// `signedBy`: the right key passes (by digest and by tag), a second signature that
+/// verifies after one that does not passes; unsigned, wrong key, another digest,
+/// another identity and a scope without a lookaside are refused.
+#[tokio::test]
+async fn pulls_follow_signed_by_with_lookaside_signatures() {
+    let cache = tempfile::tempdir().expect("tmp");
+    let lookaside = &registries_d().1;
+    let repo = format!("gpg/{}", support::unique("app"));
+    let name = format!("{}/{repo}", host());
+    let good = push(&format!("{repo}:good")).await;
+    let tagged = format!("{name}:good");
+    gpg_sign(
+        lookaside,
+        &repo,
+        &good.digest,
+        &[(gpg_signer(), &tagged, &good.digest)],
+    );
+    pull(cache.path(), &good.reference)
+        .await
+        .expect("by digest: the repository matches");
+    pull(cache.path(), &tagged).await.expect("by tag: exact");
+
+    let refused = |image: &str, detail: &str| refused_message(image, "gpg", "signedBy", detail);
+    let url = |digest: &str| {
+        format!(
+            "file://{}/{repo}@{}",
+            lookaside.display(),
+            digest.replacen(':', "=", 1)
+        )
+    };
+    let unsigned = push(&format!("{repo}:unsigned")).await;
+    let e = pull(cache.path(), &unsigned.reference)
+        .await
+        .expect_err("unsigned");
+    assert!(e.is_blocked() && !e.is_retryable(), "{e:?}");
+    let detail = format!(
+        "a signature is required, but none was found (no {}/signature-1)",
+        url(&unsigned.digest)
+    );
+    assert_eq!(e.to_string(), refused(&unsigned.reference, &detail));
+
+    let wrong = push(&format!("{repo}:wrong")).await;
+    let wrong_tag = format!("{name}:wrong");
+    gpg_sign(
+        lookaside,
+        &repo,
+        &wrong.digest,
+        &[(gpg_stranger(), &wrong_tag, &wrong.digest)],
+    );
+    let e = pull(cache.path(), &wrong.reference)
+        .await
+        .expect_err("wrong key");
+    let detail = format!(
+        "no signature in lookaside {} verifies with the policy's keys",
+        url(&wrong.digest)
+    );
+    assert_eq!(e.to_string(), refused(&wrong.reference, &detail));
+
+    let other = push(&format!("{repo}:other")).await;
+    gpg_sign(
+        lookaside,
+        &repo,
+        &other.digest,
+        &[(gpg_signer(), &tagged, &good.digest)],
+    );
+    let e = pull(cache.path(), &other.reference)
+        .await
+        .expect_err("another digest");
+    let detail = format!(
+        "the signature is for manifest digest {}, not {}",
+        good.digest, other.digest
+    );
+    assert_eq!(e.to_string(), refused(&other.reference, &detail));
+
+    let mismatch = push(&format!("{repo}:mismatch")).await;
+    let elsewhere = format!("{}/gpg/elsewhere:v1", host());
+    gpg_sign(
+        lookaside,
+        &repo,
+        &mismatch.digest,
+        &[(gpg_signer(), &elsewhere, &mismatch.digest)],
+    );
+    let e = pull(cache.path(), &mismatch.reference)
+        .await
+        .expect_err("identity");
+    assert!(
+        e.to_string().contains(&format!(
+            "signedBy): the signature's identity \"{elsewhere}\" does not match"
+        )),
+        "{e}"
+    );
+
+    let second = push(&format!("{repo}:second")).await;
+    let second_tag = format!("{name}:second");
+    gpg_sign(
+        lookaside,
+        &repo,
+        &second.digest,
+        &[
+            (gpg_stranger(), &second_tag, &second.digest),
+            (gpg_signer(), &second_tag, &second.digest),
+        ],
+    );
+    pull(cache.path(), &second.reference)
+        .await
+        .expect("the second signature verifies");
+
+    let none = push(&format!("gpg-none/{}:v1", support::unique("x"))).await;
+    let e = pull(cache.path(), &none.reference)
+        .await
+        .expect_err("no lookaside");
+    let name = none.reference.split('@').next().unwrap_or_default();
+    assert!(
+        e.to_string().ends_with(&format!(
+            "signedBy): no lookaside configured in registries.d ({}) for {name}",
+            registries_d().0.display()
+        )),
+        "{e}"
+    );
+}
+
+/// A lookaside served over HTTP (`http://`): found signatures verify, a 404 ends the
+/// list (an unsigned image is refused).
+#[tokio::test]
+async fn signed_by_reads_an_http_lookaside() {
+    let served = tempfile::tempdir().expect("tmp");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let app = axum::Router::new()
+        .nest_service("/sigs", tower_http::services::ServeDir::new(served.path()));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let conf = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        conf.path().join("default.yaml"),
+        format!("default-docker:\n  sigstore: http://127.0.0.1:{port}/sigs/\n"),
+    )
+    .expect("write");
+    let cache = tempfile::tempdir().expect("tmp");
+    let config = support::registry()
+        .puller_config(cache.path())
+        .with_signature_policy(policy_file())
+        .expect("policy")
+        .with_registries_d(conf.path())
+        .expect("registries.d");
+    let puller = ImagePuller::new(config).expect("puller");
+    let repo = format!("gpg/{}", support::unique("http"));
+    let good = push(&format!("{repo}:v1")).await;
+    let tagged = format!("{}/{repo}:v1", host());
+    gpg_sign(
+        served.path(),
+        &repo,
+        &good.digest,
+        &[(gpg_signer(), &tagged, &good.digest)],
+    );
+    puller
+        .pull(&tagged, &Extract::Whole, &DockerConfig::default())
+        .await
+        .expect("signed over HTTP");
+    let unsigned = push(&format!("{repo}:v2")).await;
+    let e = puller
+        .pull(
+            &unsigned.reference,
+            &Extract::Whole,
+            &DockerConfig::default(),
+        )
+        .await
+        .expect_err("unsigned");
+    assert!(
+        e.to_string().ends_with(&format!(
+            "signedBy): a signature is required, but none was found (no http://127.0.0.1:{port}/sigs/{repo}@{}/signature-1)",
+            unsigned.digest.replacen(':', "=", 1)
+        )),
+        "{e}"
+    );
+}
+
+/// Through the controller: a catalog signed into the lookaside serves, an unsigned
+/// one is `Blocked` with the `signedBy` message.
+#[tokio::test]
+async fn controller_reports_unsigned_gpg_images_as_blocked() {
+    controller();
+    let admin = support::cluster().admin().await;
+    let catalogs: Api<ClusterCatalog> = Api::all(admin);
+    let fbc = json!({"schema": "olm.package", "name": "p"}).to_string();
+    let files = BTreeMap::from([("p/catalog.json".to_string(), fbc.into_bytes())]);
+    let signed = support::unique("gpg-signed");
+    let repo = format!("gpg/{signed}");
+    let pushed = olmv1::testenv::registry::push_catalog_image(
+        support::registry(),
+        &format!("{repo}:latest"),
+        &files,
+    )
+    .await
+    .expect("push catalog");
+    let image = format!("{}/{repo}:latest", host());
+    gpg_sign(
+        &registries_d().1,
+        &repo,
+        &pushed.digest,
+        &[(gpg_signer(), &image, &pushed.digest)],
+    );
+    create_catalog(&signed, &image).await;
+
+    let unsigned = support::unique("gpg-unsigned");
+    let unsigned_image = format!("{}/gpg/{unsigned}:latest", host());
+    olmv1::testenv::registry::push_catalog_image(
+        support::registry(),
+        &format!("gpg/{unsigned}:latest"),
+        &files,
+    )
+    .await
+    .expect("push catalog");
+    create_catalog(&unsigned, &unsigned_image).await;
+    let p = support::eventually(60, "unsigned catalog blocked", || async {
+        let c = catalogs.get(&unsigned).await.ok()?;
+        let p = condition(&c.status?.conditions, "Progressing")?;
+        (p.reason == "Blocked").then_some(p)
+    })
+    .await;
+    assert_eq!(p.status, "False");
+    assert!(
+        p.message.contains(&format!(
+            "(transports.docker \"{}/gpg\": signedBy): a signature is required, but none was found",
+            host()
+        )),
+        "{}",
+        p.message
+    );
+    let c = support::eventually(60, "signed catalog progressed", || async {
+        let c = catalogs.get(&signed).await.ok()?;
+        let p = condition(&c.status.clone()?.conditions, "Progressing")?;
+        (p.reason != "Retrying").then_some(c)
+    })
+    .await;
+    let conds = c.status.map(|s| s.conditions).unwrap_or_default();
+    let serving = condition(&conds, "Serving");
+    assert_eq!(
+        serving.as_ref().map(|s| s.status.as_str()),
+        Some("True"),
+        "{conds:?}"
+    );
+}
+
+/// A registries.d scope defined in two files stops `olmv1 controller` at start, naming
+/// both files.
+#[test]
+fn controller_refuses_to_start_with_a_broken_registries_d() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let conf = dir.path().join("registries.d");
+    std::fs::create_dir_all(&conf).expect("mkdir");
+    for f in ["a.yaml", "b.yaml"] {
+        std::fs::write(
+            conf.join(f),
+            "docker:\n  quay.io/acme:\n    lookaside: https://sigs.example.com\n",
+        )
+        .expect("write");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_olmv1"))
+        .args(["controller", "--kubeconfig", "/nonexistent/kubeconfig"])
+        .arg("--registries-d")
+        .arg(&conf)
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .output()
+        .expect("olmv1");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(&format!(
+            "registries.d {}: docker \"quay.io/acme\" is defined both in {} and {}",
+            conf.display(),
+            conf.join("a.yaml").display(),
+            conf.join("b.yaml").display()
+        )),
+        "{stderr}"
+    );
+}
+
+/// `olmv1 render --signature-policy … --registries-d …` reads the lookaside named there:
+/// an unsigned image in a `signedBy` scope is refused with the lookaside's location.
+#[tokio::test]
+async fn cli_reads_the_registries_d_it_is_given() {
+    let repo = format!("gpg/{}", support::unique("cli"));
+    let unsigned = push(&format!("{repo}:v1")).await;
+    let cache = tempfile::tempdir().expect("tmp");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_olmv1"))
+        .args([
+            "render",
+            &unsigned.reference,
+            "-n",
+            "default",
+            "--insecure-registry",
+            host(),
+        ])
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .arg("--signature-policy")
+        .arg(policy_file())
+        .arg("--registries-d")
+        .arg(&registries_d().0)
+        .output()
+        .expect("olmv1");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    let detail = format!(
+        "a signature is required, but none was found (no file://{}/{repo}@{}/signature-1)",
+        registries_d().1.display(),
+        unsigned.digest.replacen(':', "=", 1)
+    );
+    assert!(
+        stderr.contains(&refused_message(
+            &unsigned.reference,
+            "gpg",
+            "signedBy",
+            &detail
+        )),
+        "{stderr}"
     );
 }

@@ -266,9 +266,19 @@ pub fn set_signature_policy(path: Option<PathBuf>) {
     let _ = SIGNATURE_POLICY.set(path);
 }
 
+/// The `--registries-d` of this process (the global flag of the offline commands).
+static REGISTRIES_D: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+
+/// Sets the registries.d directory every [`puller_config`] of this process reads
+/// (once; `main` calls it with the global `--registries-d`).
+pub fn set_registries_d(path: Option<PathBuf>) {
+    let _ = REGISTRIES_D.set(path);
+}
+
 /// The image puller configuration of the command-line tools: the cache, plain-HTTP
 /// registries, the registries configuration (mirrors, blocked registries), the
-/// signature policy of `--signature-policy`, and pull progress on stderr when it is a
+/// signature policy of `--signature-policy` (with the registries.d lookaside
+/// configuration of `--registries-d`), and pull progress on stderr when it is a
 /// terminal.
 pub fn puller_config(
     cache: PathBuf,
@@ -284,6 +294,12 @@ pub fn puller_config(
     }
     if let Some(path) = SIGNATURE_POLICY.get().and_then(Option::as_deref) {
         config = config.with_signature_policy(path)?;
+        // registries.d only matters to a policy's signedBy.
+        let default = Path::new(crate::controller::options::DEFAULT_REGISTRIES_D);
+        let named = REGISTRIES_D.get().and_then(Option::as_deref);
+        if let Some(dir) = crate::controller::options::registries_d_or(named, default) {
+            config = config.with_registries_d(&dir)?;
+        }
     }
     Ok(config)
 }

@@ -219,6 +219,9 @@ fn check(args: &ControllerArgs) -> Result<()> {
     if let Some(path) = signature_policy(args) {
         crate::image::signature::SignaturePolicy::load(&path)?;
     }
+    if let Some(dir) = registries_d(args) {
+        crate::image::signature::RegistriesD::load(&dir)?;
+    }
     if let Some(value) = &args.global_pull_secret {
         pull_secrets::validate(value).map_err(anyhow::Error::msg)?;
     }
@@ -299,6 +302,10 @@ fn image_puller(args: &ControllerArgs) -> Result<crate::image::ImagePuller> {
         config = config.with_signature_policy(&path)?;
         let p = &config.signature_policy;
         tracing::info!(file = %path.display(), found = p.found, scopes = p.docker.len(), "signature policy loaded");
+    }
+    if let Some(dir) = registries_d(args) {
+        config = config.with_registries_d(&dir)?;
+        tracing::info!(dir = %dir.display(), "registries.d lookaside configuration loaded");
     }
     Ok(crate::image::ImagePuller::new(config)?)
 }
@@ -411,6 +418,14 @@ fn signature_policy(args: &ControllerArgs) -> Option<std::path::PathBuf> {
     options::registries_conf_or(
         args.signature_policy.as_deref(),
         std::path::Path::new(options::DEFAULT_SIGNATURE_POLICY),
+    )
+}
+
+/// --registries-d, else /etc/containers/registries.d when it exists.
+fn registries_d(args: &ControllerArgs) -> Option<std::path::PathBuf> {
+    options::registries_d_or(
+        args.registries_d.as_deref(),
+        std::path::Path::new(options::DEFAULT_REGISTRIES_D),
     )
 }
 

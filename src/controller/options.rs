@@ -53,13 +53,20 @@ pub struct ControllerArgs {
     pub registries_conf: Option<PathBuf>,
 
     /// containers-policy.json file: the signature policy applied to every bundle and
-    /// catalog image pull (sigstore signatures with public keys, reject, accept; see
-    /// docs/concepts/signature-policy.md). Default /etc/containers/policy.json when that
-    /// file exists, else every image is accepted (as upstream). A file that does not
-    /// parse, or uses what is not supported (signedBy, Fulcio/Rekor), stops the
-    /// controller at start.
+    /// catalog image pull (sigstore signatures with public keys, GPG signedBy, reject,
+    /// accept; see docs/concepts/signature-policy.md). Default
+    /// /etc/containers/policy.json when that file exists, else every image is accepted
+    /// (as upstream). A file that does not parse, or uses what is not supported
+    /// (signedBy other than GPGKeys, Fulcio/Rekor), stops the controller at start.
     #[arg(long, value_name = "PATH")]
     pub signature_policy: Option<PathBuf>,
+
+    /// containers-registries.d directory: every `*.yaml` in it says where `signedBy`
+    /// (GPG) signatures are read from (lookaside storage; see
+    /// docs/concepts/signature-policy.md). Default /etc/containers/registries.d when
+    /// that directory exists. A file that does not parse stops the controller at start.
+    #[arg(long, value_name = "DIR")]
+    pub registries_d: Option<PathBuf>,
 
     /// Directory of PEM files with the CAs trusted (besides the system roots) for the
     /// catalog content HTTPS API (upstream's --catalogd-cas-dir; alias --ca-certs-dir).
@@ -384,6 +391,18 @@ pub const DEFAULT_REGISTRIES_CONF: &str = "/etc/containers/registries.conf";
 
 /// Where upstream (containers/image) reads the signature policy without a flag.
 pub const DEFAULT_SIGNATURE_POLICY: &str = "/etc/containers/policy.json";
+
+/// The registries.d directory read when no --registries-d is given (if it exists).
+pub const DEFAULT_REGISTRIES_D: &str = "/etc/containers/registries.d";
+
+/// The registries.d directory to read: `explicit` (--registries-d) when given, else
+/// `default` when that directory exists, else none.
+pub fn registries_d_or(explicit: Option<&Path>, default: &Path) -> Option<PathBuf> {
+    match explicit {
+        Some(path) => Some(path.to_path_buf()),
+        None => default.is_dir().then(|| default.to_path_buf()),
+    }
+}
 
 /// The registries.conf to load: `explicit` (--registries-conf) when given, else
 /// `default` when that file exists, else none.

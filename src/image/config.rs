@@ -11,7 +11,7 @@ use oci_client::manifest::ImageIndexEntry;
 use sha2::{Digest as _, Sha256};
 
 use super::registries::RegistriesConf;
-use super::signature::SignaturePolicy;
+use super::signature::{RegistriesD, SignaturePolicy};
 use super::{ImageError, UnpackLimits, progress};
 
 /// Label naming the FBC directory inside a catalog image.
@@ -90,6 +90,8 @@ pub struct PullerConfig {
     pub registries: RegistriesConf,
     /// Signature policy (policy.json); the default accepts everything.
     pub signature_policy: SignaturePolicy,
+    /// Lookaside signature storage (registries.d) read by `signedBy`; empty = none.
+    pub registries_d: RegistriesD,
     /// Receives layer/byte progress of downloads (the CLI on a terminal); none by default.
     pub progress: Option<progress::ProgressSink>,
 }
@@ -113,6 +115,7 @@ impl PullerConfig {
             request_timeout: REQUEST_TIMEOUT,
             registries: RegistriesConf::default(),
             signature_policy: SignaturePolicy::default(),
+            registries_d: RegistriesD::default(),
             progress: None,
         }
     }
@@ -127,6 +130,13 @@ impl PullerConfig {
     /// missing file accepts everything).
     pub fn with_signature_policy(mut self, path: &Path) -> Result<Self, ImageError> {
         self.signature_policy = SignaturePolicy::load(path)?;
+        Ok(self)
+    }
+
+    /// Read the `*.yaml` files of a containers-registries.d directory into
+    /// `registries_d` (a missing directory configures nothing).
+    pub fn with_registries_d(mut self, dir: &Path) -> Result<Self, ImageError> {
+        self.registries_d = RegistriesD::load(dir)?;
         Ok(self)
     }
 

@@ -98,6 +98,12 @@ impl RegistryClient {
         })
     }
 
+    /// The plain HTTP client (CAs and timeouts of the registries): the signature
+    /// lookaside storage is read with it.
+    pub(super) fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
     /// `…/v2/<repository>/<kind>/<name>` (`kind` = `manifests` or `blobs`) like
     /// `oci-client` builds it.
     fn url(&self, r: &Reference, kind: &str, name: &str) -> String {

@@ -13,6 +13,7 @@ pub mod cert_manager;
 pub mod control_plane;
 pub mod demo;
 pub mod deploy;
+pub mod gpg;
 pub mod image;
 pub mod manifests;
 pub mod node;

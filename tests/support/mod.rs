@@ -382,6 +382,7 @@ pub fn controller_with(
             ca_bundle: Some(ca_file),
             registries_conf: None,
             signature_policy: None,
+            registries_d: None,
             catalogd_cas_dir: None,
             global_pull_secret: None,
             pull_cas_dir: None,

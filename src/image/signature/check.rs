@@ -2,7 +2,8 @@
 //! of the reference as written (mirrors do not change the identity checked), the
 //! sigstore attachment `sha256-<hex>.sig` fetched from the source the image came
 //! from (its manifest, then each payload blob, bounded by [`super::MAX_SIGNATURES`]
-//! and [`super::MAX_PAYLOAD_BYTES`]), and a bounded cache of accepted
+//! and [`super::MAX_PAYLOAD_BYTES`]), the `signedBy` signatures in the registries.d
+//! lookaside storage (`file://` or `http(s)://`, same limits), and a bounded cache of accepted
 //! (reference, digest) pairs so a cached image costs no registry request.
 
 use std::collections::HashSet;
@@ -11,7 +12,8 @@ use std::sync::Mutex;
 use oci_client::Reference;
 use oci_client::manifest::OciManifest;
 
-use super::{DockerRef, Signature, evaluate, needs_signatures};
+use super::lookaside::image_url;
+use super::{DockerRef, Found, Lookaside, Signature, evaluate_found, needed};
 use crate::image::fetch::Remote;
 use crate::image::{ImageError, ImagePuller};
 
@@ -66,8 +68,9 @@ impl ImagePuller {
         let intended = DockerRef::from_reference(r);
         let (scope, reqs) = policy.requirements_for(&intended);
         let key = (image.to_string(), digest.to_string());
-        let needed = needs_signatures(reqs);
-        if needed && self.verified.contains(&key) {
+        let needed = needed(reqs);
+        let any = needed.sigstore || needed.lookaside;
+        if any && self.verified.contains(&key) {
             return Ok(());
         }
         let tag = signature_tag(digest);
@@ -76,19 +79,32 @@ impl ImagePuller {
             at.repository().to_string(),
             tag.clone(),
         );
-        let fetched = if needed {
+        let fetched = if needed.sigstore {
             self.fetch_signatures(remote, &sig_ref).await?
         } else {
             Ok(Vec::new())
         };
+        let lookaside = if needed.lookaside {
+            self.fetch_lookaside(remote, &intended, digest).await?
+        } else {
+            Ok(Lookaside::Unconfigured(String::new()))
+        };
         let sig_tag = format!("{}:{tag}", at.repository());
-        let outcome = fetched.and_then(|sigs| {
-            evaluate(reqs, &intended, digest, &sigs, &sig_tag)
-                .map_err(|refusal| (refusal.requirement, refusal.detail))
-        });
+        let outcome =
+            fetched
+                .and_then(|sigs| Ok((sigs, lookaside?)))
+                .and_then(|(sigs, lookaside)| {
+                    let found = Found {
+                        sigstore: &sigs,
+                        sig_tag: &sig_tag,
+                        lookaside: &lookaside,
+                    };
+                    evaluate_found(reqs, &intended, digest, &found)
+                        .map_err(|refusal| (refusal.requirement, refusal.detail))
+                });
         match outcome {
             Ok(()) => {
-                if needed {
+                if any {
                     self.verified.insert(key);
                 }
                 tracing::debug!(image, %scope, "signature policy accepts the image");
@@ -160,5 +176,103 @@ impl ImagePuller {
             sigs.push(Signature { payload, signature });
         }
         Ok(Ok(sigs))
+    }
+
+    /// The `signedBy` signatures of `intended`'s manifest `digest`: `signature-1`,
+    /// `signature-2`, … under its lookaside location until the first missing one
+    /// (registries.d; the reference as written chooses it, as containers/image does).
+    /// The inner `Err` is a refusal (over a limit); the outer one a read error.
+    async fn fetch_lookaside(
+        &self,
+        remote: &Remote<'_>,
+        intended: &DockerRef,
+        digest: &str,
+    ) -> Result<Result<Lookaside, (&'static str, String)>, ImageError> {
+        let conf = &self.config.registries_d;
+        let Some((_, base)) = conf.lookaside_for(intended) else {
+            let dir = if conf.dir.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", conf.dir)
+            };
+            return Ok(Ok(Lookaside::Unconfigured(format!(
+                "no lookaside configured in registries.d{dir} for {}",
+                intended.name
+            ))));
+        };
+        let url = image_url(&base, intended, digest);
+        let mut blobs = Vec::new();
+        for n in 1..=super::MAX_SIGNATURES + 1 {
+            let file = format!("{url}/signature-{n}");
+            let Some(blob) = self.read_lookaside(remote, &file).await? else {
+                break;
+            };
+            if n > super::MAX_SIGNATURES {
+                return Ok(Err((
+                    "signedBy",
+                    format!(
+                        "lookaside {url} has more than the limit of {} signatures",
+                        super::MAX_SIGNATURES
+                    ),
+                )));
+            }
+            if blob.len() as u64 > super::MAX_PAYLOAD_BYTES {
+                return Ok(Err((
+                    "signedBy",
+                    format!(
+                        "signature {file} exceeds the limit of {} bytes",
+                        super::MAX_PAYLOAD_BYTES
+                    ),
+                )));
+            }
+            blobs.push(blob);
+        }
+        Ok(Ok(Lookaside::Found { url, blobs }))
+    }
+
+    /// The lookaside file `url` (`file://` or `http(s)://`): `None` when missing (404),
+    /// else at most [`super::MAX_PAYLOAD_BYTES`] + 1 bytes of it.
+    async fn read_lookaside(
+        &self,
+        remote: &Remote<'_>,
+        url: &str,
+    ) -> Result<Option<Vec<u8>>, ImageError> {
+        let max = super::MAX_PAYLOAD_BYTES + 1;
+        let fail = |detail: String| ImageError::Registry {
+            image: remote.image.to_string(),
+            detail: format!("signature lookaside {url}: {detail}"),
+        };
+        if let Some(path) = url.strip_prefix("file://") {
+            let file = match std::fs::File::open(path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(fail(e.to_string())),
+            };
+            let mut buf = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::Read::take(file, max), &mut buf)
+                .map_err(|e| fail(e.to_string()))?;
+            return Ok(Some(buf));
+        }
+        let request = remote
+            .client
+            .http()
+            .get(url)
+            .timeout(self.config.request_timeout);
+        let mut resp = request.send().await.map_err(|e| fail(e.to_string()))?;
+        if resp.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !resp.status().is_success() {
+            return Err(fail(format!("HTTP status {}", resp.status())));
+        }
+        let mut buf = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| fail(e.to_string()))? {
+            buf.extend_from_slice(&chunk);
+            if buf.len() as u64 >= max {
+                buf.truncate(max as usize);
+                break;
+            }
+        }
+        Ok(Some(buf))
     }
 }

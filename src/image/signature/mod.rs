@@ -3,18 +3,22 @@
 //! its verdict on each pulled image. What is honoured: `default` and
 //! `transports.docker` scopes (an image reference, `host[:port]`,
 //! `host[:port]/namespace…`, `*.domain`; the most specific matching scope wins, see
-//! [`identity`]); requirements `insecureAcceptAnything`, `reject` and
-//! `sigstoreSigned` with public keys (`keyPath`, `keyPaths`, `keyData`, `keyDatas`)
-//! and every `signedIdentity`; signatures read as sigstore attachments (the tag
-//! `sha256-<hex>.sig` of the image's repository, see [`verify`]). An image passes
+//! [`identity`]); requirements `insecureAcceptAnything`, `reject`,
+//! `sigstoreSigned` with public keys (`keyPath`, `keyPaths`, `keyData`, `keyDatas`;
+//! signatures read as sigstore attachments, the tag `sha256-<hex>.sig` of the image's
+//! repository, see [`verify`]) and `signedBy` with `keyType: GPGKeys` (OpenPGP
+//! simple signing, see [`gpg`]; signatures read from the registries.d lookaside
+//! storage, see [`lookaside`]), each with every `signedIdentity`. An image passes
 //! when every requirement of its scope passes. Other transports are ignored. Refused
-//! at load, with the entry named: `signedBy` (GPG and registries.d lookaside storage
-//! are not implemented) and the keyless parts of `sigstoreSigned` (`fulcio`, `pki`,
-//! `rekorPublicKey*`). A missing file accepts everything, as upstream does; a file
-//! that does not parse is an error. The pull edge is in [`check`].
+//! at load, with the entry named: other `signedBy` key types and the keyless parts
+//! of `sigstoreSigned` (`fulcio`, `pki`, `rekorPublicKey*`). A missing file accepts
+//! everything, as upstream does; a file that does not parse is an error. The pull
+//! edge is in [`check`].
 
 mod check;
+pub mod gpg;
 pub mod identity;
+pub mod lookaside;
 pub mod verify;
 
 use std::collections::BTreeMap;
@@ -23,8 +27,13 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 pub use check::{SIGNATURE_ANNOTATION, SIGNATURE_MEDIA_TYPE, VerifiedCache, signature_tag};
+pub use gpg::GpgKeys;
 pub use identity::{DockerRef, Scope, SignedIdentity};
-pub use verify::{PublicKey, Refusal, Signature, evaluate, needs_signatures};
+pub use lookaside::RegistriesD;
+pub use verify::{
+    Found, Lookaside, Needed, PublicKey, Refusal, Signature, evaluate, evaluate_found, needed,
+    needs_signatures,
+};
 
 /// Largest signature payload read (the simple-signing JSON is a few hundred bytes).
 pub const MAX_PAYLOAD_BYTES: u64 = 64 << 10;
@@ -33,10 +42,12 @@ pub const MAX_SIGNATURES: usize = 16;
 /// Largest policy file read.
 const MAX_POLICY_BYTES: u64 = 1 << 20;
 
-/// Why a policy file cannot be used (a startup error).
+/// Why a policy file or a registries.d directory cannot be used (a startup error).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("signature policy {path}: {detail}")]
+#[error("{what} {path}: {detail}")]
 pub struct PolicyError {
+    /// `signature policy` (policy.json) or `registries.d` (the lookaside directory).
+    pub what: &'static str,
     pub path: String,
     pub detail: String,
 }
@@ -50,6 +61,12 @@ pub enum Requirement {
         keys: Vec<PublicKey>,
         identity: SignedIdentity,
     },
+    /// `signedBy` with `keyType: GPGKeys`: simple-signing signatures in registries.d
+    /// lookaside storage.
+    SignedBy {
+        keys: GpgKeys,
+        identity: SignedIdentity,
+    },
 }
 
 impl Requirement {
@@ -59,6 +76,7 @@ impl Requirement {
             Requirement::InsecureAcceptAnything => "insecureAcceptAnything",
             Requirement::Reject => "reject",
             Requirement::SigstoreSigned { .. } => "sigstoreSigned",
+            Requirement::SignedBy { .. } => "signedBy",
         }
     }
 }
@@ -92,6 +110,7 @@ impl SignaturePolicy {
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
         let name = path.display().to_string();
         let error = |detail: String| PolicyError {
+            what: "signature policy",
             path: name.clone(),
             detail,
         };
@@ -121,6 +140,7 @@ impl SignaturePolicy {
     /// `keyPath`/`keyPaths` are read now.
     pub fn parse(path: &str, text: &str) -> Result<Self, PolicyError> {
         let error = |detail: String| PolicyError {
+            what: "signature policy",
             path: path.to_string(),
             detail,
         };
@@ -215,9 +235,7 @@ fn requirement(v: &Value) -> Result<Requirement, String> {
         "insecureAcceptAnything" => only_type(Requirement::InsecureAcceptAnything),
         "reject" => only_type(Requirement::Reject),
         "sigstoreSigned" => sigstore_signed(m),
-        "signedBy" => Err(
-            "signedBy (GPG keys, signatures in registries.d lookaside storage) is not supported yet; use sigstoreSigned with public keys".to_string(),
-        ),
+        "signedBy" => gpg::signed_by(m),
         "" => Err("requirement without a \"type\"".to_string()),
         other => Err(format!("unknown requirement type {other:?}")),
     }
@@ -262,5 +280,7 @@ fn sigstore_signed(m: &Map<String, Value>) -> Result<Requirement, String> {
     Ok(Requirement::SigstoreSigned { keys, identity })
 }
 
+#[cfg(test)]
+mod gpg_tests;
 #[cfg(test)]
 mod tests;

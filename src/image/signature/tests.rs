@@ -110,8 +110,8 @@ fn policies_that_do_not_parse_or_are_not_supported_are_refused_naming_the_entry(
         ),
         (
             json!({"default": [{"type": "reject"}], "transports": {"docker": {"quay.io/x":
-                [{"type": "insecureAcceptAnything"}, {"type": "signedBy", "keyType": "GPGKeys", "keyPath": "/k.gpg"}]}}}),
-            "transports.docker \"quay.io/x\"[1]: signedBy (GPG keys, signatures in registries.d lookaside storage) is not supported yet",
+                [{"type": "insecureAcceptAnything"}, {"type": "signedBy", "keyType": "X509Certificates", "keyPath": "/k.pem"}]}}}),
+            "transports.docker \"quay.io/x\"[1]: signedBy: keyType \"X509Certificates\" is not supported; only \"GPGKeys\" is",
         ),
         (
             json!({"default": [{"type": "sigstoreSigned", "fulcio": {}, "rekorPublicKeyPath": "/r"}]}),

@@ -12,6 +12,7 @@ use aws_lc_rs::signature::{self as sig, VerificationAlgorithm};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::gpg::GpgKeys;
 use super::{DockerRef, Requirement, SignedIdentity};
 
 /// The `critical.type` of a sigstore simple-signing payload.
@@ -115,17 +116,50 @@ pub struct Refusal {
     pub detail: String,
 }
 
-/// Whether evaluating `reqs` needs the image's signatures (a `sigstoreSigned` not
-/// preceded by a `reject`, which refuses without them).
-pub fn needs_signatures(reqs: &[Requirement]) -> bool {
+/// What evaluating `reqs` needs read: sigstore attachments, lookaside signatures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Needed {
+    pub sigstore: bool,
+    pub lookaside: bool,
+}
+
+/// The signatures the requirements before the first `reject` (which refuses without
+/// them) look at.
+pub fn needed(reqs: &[Requirement]) -> Needed {
+    let mut n = Needed::default();
     for r in reqs {
         match r {
-            Requirement::Reject => return false,
-            Requirement::SigstoreSigned { .. } => return true,
+            Requirement::Reject => break,
+            Requirement::SigstoreSigned { .. } => n.sigstore = true,
+            Requirement::SignedBy { .. } => n.lookaside = true,
             Requirement::InsecureAcceptAnything => {}
         }
     }
-    false
+    n
+}
+
+/// Whether evaluating `reqs` needs any of the image's signatures.
+pub fn needs_signatures(reqs: &[Requirement]) -> bool {
+    let n = needed(reqs);
+    n.sigstore || n.lookaside
+}
+
+/// The `signedBy` signatures of an image: the lookaside location of its manifest
+/// (`<lookaside>/<repo>@<algo>=<hex>`) and the `signature-<n>` files found there, or
+/// why there is no location (no registries.d entry).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lookaside {
+    Unconfigured(String),
+    Found { url: String, blobs: Vec<Vec<u8>> },
+}
+
+/// Every signature found for an image: sigstore attachments (`sig_tag` names where)
+/// and lookaside signatures.
+#[derive(Clone, Copy, Debug)]
+pub struct Found<'a> {
+    pub sigstore: &'a [Signature],
+    pub sig_tag: &'a str,
+    pub lookaside: &'a Lookaside,
 }
 
 /// Every requirement of `reqs` on `image` (the reference as written) whose manifest
@@ -138,6 +172,23 @@ pub fn evaluate(
     sigs: &[Signature],
     sig_tag: &str,
 ) -> Result<(), Refusal> {
+    let none = Lookaside::Unconfigured("no lookaside was read".to_string());
+    let found = Found {
+        sigstore: sigs,
+        sig_tag,
+        lookaside: &none,
+    };
+    evaluate_found(reqs, image, digest, &found)
+}
+
+/// [`evaluate`] with sigstore and lookaside signatures.
+pub fn evaluate_found(
+    reqs: &[Requirement],
+    image: &DockerRef,
+    digest: &str,
+    found: &Found<'_>,
+) -> Result<(), Refusal> {
+    let (sigs, sig_tag) = (found.sigstore, found.sig_tag);
     for (index, r) in reqs.iter().enumerate() {
         let refuse = |detail: String| Refusal {
             index,
@@ -153,6 +204,9 @@ pub fn evaluate(
             }
             Requirement::SigstoreSigned { keys, identity } => {
                 sigstore_signed(keys, identity, image, digest, sigs, sig_tag).map_err(refuse)?;
+            }
+            Requirement::SignedBy { keys, identity } => {
+                signed_by(keys, identity, image, digest, found.lookaside).map_err(refuse)?;
             }
         }
     }
@@ -236,12 +290,24 @@ pub fn accept(
     if !keys.iter().any(|k| k.verifies(&s.payload, &raw)) {
         return Err("no signature verifies with the policy's keys".to_string());
     }
-    let p: Payload = serde_json::from_slice(&s.payload)
+    check_payload(&s.payload, PAYLOAD_TYPE, identity, image, digest)
+}
+
+/// The (already verified) simple-signing `payload`: its `critical.type` is `kind`,
+/// it names the manifest `digest` and an identity `identity` accepts for `image`.
+pub(super) fn check_payload(
+    payload: &[u8],
+    kind: &str,
+    identity: &SignedIdentity,
+    image: &DockerRef,
+    digest: &str,
+) -> Result<(), String> {
+    let p: Payload = serde_json::from_slice(payload)
         .map_err(|e| format!("the signed payload is not a simple-signing document: {e}"))?;
     let c = p.critical;
-    if c.kind != PAYLOAD_TYPE {
+    if c.kind != kind {
         return Err(format!(
-            "the signed payload's critical.type is {:?}, not {PAYLOAD_TYPE:?}",
+            "the signed payload's critical.type is {:?}, not {kind:?}",
             c.kind
         ));
     }
@@ -259,6 +325,48 @@ pub fn accept(
         ));
     }
     Ok(())
+}
+
+/// `signedBy`: one lookaside signature made by one of `keys` whose payload passes,
+/// else why none did.
+fn signed_by(
+    keys: &GpgKeys,
+    identity: &SignedIdentity,
+    image: &DockerRef,
+    digest: &str,
+    lookaside: &Lookaside,
+) -> Result<(), String> {
+    let (url, blobs) = match lookaside {
+        Lookaside::Unconfigured(why) => return Err(why.clone()),
+        Lookaside::Found { url, blobs } => (url, blobs),
+    };
+    let mut reasons = Vec::new();
+    for blob in blobs {
+        let checked = super::gpg::open(keys, blob)
+            .and_then(|p| check_payload(&p, super::gpg::PAYLOAD_TYPE, identity, image, digest));
+        match checked {
+            Ok(()) => return Ok(()),
+            Err(e) => reasons.push(e),
+        }
+    }
+    let unverified = "no signature verifies with the policy's keys";
+    if reasons.is_empty() {
+        return Err(format!(
+            "a signature is required, but none was found (no {url}/signature-1)"
+        ));
+    }
+    if reasons.iter().all(|r| r == unverified) {
+        return Err(format!(
+            "no signature in lookaside {url} verifies with the policy's keys"
+        ));
+    }
+    match reasons.len() {
+        1 => Err(reasons.remove(0)),
+        n => Err(format!(
+            "none of the {n} signatures in lookaside {url} was accepted: {}",
+            reasons.join("; ")
+        )),
+    }
 }
 
 impl SignedIdentity {
