@@ -967,22 +967,7 @@ async fn a_webhook_operator_installed_by_olm_v0_is_taken_over_with_its_webhooks_
     }
     let exts: Api<ClusterExtension> = Api::all(admin.clone());
     wait_installed(&exts, &inst.sub, "1.0.0").await;
-    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), ns);
-    eventually(
-        180,
-        "the operator rolled onto the new certificate",
-        || async {
-            let d = deployments.get(&deployment).await.ok()?;
-            let want = d.spec.as_ref()?.replicas.unwrap_or(1);
-            let s = d.status?;
-            (s.observed_generation == d.metadata.generation
-                && s.updated_replicas == Some(want)
-                && s.available_replicas == Some(want)
-                && s.replicas == Some(want))
-            .then_some(())
-        },
-    )
-    .await;
+    wait_rolled_out(&admin, ns, &deployment).await;
     wait_succeeded(&exts, &inst.sub).await;
     let takeover_took = convert_started.elapsed();
 
@@ -1045,6 +1030,26 @@ async fn a_webhook_operator_installed_by_olm_v0_is_taken_over_with_its_webhooks_
         pod, after.0, after.2
     );
     drop(v0);
+}
+
+/// Waits until Deployment `ns/name` has rolled out (all replicas updated and available).
+async fn wait_rolled_out(admin: &kube::Client, ns: &str, name: &str) {
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), ns);
+    eventually(
+        180,
+        "the operator rolled onto the new certificate",
+        || async {
+            let d = deployments.get(name).await.ok()?;
+            let want = d.spec.as_ref()?.replicas.unwrap_or(1);
+            let s = d.status?;
+            (s.observed_generation == d.metadata.generation
+                && s.updated_replicas == Some(want)
+                && s.available_replicas == Some(want)
+                && s.replicas == Some(want))
+            .then_some(())
+        },
+    )
+    .await;
 }
 
 /// A convert stopped halfway against running OLM v0 (the Subscription and InstallPlan
@@ -1332,6 +1337,7 @@ async fn an_aggregated_api_server_installed_by_olm_v0_is_taken_over_with_its_api
     );
     let exts: Api<ClusterExtension> = Api::all(admin.clone());
     wait_installed(&exts, &inst.sub, "1.0.0").await;
+    wait_rolled_out(&admin, ns, &deployment).await;
     wait_succeeded(&exts, &inst.sub).await;
 
     // olmv1's APIService now (same object), with cert-manager's CA; served throughout.
