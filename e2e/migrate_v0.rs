@@ -852,11 +852,7 @@ async fn a_webhook_operator_installed_by_olm_v0_is_taken_over_with_its_webhooks_
     let spec = BundleSpec::new(&support::unique("v0hooks"), "1.0.0");
     let package = spec.package.clone();
     let files = webhook_bundle(&spec, &node.workload_image);
-    let catalog = support::unique("v0cat");
-    let image = publish_files_on_node(&catalog, &spec, &files).await;
-    create_catalog(&catalog, &image).await;
-    let (_opm, address) = olm_v0_run::serve_v0_catalog_of(&package, &[(spec.clone(), files)]);
-    wait_serving(&admin, &catalog).await;
+    let (_opm, address) = catalogs_of_files(&admin, &spec, files).await;
     let started = Instant::now();
     let inst = install_through_subscription(&admin, &spec, &address, false, "Automatic").await;
     eprintln!(
@@ -904,16 +900,7 @@ async fn a_webhook_operator_installed_by_olm_v0_is_taken_over_with_its_webhooks_
 
     let target = format!("{ns}/{}", inst.sub);
     let registry_flag = ["--insecure-registry", node.registry.as_str()];
-    // olm-operator may take the CSV back to Installing for a moment after it Succeeded
-    // (seen: "waiting for install components to report healthy"); check refuses that
-    // until it is healthy again, as it tells a user to.
-    let check = [&["migrate", "check", &target][..], &registry_flag].concat();
-    eventually(120, "migrate check: eligible", || async {
-        let (code, out, err) = olmv1(&check, &kubeconfig);
-        println!("[v0hooks] olmv1 migrate check {target}:\n{out}{err}");
-        (code == 0).then_some(())
-    })
-    .await;
+    check_eligible(&target, &registry_flag, &kubeconfig, "v0hooks").await;
     let convert_started = Instant::now();
     let (code, out, err) = olmv1(
         &[
@@ -1030,6 +1017,35 @@ async fn a_webhook_operator_installed_by_olm_v0_is_taken_over_with_its_webhooks_
         pod, after.0, after.2
     );
     drop(v0);
+}
+
+/// The same bundle (`files`) in a ClusterCatalog (an image on the node, Serving) and in
+/// a v0 catalog `opm serve` serves: the programs and the address for a CatalogSource.
+async fn catalogs_of_files(
+    admin: &kube::Client,
+    spec: &BundleSpec,
+    files: std::collections::BTreeMap<String, Vec<u8>>,
+) -> (Programs, String) {
+    let catalog = support::unique("v0cat");
+    let image = publish_files_on_node(&catalog, spec, &files).await;
+    create_catalog(&catalog, &image).await;
+    let served = olm_v0_run::serve_v0_catalog_of(&spec.package, &[(spec.clone(), files)]);
+    wait_serving(admin, &catalog).await;
+    served
+}
+
+/// `olmv1 migrate check <target>` until it says eligible: olm-operator may take the CSV
+/// back to Installing for a moment after it Succeeded (seen: "waiting for install
+/// components to report healthy"); check refuses that until it is healthy again, as it
+/// tells a user to.
+async fn check_eligible(target: &str, registry_flag: &[&str], kubeconfig: &Path, tag: &str) {
+    let check = [&["migrate", "check", target][..], registry_flag].concat();
+    eventually(120, "migrate check: eligible", || async {
+        let (code, out, err) = olmv1(&check, kubeconfig);
+        println!("[{tag}] olmv1 migrate check {target}:\n{out}{err}");
+        (code == 0).then_some(())
+    })
+    .await;
 }
 
 /// Waits until Deployment `ns/name` has rolled out (all replicas updated and available).
@@ -1250,11 +1266,7 @@ async fn an_aggregated_api_server_installed_by_olm_v0_is_taken_over_with_its_api
     let spec = BundleSpec::new(&support::unique("v0apis"), "1.0.0");
     let package = spec.package.clone();
     let files = apiservice_bundle(&spec, &node.workload_image);
-    let catalog = support::unique("v0cat");
-    let image = publish_files_on_node(&catalog, &spec, &files).await;
-    create_catalog(&catalog, &image).await;
-    let (_opm, address) = olm_v0_run::serve_v0_catalog_of(&package, &[(spec.clone(), files)]);
-    wait_serving(&admin, &catalog).await;
+    let (_opm, address) = catalogs_of_files(&admin, &spec, files).await;
     let inst = install_through_subscription(&admin, &spec, &address, false, "Automatic").await;
     let ns = inst.ns.as_str();
     let deployment = spec.deployment_name();
@@ -1308,13 +1320,7 @@ async fn an_aggregated_api_server_installed_by_olm_v0_is_taken_over_with_its_api
 
     let target = format!("{ns}/{}", inst.sub);
     let registry_flag = ["--insecure-registry", node.registry.as_str()];
-    let check = [&["migrate", "check", &target][..], &registry_flag].concat();
-    eventually(120, "migrate check: eligible", || async {
-        let (code, out, err) = olmv1(&check, &kubeconfig);
-        println!("[v0apis] olmv1 migrate check {target}:\n{out}{err}");
-        (code == 0).then_some(())
-    })
-    .await;
+    check_eligible(&target, &registry_flag, &kubeconfig, "v0apis").await;
     let convert_started = Instant::now();
     let convert = [
         &["migrate", "convert", &target, "--apply"][..],

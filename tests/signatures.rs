@@ -472,6 +472,25 @@ async fn cli_applies_the_signature_policy() {
     );
 }
 
+/// Starts `olmv1 controller` with `flag path` (no cluster behind its kubeconfig, a
+/// cache under `dir`); it must stop at start: its stderr.
+fn controller_start_refused(flag: &str, path: &std::path::Path, dir: &std::path::Path) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_olmv1"))
+        .args(["controller", "--kubeconfig", "/nonexistent/kubeconfig"])
+        .arg(flag)
+        .arg(path)
+        .arg("--cache-dir")
+        .arg(dir.join("cache"))
+        .output()
+        .expect("olmv1");
+    assert!(
+        !out.status.success(),
+        "started with {flag} {}",
+        path.display()
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// A policy that does not parse stops `olmv1 controller` at start, naming the file.
 #[test]
 fn controller_refuses_to_start_with_a_broken_policy() {
@@ -482,16 +501,7 @@ fn controller_refuses_to_start_with_a_broken_policy() {
         r#"{"default": [{"type": "sigstoreSigned", "fulcio": {}}]}"#,
     )
     .expect("write");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_olmv1"))
-        .args(["controller", "--kubeconfig", "/nonexistent/kubeconfig"])
-        .arg("--signature-policy")
-        .arg(&bad)
-        .arg("--cache-dir")
-        .arg(dir.path().join("cache"))
-        .output()
-        .expect("olmv1");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let stderr = controller_start_refused("--signature-policy", &bad, dir.path());
     assert!(
         stderr.contains(&format!(
             "signature policy {}: default[0]: sigstoreSigned: \"fulcio\"",
@@ -871,16 +881,7 @@ fn controller_refuses_to_start_with_a_broken_registries_d() {
         )
         .expect("write");
     }
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_olmv1"))
-        .args(["controller", "--kubeconfig", "/nonexistent/kubeconfig"])
-        .arg("--registries-d")
-        .arg(&conf)
-        .arg("--cache-dir")
-        .arg(dir.path().join("cache"))
-        .output()
-        .expect("olmv1");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let stderr = controller_start_refused("--registries-d", &conf, dir.path());
     assert!(
         stderr.contains(&format!(
             "registries.d {}: docker \"quay.io/acme\" is defined both in {} and {}",

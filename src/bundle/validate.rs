@@ -201,17 +201,21 @@ fn check_deployments(csv: &Csv, errs: &mut Vec<String>) {
     }
 }
 
-/// Owned APIServices (OLM v0 `install/apiservice.go`): group and version set, one
-/// definition per `<version>.<group>`, served by a deployment of the CSV.
-fn check_api_services(csv: &Csv, errs: &mut Vec<String>) {
-    let deployments: HashSet<&str> = csv
-        .spec
+/// The names of the CSV's install-strategy deployments.
+fn deployment_names(csv: &Csv) -> HashSet<&str> {
+    csv.spec
         .install
         .spec
         .deployments
         .iter()
         .map(|d| d.name.as_str())
-        .collect();
+        .collect()
+}
+
+/// Owned APIServices (OLM v0 `install/apiservice.go`): group and version set, one
+/// definition per `<version>.<group>`, served by a deployment of the CSV.
+fn check_api_services(csv: &Csv, errs: &mut Vec<String>) {
+    let deployments = deployment_names(csv);
     let mut seen = HashSet::new();
     for a in &csv.spec.apiservicedefinitions.owned {
         let name = a.api_service_name();
@@ -287,14 +291,7 @@ fn check_webhooks(csv: &Csv, modes: InstallModeSet, errs: &mut Vec<String>) {
             ));
         }
     }
-    let deployments: HashSet<&str> = csv
-        .spec
-        .install
-        .spec
-        .deployments
-        .iter()
-        .map(|d| d.name.as_str())
-        .collect();
+    let deployments = deployment_names(csv);
     let mut seen_webhooks = HashSet::new();
     for w in webhooks {
         let t = w.type_.as_str();
