@@ -10,16 +10,24 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
-/// `sh -c` program: run "$@" in the background; on EOF of stdin stop it; exit with its code.
+/// `sh -c` program: run "$@" in the background; on EOF of stdin stop it; exit with its
+/// code. The cleanup directory is removed only when the stop came from here (EOF): a
+/// child that ends by itself (a crash, a full disk) leaves its data for the diagnosis,
+/// and the tests still running get its log rather than a vanished kubeconfig.
 const SUPERVISOR: &str = r#"exec 3<&0 </dev/null
+stopped=$(mktemp)
 "$@" &
 child=$!
-{ while read -r _ <&3; do :; done; kill -TERM "$child" 2>/dev/null; sleep 5; kill -KILL "$child" 2>/dev/null; } &
+{ while read -r _ <&3; do :; done; echo >"$stopped"; kill -TERM "$child" 2>/dev/null; sleep 5; kill -KILL "$child" 2>/dev/null; } &
 watcher=$!
 wait "$child"; code=$?
 kill "$watcher" 2>/dev/null
 if [ -n "$OLMV1_ON_EXIT" ]; then sh -c "$OLMV1_ON_EXIT"; fi
-if [ -n "$OLMV1_CLEANUP" ] && [ ! -e "$OLMV1_CLEANUP/.olmv1-keep" ]; then rm -rf --one-file-system "$OLMV1_CLEANUP"; fi
+if [ -n "$OLMV1_CLEANUP" ] && [ ! -e "$OLMV1_CLEANUP/.olmv1-keep" ]; then
+  if [ -s "$stopped" ]; then rm -rf --one-file-system "$OLMV1_CLEANUP"
+  else echo "olmv1-supervise: $1 exited by itself (status $code); its data stays in $OLMV1_CLEANUP" >&2; fi
+fi
+rm -f "$stopped"
 exit $code"#;
 
 /// A file that, while it exists in a supervised process's cleanup directory, keeps the
