@@ -196,15 +196,21 @@ async fn approve_install_plan(admin: &kube::Client, ns: &str, sub: &str) {
 
 async fn wait_csv_succeeded(admin: &kube::Client, ns: &str, csv: &str, seconds: u64) {
     let csvs = olm_v0::api(admin, "v1alpha1", "ClusterServiceVersion", ns);
-    let what = format!("CSV {ns}/{csv} Succeeded");
-    eventually(seconds, &what, || {
-        let csvs = csvs.clone();
-        async move {
-            let c = serde_json::to_value(csvs.get_opt(csv).await.ok()??).ok()?;
-            (c["status"]["phase"] == "Succeeded").then_some(())
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut last = Value::Null;
+    while Instant::now() < deadline {
+        if let Ok(Some(c)) = csvs.get_opt(csv).await {
+            let c = serde_json::to_value(c).unwrap_or_default();
+            if c["status"]["phase"] == "Succeeded" {
+                return;
+            }
+            last = c["status"].clone();
         }
-    })
-    .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let status =
+        json!({"phase": last["phase"], "reason": last["reason"], "message": last["message"]});
+    panic!("timed out after {seconds}s waiting for CSV {ns}/{csv} Succeeded; last status {status}");
 }
 
 /// The operator's one pod: (name, uid, restart count), once it is running and ready.
@@ -1010,13 +1016,71 @@ async fn a_webhook_operator_installed_by_olm_v0_is_taken_over_with_its_webhooks_
     );
     webhook_bundle::exercise(&admin, ns, &package, "-cleaned").await;
     let after = operator_pod(&admin, ns, &deployment).await;
-    assert!(v0.exited().is_empty(), "OLM v0 stopped: {:?}", v0.exited());
     println!(
         "[v0hooks] figures: convert {convert_took:?}, convert to Succeeded {takeover_took:?}, \
          pod {} -> {} (restarts {restarts} -> {})",
         pod, after.0, after.2
     );
+    roll_back_webhooks(&admin, &kubeconfig, &inst, &spec).await;
+    assert!(v0.exited().is_empty(), "OLM v0 stopped: {:?}", v0.exited());
     drop(v0);
+}
+
+/// The way back for a webhook operator: `migrate rollback` removes what ties it to
+/// cert-manager (the Certificate that would re-issue OLM v0's Secret, olmv1's webhook
+/// configurations, the CRD's CA injection), OLM v0 installs the CSV again with its own
+/// CA and configurations, rolls the pods onto its certificate, and the three webhooks
+/// answer through OLM v0's configurations.
+async fn roll_back_webhooks(
+    admin: &kube::Client,
+    kubeconfig: &Path,
+    inst: &V0Install,
+    spec: &BundleSpec,
+) {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let (ns, deployment) = (inst.ns.as_str(), spec.deployment_name());
+    let before = ca_hash(admin, ns, &deployment).await;
+    let target = format!("{ns}/{}", inst.sub);
+    let started = Instant::now();
+    let (code, out, err) = olmv1(&["migrate", "rollback", &target], kubeconfig);
+    println!("[v0hooks] olmv1 migrate rollback:\n{out}{err}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    for step in [
+        "delete Certificate",
+        "delete ValidatingWebhookConfiguration vwidget.",
+    ] {
+        assert!(out.contains(step), "no step {step:?}:\n{out}");
+    }
+    wait_csv_succeeded(admin, ns, &inst.csv, 180).await;
+    wait_rolled_onto_another_ca(admin, ns, &deployment, before).await;
+    let group = webhook_bundle::group(&spec.package);
+    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
+    let ours = format!("vwidget.{group}");
+    assert!(
+        configurations.get_opt(&ours).await.expect("get").is_none(),
+        "olmv1's {ours} is left"
+    );
+    let v0_made = configurations
+        .list(&ListParams::default().labels(&format!("olm.owner={}", inst.csv)))
+        .await
+        .expect("list");
+    assert_eq!(v0_made.items.len(), 1, "OLM v0's own configuration");
+    let certificates = Api::<DynamicObject>::namespaced_with(
+        admin.clone(),
+        ns,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "cert-manager.io",
+            "v1",
+            "Certificate",
+        )),
+    );
+    let left = certificates.list(&Default::default()).await.expect("list");
+    assert!(left.items.is_empty(), "Certificates left: {:?}", left.items);
+    webhook_bundle::exercise(admin, ns, &spec.package, "-back").await;
+    println!(
+        "[v0hooks] rollback to webhooks answering through OLM v0: {:?}",
+        started.elapsed()
+    );
 }
 
 /// The same bundle (`files`) in a ClusterCatalog (an image on the node, Serving) and in
@@ -1066,6 +1130,32 @@ async fn wait_rolled_out(admin: &kube::Client, ns: &str, name: &str) {
         },
     )
     .await;
+}
+
+/// The pod template's `olmcahash` (OLM v0's CA hash; `convert` sets it too).
+async fn ca_hash(admin: &kube::Client, ns: &str, deployment: &str) -> Option<String> {
+    let d = Api::<Deployment>::namespaced(admin.clone(), ns)
+        .get(deployment)
+        .await
+        .ok()?;
+    let annotations = d.spec?.template.metadata?.annotations?;
+    annotations.get("olmcahash").cloned()
+}
+
+/// Waits until OLM v0 put another CA hash than `before` on the pod template (a CA of
+/// its own, installing the CSV again) and the Deployment rolled onto it.
+async fn wait_rolled_onto_another_ca(
+    admin: &kube::Client,
+    ns: &str,
+    deployment: &str,
+    before: Option<String>,
+) {
+    eventually(180, "OLM v0's CA hash on the pod template", || async {
+        let hash = ca_hash(admin, ns, deployment).await?;
+        (Some(&hash) != before.as_ref()).then_some(())
+    })
+    .await;
+    wait_rolled_out(admin, ns, deployment).await;
 }
 
 /// A convert stopped halfway against running OLM v0 (the Subscription and InstallPlan
@@ -1425,6 +1515,28 @@ async fn an_aggregated_api_server_installed_by_olm_v0_is_taken_over_with_its_api
     assert_eq!(code, 0, "{err}\n{out}");
     let kept = served("after cleanup").await;
     assert_eq!(kept.metadata.uid, under_v0.metadata.uid);
+    // The way back: cainjector no longer writes into the APIService, cert-manager no
+    // longer re-issues the Secret; OLM v0 installs the CSV again with its own CA.
+    let before = ca_hash(&admin, ns, &deployment).await;
+    let (code, out, err) = olmv1(&["migrate", "rollback", &target], &kubeconfig);
+    println!("[v0apis] olmv1 migrate rollback:\n{out}{err}");
+    assert_eq!(code, 0, "{err}\n{out}");
+    for step in [
+        "remove cert-manager.io/inject-ca-from from APIService",
+        "delete Certificate",
+        "label APIService",
+    ] {
+        assert!(out.contains(step), "no step {step:?}:\n{out}");
+    }
+    wait_csv_succeeded(&admin, ns, &inst.csv, 180).await;
+    wait_rolled_onto_another_ca(&admin, ns, &deployment, before).await;
+    let back = served("after the rollback").await;
+    assert_eq!(back.metadata.uid, under_v0.metadata.uid);
+    let annotations = back.metadata.annotations.clone().unwrap_or_default();
+    assert!(
+        !annotations.contains_key("cert-manager.io/inject-ca-from"),
+        "{annotations:?}"
+    );
     assert!(v0.exited().is_empty(), "OLM v0 stopped: {:?}", v0.exited());
     drop(v0);
 }

@@ -28,6 +28,22 @@ export OLMV1_ETCD="$(hack/etcd-path.sh)"
 # gigabytes to a cold build (CI's) and speed up nothing here.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
+# Disk: the debug build of every test binary takes about 14 GB the first time (without
+# incremental caches), and the tests' control planes, registries and node a few more.
+# A disk that fills half-way fails dozens of tests for no visible reason (etcd dies,
+# kubeconfigs vanish): say so first.
+target_dir="${CARGO_TARGET_DIR:-target}"
+mkdir -p "$target_dir"
+need_gb=5
+[ -d "$target_dir/debug/deps" ] || need_gb=20
+for dir in "$target_dir" "${TMPDIR:-/tmp}"; do
+  free_gb=$(df -Pk "$dir" | awk 'NR == 2 {print int($4 / 1048576)}')
+  if [ "${free_gb:-0}" -lt "$need_gb" ]; then
+    echo "error: $free_gb GB free on the file system of $dir; the tests need about $need_gb GB there (the debug build of every test binary takes about 14 GB the first time). Free some space (e.g. cargo clean in other checkouts) or point CARGO_TARGET_DIR / TMPDIR at a larger disk" >&2
+    exit 1
+  fi
+done
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 if [ ! -d "${CARGO_TARGET_DIR:-target}/debug/deps" ]; then

@@ -7,6 +7,7 @@
 use super::convert::remove_finalizers;
 use super::kube as k;
 use super::{Output, RollbackArgs, parse_target};
+use crate::apply::{ObjectRef, record};
 use crate::migrate::olm_v0::backup::{Backup, configmap_name};
 use crate::migrate::olm_v0::convert::Target;
 use crate::migrate::olm_v0::rollback::{self, Observed, PAUSED_ANNOTATION, Plan, Step};
@@ -77,7 +78,8 @@ async fn execute_all(
     out: &mut String,
 ) -> Result<bool, String> {
     let mut done = 0;
-    for _round in 0..3 {
+    // Rounds: up to the InstallPlan (Manual approval), up to the CSV, the rest.
+    for _round in 0..4 {
         match execute(kc, name, &steps, out, &mut done).await? {
             Executed::Failed => return Ok(true),
             Executed::All => return Ok(false),
@@ -106,20 +108,124 @@ async fn read(kc: Option<&Path>, ns: &str, name: &str) -> Result<Observed, Strin
     let selector = format!(
         "olm.operatorframework.io/revision-record=true,olm.operatorframework.io/owner-name={name}"
     );
-    let records = k::list(&c, "v1", "ConfigMap", "", Some(&selector))
-        .await?
-        .iter()
-        .map(Target::of)
-        .collect();
+    let listed = k::list(&c, "v1", "ConfigMap", "", Some(&selector)).await?;
+    let records = listed.iter().map(Target::of).collect();
+    let (objects, unreadable_record) = match revision_objects(&listed) {
+        Ok(objects) => (objects, None),
+        Err(why) => (Vec::new(), Some(why)),
+    };
+    let (provider_objects, injected) = provider_ties(&c, &objects).await?;
+    let mut api_services = Vec::new();
+    for t in objects.iter().filter(|t| t.kind == "APIService") {
+        api_services.extend(k::get(&c, t).await?);
+    }
+    let backup = k::get(&c, &cm).await?.map(|v| Backup::from_configmap(&v));
+    let csv_exists = match &backup {
+        Some(Ok(b)) => k::get(&c, &csv(ns, &b.installed_csv)).await?.is_some(),
+        _ => false,
+    };
     Ok(Observed {
         namespace: ns.into(),
         name: name.into(),
-        backup: k::get(&c, &cm).await?.map(|v| Backup::from_configmap(&v)),
+        backup,
         subscription: k::get(&c, &sub).await?,
         extension: k::get(&c, &extension(name)).await?,
         records,
         install_plans: k::list(&c, INSTALL_PLAN.0, INSTALL_PLAN.1, ns, None).await?,
+        provider_objects,
+        injected,
+        unreadable_record,
+        api_services,
+        csv_exists,
     })
+}
+
+fn csv(ns: &str, name: &str) -> Target {
+    Target {
+        api_version: "operators.coreos.com/v1alpha1".into(),
+        kind: "ClusterServiceVersion".into(),
+        namespace: ns.into(),
+        name: name.into(),
+    }
+}
+
+/// Waits until OLM v0 made the ClusterServiceVersion `ns/name` again.
+async fn await_csv(c: &kube::Client, ns: &str, name: &str) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + INSTALL_PLAN_WAIT;
+    while k::get(c, &csv(ns, name)).await?.is_none() {
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "OLM v0 made no ClusterServiceVersion {ns}/{name} within {} s (is its InstallPlan approved, and catalog-operator running?)",
+                INSTALL_PLAN_WAIT.as_secs()
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    Ok(())
+}
+
+/// The objects of the installed revision in the record ConfigMaps `records` (none
+/// without a record, or before a revision was installed).
+fn revision_objects(records: &[serde_json::Value]) -> Result<Vec<Target>, String> {
+    let mut objects = Vec::new();
+    for record in records {
+        let name = Target::of(record);
+        let data = record
+            .pointer(&format!("/binaryData/{}", record::DATA_KEY))
+            .and_then(serde_json::Value::as_str)
+            .ok_or_else(|| format!("{name}: no binaryData key {}", record::DATA_KEY))?;
+        let gz = data_encoding::BASE64
+            .decode(data.as_bytes())
+            .map_err(|e| format!("{name}: {e}"))?;
+        let history = record::decode(&gz).map_err(|e| format!("{name}: {e}"))?;
+        let installed = history.installed().map(|r| r.objects.iter());
+        // Rendered cluster-scoped objects may carry the install namespace (webhook
+        // configurations do, as upstream renders them): it is not part of their name.
+        let cluster_scoped =
+            |o: &ObjectRef| crate::kinds::lookup(&o.group, &o.kind).is_some_and(|k| !k.namespaced);
+        objects.extend(installed.into_iter().flatten().map(|o| Target {
+            api_version: o.api_version(),
+            kind: o.kind.clone(),
+            namespace: if cluster_scoped(o) {
+                String::new()
+            } else {
+                o.namespace.clone()
+            },
+            name: o.name.clone(),
+        }));
+    }
+    Ok(objects)
+}
+
+/// Of `objects`, those only olmv1 made for its certificate provider that still exist,
+/// and those (CRDs, APIServices, Services) that still carry the provider's annotations.
+async fn provider_ties(
+    c: &kube::Client,
+    objects: &[Target],
+) -> Result<(Vec<Target>, Vec<(Target, Vec<String>)>), String> {
+    let mut made = Vec::new();
+    let mut injected = Vec::new();
+    for t in objects {
+        let annotated = matches!(
+            t.kind.as_str(),
+            "CustomResourceDefinition" | "APIService" | "Service"
+        );
+        if !annotated && !rollback::provider_object(&t.api_version, &t.kind) {
+            continue;
+        }
+        let Some(live) = k::get(c, t).await? else {
+            continue;
+        };
+        if annotated {
+            let annotations = rollback::provider_annotations(&live);
+            if !annotations.is_empty() {
+                injected.push((t.clone(), annotations));
+            }
+        } else {
+            made.push(t.clone());
+        }
+    }
+    Ok((made, injected))
 }
 
 const INSTALL_PLAN: (&str, &str) = ("operators.coreos.com/v1alpha1", "InstallPlan");
@@ -206,9 +312,30 @@ async fn execute(
                 }
                 result
             }
-            Step::DeleteRevisionRecord { target } | Step::DeleteBackup { target } => {
-                k::delete(&c, target, false).await
+            Step::RemoveProviderAnnotations {
+                target,
+                annotations,
+            } => {
+                let nulls: serde_json::Map<String, serde_json::Value> = annotations
+                    .iter()
+                    .map(|a| (a.clone(), serde_json::Value::Null))
+                    .collect();
+                let patch = json!({"metadata": {"annotations": nulls}});
+                k::merge_patch(&c, target, &patch).await
             }
+            Step::AwaitCsv { namespace, csv } => await_csv(&c, namespace, csv).await,
+            Step::LabelApiService {
+                target,
+                namespace,
+                csv,
+            } => {
+                let labels = json!({"olm.owner": csv, "olm.owner.kind": "ClusterServiceVersion",
+                    "olm.owner.namespace": namespace});
+                k::merge_patch(&c, target, &json!({"metadata": {"labels": labels}})).await
+            }
+            Step::DeleteRevisionRecord { target }
+            | Step::DeleteProviderObject { target }
+            | Step::DeleteBackup { target } => k::delete(&c, target, false).await,
             Step::RestoreSubscription { manifest } => k::create(&c, manifest).await,
             Step::AwaitInstallPlan { namespace, csv } => {
                 await_install_plan(&c, namespace, subscription_name, csv).await
@@ -228,7 +355,7 @@ async fn execute(
                 return Ok(Executed::Failed);
             }
         }
-        if matches!(step, Step::AwaitInstallPlan { .. }) {
+        if matches!(step, Step::AwaitInstallPlan { .. } | Step::AwaitCsv { .. }) {
             return Ok(Executed::Waited);
         }
     }

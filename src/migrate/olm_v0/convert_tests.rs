@@ -372,6 +372,7 @@ fn converted() -> rollback::Observed {
             name: "olmv1-revision-demo".into(),
         }],
         install_plans: vec![],
+        ..Default::default()
     }
 }
 
@@ -386,7 +387,28 @@ fn rollback_done(o: &mut rollback::Observed, step: &rollback::Step) {
             o.extension.as_mut().unwrap()["metadata"]["deletionTimestamp"] = json!("now");
         }
         S::RemoveExtensionFinalizers { .. } => o.extension = None,
-        S::DeleteRevisionRecord { target } => o.records.retain(|r| r != target),
+        S::RemoveProviderAnnotations { target, .. } => o.injected.retain(|(t, _)| t != target),
+        S::DeleteProviderObject { target } => o.provider_objects.retain(|t| t != target),
+        S::DeleteRevisionRecord { target } => {
+            o.records.retain(|r| r != target);
+            // The record named the revision's objects: without it, none are found.
+            o.provider_objects.clear();
+            o.injected.clear();
+            o.api_services.clear();
+        }
+        S::AwaitCsv { .. } => o.csv_exists = true,
+        S::LabelApiService {
+            target,
+            csv,
+            namespace,
+        } => {
+            for a in &mut o.api_services {
+                if &Target::of(a) == target {
+                    a["metadata"]["labels"] = json!({"olm.owner": csv,
+                        "olm.owner.kind": "ClusterServiceVersion", "olm.owner.namespace": namespace});
+                }
+            }
+        }
         S::RestoreSubscription { manifest } => o.subscription = Some(manifest.clone()),
         S::AwaitInstallPlan { .. } if o.subscription.is_some() => {
             o.subscription.as_mut().unwrap()["status"] =
@@ -418,8 +440,8 @@ fn rollback_pauses_deletes_orphaning_then_restores_the_subscription_and_resumes(
             "pause ClusterExtension demo (olm.operatorframework.io/paused: \"true\": it uninstalls nothing)",
             "delete ClusterExtension demo (propagationPolicy Orphan: its objects stay)",
             "remove finalizers olm.operatorframework.io/cleanup-unpack-cache from ClusterExtension demo",
-            "delete the revision record ConfigMap olmv1-system/olmv1-revision-demo",
             "create Subscription ops/demo with startingCSV demo-operator.v1.2.0",
+            "delete the revision record ConfigMap olmv1-system/olmv1-revision-demo",
             "delete the backup ConfigMap ops/olmv1-migration-demo",
         ]
     );
@@ -444,6 +466,142 @@ fn rollback_pauses_deletes_orphaning_then_restores_the_subscription_and_resumes(
             .unwrap()
             .starts_with("no backup ConfigMap ops/olmv1-migration-demo")
     );
+}
+
+fn target(api_version: &str, kind: &str, namespace: &str, name: &str) -> Target {
+    Target {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    }
+}
+
+/// A webhook operator taken over with cert-manager: its Certificate, Issuer, webhook
+/// configurations and the CRD's CA injection.
+fn converted_with_webhooks() -> rollback::Observed {
+    let mut o = converted();
+    o.provider_objects = vec![
+        target(
+            "admissionregistration.k8s.io/v1",
+            "ValidatingWebhookConfiguration",
+            "",
+            "vwidget.demo.io",
+        ),
+        target("cert-manager.io/v1", "Issuer", "ops", "demo-selfsigned"),
+        target(
+            "cert-manager.io/v1",
+            "Certificate",
+            "ops",
+            "demo-service-cert",
+        ),
+    ];
+    o.injected = vec![(
+        target(
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            "",
+            "widgets.demo.io",
+        ),
+        vec!["cert-manager.io/inject-ca-from".into()],
+    )];
+    o
+}
+
+#[test]
+fn rollback_of_a_webhook_operator_unties_the_certificate_provider_before_olm_v0_returns() {
+    let all = rollback::plan(&converted_with_webhooks()).steps;
+    let text: Vec<String> = all.iter().map(rollback::Step::describe).collect();
+    assert_eq!(
+        text[3..8],
+        [
+            "remove cert-manager.io/inject-ca-from from CustomResourceDefinition widgets.demo.io (OLM v0 puts its own CA there)",
+            "delete Certificate ops/demo-service-cert (cert-manager would re-issue the Secret OLM v0 writes its own certificate into)",
+            "delete Issuer ops/demo-selfsigned (it issued olmv1's certificates only)",
+            "delete ValidatingWebhookConfiguration vwidget.demo.io (olmv1's: OLM v0 makes its own with its CA, and this one would fail every call once the pods serve OLM v0's certificate)",
+            "create Subscription ops/demo with startingCSV demo-operator.v1.2.0",
+        ]
+    );
+    assert!(text[8].starts_with("delete the revision record"));
+    // Interrupted anywhere, the next run does exactly what is left.
+    for k in 0..all.len() {
+        let mut o = converted_with_webhooks();
+        for step in &all[..k] {
+            rollback_done(&mut o, step);
+        }
+        assert_eq!(
+            rollback::plan(&o).steps,
+            all[k..].to_vec(),
+            "after {k} steps"
+        );
+    }
+    let mut o = converted_with_webhooks();
+    o.unreadable_record = Some("JSON: EOF".into());
+    let refused = rollback::plan(&o).refused.expect("refused");
+    assert!(
+        refused.contains("revision record is unreadable (JSON: EOF)"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn rollback_of_an_apiservice_operator_labels_it_for_the_csv_once_olm_v0_made_that() {
+    let mut o = converted();
+    o.api_services = vec![
+        json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": "v1.demo.io", "labels": {"olm.operatorframework.io/owner-name": "demo"}}}),
+    ];
+    let text = |o: &rollback::Observed| -> Vec<String> {
+        rollback::plan(o)
+            .steps
+            .iter()
+            .map(rollback::Step::describe)
+            .collect()
+    };
+    let first = text(&o);
+    assert_eq!(
+        first[3..5],
+        [
+            "create Subscription ops/demo with startingCSV demo-operator.v1.2.0",
+            "wait for OLM v0 to create ClusterServiceVersion ops/demo-operator.v1.2.0 again",
+        ]
+    );
+    // Run up to the wait, then planned again: the label, then the rest.
+    for step in &rollback::plan(&o).steps[..5] {
+        rollback_done(&mut o, step);
+    }
+    let then = rollback::plan(&o).steps;
+    assert_eq!(
+        then[0].describe(),
+        "label APIService v1.demo.io for ClusterServiceVersion ops/demo-operator.v1.2.0 (olm.owner: OLM v0 adopts an existing APIService only when it is labelled for the installing CSV)"
+    );
+    rollback_done(&mut o, &then[0]);
+    assert!(
+        text(&o)[0].starts_with("delete the revision record"),
+        "{:?}",
+        text(&o)
+    );
+}
+
+#[test]
+fn provider_objects_and_annotations_are_told_apart_from_the_operators_own() {
+    use rollback::{provider_annotations, provider_object};
+    assert!(provider_object("cert-manager.io/v1", "Certificate"));
+    assert!(provider_object("cert-manager.io/v1", "Issuer"));
+    assert!(provider_object(
+        "admissionregistration.k8s.io/v1",
+        "MutatingWebhookConfiguration"
+    ));
+    assert!(!provider_object("cert-manager.io/v1", "ClusterIssuer"));
+    assert!(!provider_object("apps/v1", "Deployment"));
+    assert!(!provider_object("v1", "Service"));
+    let svc = json!({"metadata": {"annotations": {
+        "service.beta.openshift.io/serving-cert-secret-name": "x", "other": "y"}}});
+    assert_eq!(
+        provider_annotations(&svc),
+        ["service.beta.openshift.io/serving-cert-secret-name"]
+    );
+    assert!(provider_annotations(&json!({"metadata": {}})).is_empty());
 }
 
 #[test]
@@ -492,25 +650,26 @@ fn rollback_on_manual_approval_awaits_then_approves_exactly_the_installed_csv() 
     let all = rollback::plan(&manual()).steps;
     let text: Vec<String> = all.iter().map(rollback::Step::describe).collect();
     assert_eq!(
-        text[4..],
+        text[3..],
         [
             "create Subscription ops/demo with startingCSV demo-operator.v1.2.0",
             "wait for OLM v0's InstallPlan of demo-operator.v1.2.0 in ops (Manual approval)",
+            "delete the revision record ConfigMap olmv1-system/olmv1-revision-demo",
             "delete the backup ConfigMap ops/olmv1-migration-demo",
         ]
     );
     // The Subscription restored, its InstallPlan not named yet: still waiting.
     let mut o = manual();
-    for step in &all[..5] {
+    for step in &all[..4] {
         rollback_done(&mut o, step);
     }
     assert!(matches!(
         rollback::plan(&o).steps[0],
         rollback::Step::AwaitInstallPlan { .. }
     ));
-    // Waited: the InstallPlan is there, to approve; then only the backup goes.
+    // Waited: the InstallPlan is there, to approve; then only the record and backup go.
     let mut o = manual();
-    for step in &all[..6] {
+    for step in &all[..5] {
         rollback_done(&mut o, step);
     }
     let next = rollback::plan(&o).steps;
@@ -520,6 +679,7 @@ fn rollback_on_manual_approval_awaits_then_approves_exactly_the_installed_csv() 
             .collect::<Vec<_>>(),
         [
             "approve InstallPlan ops/install-xyz (it installs demo-operator.v1.2.0 only, the CSV still running: no upgrade)",
+            "delete the revision record ConfigMap olmv1-system/olmv1-revision-demo",
             "delete the backup ConfigMap ops/olmv1-migration-demo",
         ]
     );
@@ -527,7 +687,7 @@ fn rollback_on_manual_approval_awaits_then_approves_exactly_the_installed_csv() 
     assert_eq!(rollback::plan(&o).steps, next[1..].to_vec());
     // An InstallPlan that installs more than the CSV is not approved.
     let mut o = manual();
-    for step in &all[..6] {
+    for step in &all[..5] {
         rollback_done(&mut o, step);
     }
     o.install_plans[1]["spec"]["clusterServiceVersionNames"] =

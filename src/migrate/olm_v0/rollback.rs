@@ -8,7 +8,11 @@
 //! place. On Manual approval OLM v0 waits for that CSV's InstallPlan to be approved:
 //! the rollback waits for it and approves it when it installs exactly the backed-up
 //! CSV (the one still running: no upgrade; found by the real OLM v0 test,
-//! e2e/migrate_v0.rs). The backup goes last. Pure and state-driven like the convert: a rollback
+//! e2e/migrate_v0.rs). Before the Subscription comes back, what ties the operator to
+//! olmv1's certificate provider goes (a webhook or APIService operator,
+//! [`provider_object`], [`PROVIDER_ANNOTATIONS`]): OLM v0 issues its own CA and
+//! certificate on install, into the same Secret, and makes its own webhook
+//! configurations. The backup goes last. Pure and state-driven like the convert: a rollback
 //! interrupted anywhere finishes when run again. Refused when the extension installed
 //! another bundle than the backed-up CSV: OLM v0 cannot step back to an older CSV.
 
@@ -38,6 +42,53 @@ pub struct Observed {
     pub records: Vec<Target>,
     /// The InstallPlans of the Subscription's namespace.
     pub install_plans: Vec<Value>,
+    /// The objects of the installed revision (its record) that only olmv1 made for its
+    /// certificate provider ([`provider_object`]) and that still exist.
+    pub provider_objects: Vec<Target>,
+    /// The objects of the installed revision that still carry a certificate provider's
+    /// annotations, with those annotations ([`provider_annotations`]).
+    pub injected: Vec<(Target, Vec<String>)>,
+    /// Why the revision record could not be read, if it could not.
+    pub unreadable_record: Option<String>,
+    /// The installed revision's APIServices, live.
+    pub api_services: Vec<Value>,
+    /// Whether the backed-up CSV exists (OLM v0 made it again).
+    pub csv_exists: bool,
+}
+
+/// The annotations by which a certificate provider injects its CA or issues a
+/// certificate: cert-manager's cainjector (CRDs, APIServices, webhook configurations)
+/// and OpenShift's service-ca (those, and a Service's serving certificate).
+pub const PROVIDER_ANNOTATIONS: [&str; 3] = [
+    "cert-manager.io/inject-ca-from",
+    "service.beta.openshift.io/inject-cabundle",
+    "service.beta.openshift.io/serving-cert-secret-name",
+];
+
+/// The provider annotations `obj` carries.
+pub fn provider_annotations(obj: &Value) -> Vec<String> {
+    let annotations = obj.pointer("/metadata/annotations");
+    PROVIDER_ANNOTATIONS
+        .iter()
+        .filter(|a| annotations.and_then(|m| m.get(**a)).is_some())
+        .map(|a| a.to_string())
+        .collect()
+}
+
+/// A revision object only olmv1 made for its certificate provider, which would fight
+/// OLM v0's own once it installs again: cert-manager's Certificates (they re-issue the
+/// Secret OLM v0 writes its certificate into) and Issuers, and the webhook
+/// configurations (OLM v0 makes its own, suffixed, with its CA).
+pub fn provider_object(api_version: &str, kind: &str) -> bool {
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    matches!(
+        (group, kind),
+        ("cert-manager.io", "Certificate" | "Issuer")
+            | (
+                "admissionregistration.k8s.io",
+                "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration"
+            )
+    )
 }
 
 /// One step of a rollback; each is safe to run again.
@@ -54,6 +105,29 @@ pub enum Step {
     RemoveExtensionFinalizers {
         name: String,
         finalizers: Vec<String>,
+    },
+    /// Remove a certificate provider's annotations ([`PROVIDER_ANNOTATIONS`]).
+    RemoveProviderAnnotations {
+        target: Target,
+        annotations: Vec<String>,
+    },
+    /// Delete an object only olmv1 made for its certificate provider ([`provider_object`]).
+    DeleteProviderObject {
+        target: Target,
+    },
+    /// Wait until OLM v0 made the CSV again, then plan again.
+    AwaitCsv {
+        namespace: String,
+        csv: String,
+    },
+    /// Label an APIService for the CSV (`olm.owner`, `olm.owner.kind`,
+    /// `olm.owner.namespace`): OLM v0 adopts an existing APIService only when it is
+    /// labelled for the installing CSV (`IsAPIServiceAdoptable` in its source), and
+    /// deletes one labelled for a CSV that does not exist: so once the CSV does.
+    LabelApiService {
+        target: Target,
+        namespace: String,
+        csv: String,
     },
     DeleteRevisionRecord {
         target: Target,
@@ -89,6 +163,32 @@ impl Step {
             Step::RemoveExtensionFinalizers { name, finalizers } => format!(
                 "remove finalizers {} from ClusterExtension {name}",
                 finalizers.join(", ")
+            ),
+            Step::RemoveProviderAnnotations {
+                target,
+                annotations,
+            } => format!(
+                "remove {} from {target} (OLM v0 puts its own CA there)",
+                annotations.join(", ")
+            ),
+            Step::DeleteProviderObject { target } => match target.kind.as_str() {
+                "Certificate" => format!(
+                    "delete {target} (cert-manager would re-issue the Secret OLM v0 writes its own certificate into)"
+                ),
+                "Issuer" => format!("delete {target} (it issued olmv1's certificates only)"),
+                _ => format!(
+                    "delete {target} (olmv1's: OLM v0 makes its own with its CA, and this one would fail every call once the pods serve OLM v0's certificate)"
+                ),
+            },
+            Step::AwaitCsv { namespace, csv } => {
+                format!("wait for OLM v0 to create ClusterServiceVersion {namespace}/{csv} again")
+            }
+            Step::LabelApiService {
+                target,
+                namespace,
+                csv,
+            } => format!(
+                "label {target} for ClusterServiceVersion {namespace}/{csv} (olm.owner: OLM v0 adopts an existing APIService only when it is labelled for the installing CSV)"
             ),
             Step::DeleteRevisionRecord { target } => format!("delete the revision record {target}"),
             Step::RestoreSubscription { manifest } => format!(
@@ -149,19 +249,29 @@ pub fn plan(o: &Observed) -> Plan {
         }
         steps.extend(remove_extension(ext, &o.name));
     }
-    steps.extend(
-        o.records
-            .iter()
-            .map(|t| Step::DeleteRevisionRecord { target: t.clone() }),
-    );
+    if let Some(why) = &o.unreadable_record {
+        return refuse(format!(
+            "the revision record is unreadable ({why}): the certificate objects olmv1 made cannot be found; delete the record to roll back without removing them"
+        ));
+    }
+    steps.extend(untie_certificate_provider(o));
     if o.subscription.is_none() {
         steps.push(Step::RestoreSubscription {
             manifest: backup.restored_subscription(),
         });
     }
-    if manual(backup).is_some() {
-        steps.extend(approval(o, &backup.installed_csv));
+    let approving = manual(backup).and_then(|()| approval(o, &backup.installed_csv));
+    let waiting = matches!(approving, Some(Step::AwaitInstallPlan { .. }));
+    steps.extend(approving);
+    if !waiting {
+        steps.extend(tie_api_services(o, &backup.installed_csv));
     }
+    // The record names the revision's objects: it goes once nothing above needs it.
+    steps.extend(
+        o.records
+            .iter()
+            .map(|t| Step::DeleteRevisionRecord { target: t.clone() }),
+    );
     steps.push(Step::DeleteBackup {
         target: Target {
             api_version: "v1".into(),
@@ -199,6 +309,67 @@ fn refusal(ext: &Value, backup: &Backup, subscription: &str) -> Option<String> {
         "ClusterExtension {name} has installed {installed} (version {version}) since the switch from {} (version {}): OLM v0 cannot go back to an older CSV, so a Subscription starting at {} would downgrade the operator; pin spec.source.catalog.version to {} to go back with olmv1 first, or keep the ClusterExtension",
         backup.installed_csv, backup.version, backup.installed_csv, backup.version
     ))
+}
+
+/// The provider's annotations off the revision's objects first (its cainjector stops
+/// writing its CA), then its Certificates and Issuers, then olmv1's webhook
+/// configurations: until OLM v0 makes its own (seconds), no webhook is called.
+fn untie_certificate_provider(o: &Observed) -> Vec<Step> {
+    let rank = |t: &Target| match t.kind.as_str() {
+        "Certificate" => 0,
+        "Issuer" => 1,
+        _ => 2,
+    };
+    let mut objects: Vec<&Target> = o.provider_objects.iter().collect();
+    objects.sort_by_key(|t| (rank(t), (*t).clone()));
+    let annotations =
+        o.injected
+            .iter()
+            .map(|(target, annotations)| Step::RemoveProviderAnnotations {
+                target: target.clone(),
+                annotations: annotations.clone(),
+            });
+    annotations
+        .chain(
+            objects
+                .into_iter()
+                .map(|t| Step::DeleteProviderObject { target: t.clone() }),
+        )
+        .collect()
+}
+
+/// The revision's APIServices not labelled for `csv` yet: labelled once OLM v0 made
+/// the CSV again (waited for before).
+fn tie_api_services(o: &Observed, csv: &str) -> Vec<Step> {
+    let untied: Vec<Target> = o
+        .api_services
+        .iter()
+        .filter(|a| {
+            let labels = a.pointer("/metadata/labels");
+            let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+            label("olm.owner") != Some(csv)
+                || label("olm.owner.kind") != Some("ClusterServiceVersion")
+                || label("olm.owner.namespace") != Some(o.namespace.as_str())
+        })
+        .map(Target::of)
+        .collect();
+    if untied.is_empty() {
+        return Vec::new();
+    }
+    if !o.csv_exists {
+        return vec![Step::AwaitCsv {
+            namespace: o.namespace.clone(),
+            csv: csv.into(),
+        }];
+    }
+    untied
+        .into_iter()
+        .map(|target| Step::LabelApiService {
+            target,
+            namespace: o.namespace.clone(),
+            csv: csv.into(),
+        })
+        .collect()
 }
 
 /// Pause, delete (orphan), then remove the finalizers of the extension.
