@@ -82,12 +82,18 @@ async fn create_catalog_of(name: &str, files: &BTreeMap<String, Vec<u8>>) {
 
 /// A catalog selector for one catalog: a catalog that is not served (the bomb catalog)
 /// makes resolution over all catalogs fail, as upstream.
+/// One test at a time: each starts a controller of its own with its own limits, and two
+/// controllers would both reconcile every extension, each writing its own status (the
+/// budget test's slow extension then never showed its `--install-timeout` message).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn only(catalog: &str) -> serde_json::Value {
     json!({"selector": {"matchLabels": {"olm.operatorframework.io/metadata.name": catalog}}})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alias_bombs_are_reported_and_other_extensions_keep_working() {
+    let _serial = SERIAL.lock().await;
     let admin = support::cluster().admin().await;
     let mut ctl = ControllerProcess::start("hostile", &[]);
     ctl.wait_listening(30);
@@ -287,6 +293,7 @@ fn expanding_rule_csv(name: &str, n: usize) -> String {
 /// the limit it hit, and the controller neither exits nor nears its memory limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_inputs_do_not_delay_ten_healthy_extensions() {
+    let _serial = SERIAL.lock().await;
     let admin = support::cluster().admin().await;
     let drip = drip_registry();
     let mut ctl = ControllerProcess::start(

@@ -116,16 +116,28 @@ pub async fn wait_progressing_message(
     name: &str,
     needle: &str,
 ) -> ClusterExtension {
-    super::eventually(
-        90,
-        &format!("{name} Progressing to mention {needle:?}"),
-        || async {
-            let e = api.get(name).await.ok()?;
-            condition(&e, "Progressing")?
-                .message
-                .contains(needle)
-                .then_some(e)
-        },
-    )
-    .await
+    let last = std::sync::Mutex::new(None);
+    let found = tokio::time::timeout(std::time::Duration::from_secs(90), async {
+        loop {
+            if let Ok(e) = api.get(name).await
+                && let Some(p) = condition(&e, "Progressing")
+            {
+                if p.message.contains(needle) {
+                    return e;
+                }
+                if let Ok(mut l) = last.lock() {
+                    *l = Some(format!("{} {}: {}", p.status, p.reason, p.message));
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+    })
+    .await;
+    found.unwrap_or_else(|_| {
+        let last = last.lock().ok().and_then(|l| l.clone());
+        panic!(
+            "timed out after 90s waiting for {name} Progressing to mention {needle:?}; last Progressing: {}",
+            last.unwrap_or_else(|| "none".into())
+        )
+    })
 }

@@ -1,6 +1,8 @@
 //! `olmv1 migrate rollback <namespace>/<name> | --all` (docs/how-to/switch-from-olm-v0.md,
-//! "rollback"): reads the backup, the Subscription, the ClusterExtension and its
-//! revision records, asks [`rollback::plan`] for the steps that remain, and performs
+//! "rollback"): reads the backup, the Subscription, the ClusterExtension, its revision
+//! records and the objects of the installed revision that tie it to the certificate
+//! provider (and its APIServices, and whether OLM v0 made the CSV again), asks
+//! [`rollback::plan`] for the steps that remain, and performs
 //! them in order (`--dry-run` prints them), stopping at the first failure. Decides
 //! nothing itself.
 
