@@ -430,6 +430,17 @@ fn rollback_done(o: &mut rollback::Observed, step: &rollback::Step) {
     }
 }
 
+/// After any number of `all`'s steps from `start()`, the plan is exactly the rest.
+fn assert_resumable(start: fn() -> rollback::Observed, all: &[rollback::Step]) {
+    for k in 0..all.len() {
+        let mut o = start();
+        for step in &all[..k] {
+            rollback_done(&mut o, step);
+        }
+        assert_eq!(rollback::plan(&o).steps, all[k..], "after {k} steps");
+    }
+}
+
 #[test]
 fn rollback_pauses_deletes_orphaning_then_restores_the_subscription_and_resumes() {
     let all = rollback::plan(&converted()).steps;
@@ -445,17 +456,7 @@ fn rollback_pauses_deletes_orphaning_then_restores_the_subscription_and_resumes(
             "delete the backup ConfigMap ops/olmv1-migration-demo",
         ]
     );
-    for k in 0..all.len() {
-        let mut o = converted();
-        for step in &all[..k] {
-            rollback_done(&mut o, step);
-        }
-        assert_eq!(
-            rollback::plan(&o).steps,
-            all[k..].to_vec(),
-            "after {k} steps"
-        );
-    }
+    assert_resumable(converted, &all);
     let mut o = converted();
     for step in &all {
         rollback_done(&mut o, step);
@@ -524,17 +525,7 @@ fn rollback_of_a_webhook_operator_unties_the_certificate_provider_before_olm_v0_
     );
     assert!(text[8].starts_with("delete the revision record"));
     // Interrupted anywhere, the next run does exactly what is left.
-    for k in 0..all.len() {
-        let mut o = converted_with_webhooks();
-        for step in &all[..k] {
-            rollback_done(&mut o, step);
-        }
-        assert_eq!(
-            rollback::plan(&o).steps,
-            all[k..].to_vec(),
-            "after {k} steps"
-        );
-    }
+    assert_resumable(converted_with_webhooks, &all);
     let mut o = converted_with_webhooks();
     o.unreadable_record = Some("JSON: EOF".into());
     let refused = rollback::plan(&o).refused.expect("refused");
