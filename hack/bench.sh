@@ -146,7 +146,11 @@ if wanted rollout && BENCH_ROLLOUT_WAIT=1 run rollout "$rel"/examples/bench_inst
   row rollout "Deployment available → Succeeded" "$(first '^readiness reported (.*) after.*' "$l")" "≤ 1 s"
 else wanted rollout && failed=1; fi
 
-if wanted rollout1000 && BENCH_ROLLOUT_WAIT=1 run rollout1000 "$rel"/examples/bench_install 1 1000 5 "${BENCH_ROLLOUT_IDLE:-300}"; then
+# One CRD per bundle here: 1,000 bundles of 5 CRDs each are 5,000 CRDs, and the API
+# server's own CRD handling then kept a quarter of them from installing within the
+# benchmark's 300 s (767 of 1,000, 2026-11-27); this row measures the idle traffic of
+# stuck rollouts, not CRD registration.
+if wanted rollout1000 && BENCH_ROLLOUT_WAIT=1 run rollout1000 "$rel"/examples/bench_install 1 1000 1 "${BENCH_ROLLOUT_IDLE:-300}"; then
   l=$logs/rollout1000.log
   row rollout1000 "1,000 stuck rollouts: idle API requests ($(first '^idle for ([0-9]+)[.0-9]*s.*' "$l") s)" "$(first '.* = ([0-9.]+ req\/s).*' "$l")" "≤ 0.1 req/s"
 else wanted rollout1000 && failed=1; fi
