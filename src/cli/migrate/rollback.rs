@@ -11,7 +11,7 @@ use super::kube as k;
 use super::{Output, RollbackArgs, parse_target};
 use crate::apply::{ObjectRef, record};
 use crate::migrate::olm_v0::backup::{Backup, configmap_name};
-use crate::migrate::olm_v0::convert::Target;
+use crate::migrate::olm_v0::convert::{Target, owner_labels};
 use crate::migrate::olm_v0::rollback::{self, Observed, PAUSED_ANNOTATION, Plan, Step};
 use serde_json::json;
 use std::path::Path;
@@ -208,10 +208,7 @@ async fn provider_ties(
     let mut made = Vec::new();
     let mut injected = Vec::new();
     for t in objects {
-        let annotated = matches!(
-            t.kind.as_str(),
-            "CustomResourceDefinition" | "APIService" | "Service"
-        );
+        let annotated = rollback::provider_annotated(&t.kind);
         if !annotated && !rollback::provider_object(&t.api_version, &t.kind) {
             continue;
         }
@@ -331,8 +328,7 @@ async fn execute(
                 namespace,
                 csv,
             } => {
-                let labels = json!({"olm.owner": csv, "olm.owner.kind": "ClusterServiceVersion",
-                    "olm.owner.namespace": namespace});
+                let labels = owner_labels(csv, namespace);
                 k::merge_patch(&c, target, &json!({"metadata": {"labels": labels}})).await
             }
             Step::DeleteRevisionRecord { target }

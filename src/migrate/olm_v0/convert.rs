@@ -535,13 +535,26 @@ fn is_csv_reference(r: &Value, csv: &str) -> bool {
         && r["name"] == csv
 }
 
+/// OLM v0's labels tying an object to the CSV `csv` of namespace `namespace`
+/// ([`OWNER_LABELS`]).
+pub fn owner_labels(csv: &str, namespace: &str) -> Value {
+    serde_json::json!({OWNER_LABELS[0]: csv, OWNER_LABELS[1]: "ClusterServiceVersion",
+        OWNER_LABELS[2]: namespace})
+}
+
+/// Whether `obj` carries OLM v0's labels for the CSV `csv` of namespace `namespace`.
+pub fn labelled_for(obj: &Value, csv: &str, namespace: &str) -> bool {
+    let wanted = owner_labels(csv, namespace);
+    OWNER_LABELS
+        .iter()
+        .all(|k| obj.pointer(&format!("/metadata/labels/{k}")) == wanted.get(*k))
+}
+
 /// What ties `obj` to the CSV `csv` of namespace `namespace`: the `olm.owner*` labels
 /// naming it, ownerReferences to it. `None` when nothing does.
 pub fn untie(obj: &Value, csv: &str, namespace: &str) -> Option<Step> {
     let label = |k: &str| text(obj, &format!("/metadata/labels/{k}"));
-    let labelled = label("olm.owner").as_deref() == Some(csv)
-        && label("olm.owner.kind").as_deref() == Some("ClusterServiceVersion")
-        && label("olm.owner.namespace").as_deref() == Some(namespace);
+    let labelled = labelled_for(obj, csv, namespace);
     let labels: Vec<String> = if labelled {
         OWNER_LABELS
             .iter()

@@ -586,6 +586,11 @@ fn provider_objects_and_annotations_are_told_apart_from_the_operators_own() {
     assert!(!provider_object("cert-manager.io/v1", "ClusterIssuer"));
     assert!(!provider_object("apps/v1", "Deployment"));
     assert!(!provider_object("v1", "Service"));
+    assert!(rollback::provider_annotated("Service"));
+    assert!(!rollback::provider_annotated("Deployment"));
+    let tied = json!({"metadata": {"labels": convert::owner_labels("op.v1", "ops")}});
+    assert!(convert::labelled_for(&tied, "op.v1", "ops"));
+    assert!(!convert::labelled_for(&tied, "op.v1", "other"));
     let svc = json!({"metadata": {"annotations": {
         "service.beta.openshift.io/serving-cert-secret-name": "x", "other": "y"}}});
     assert_eq!(

@@ -109,7 +109,7 @@ pub fn probe(ns: &str, csv: &str) -> Value {
         "metadata": {
             "name": "olmv1-migration-fence-probe",
             "namespace": ns,
-            "labels": {"olm.owner": csv, "olm.owner.kind": "ClusterServiceVersion", "olm.owner.namespace": ns},
+            "labels": super::convert::owner_labels(csv, ns),
         },
     })
 }

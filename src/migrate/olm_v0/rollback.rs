@@ -75,6 +75,12 @@ pub fn provider_annotations(obj: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Kinds of the revision on which a certificate provider's annotations may sit (to be
+/// removed, the objects kept): CRDs, APIServices, Services.
+pub fn provider_annotated(kind: &str) -> bool {
+    matches!(kind, "CustomResourceDefinition" | "APIService" | "Service")
+}
+
 /// A revision object only olmv1 made for its certificate provider, which would fight
 /// OLM v0's own once it installs again: cert-manager's Certificates (they re-issue the
 /// Secret OLM v0 writes its certificate into) and Issuers, and the webhook
@@ -344,13 +350,7 @@ fn tie_api_services(o: &Observed, csv: &str) -> Vec<Step> {
     let untied: Vec<Target> = o
         .api_services
         .iter()
-        .filter(|a| {
-            let labels = a.pointer("/metadata/labels");
-            let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-            label("olm.owner") != Some(csv)
-                || label("olm.owner.kind") != Some("ClusterServiceVersion")
-                || label("olm.owner.namespace") != Some(o.namespace.as_str())
-        })
+        .filter(|a| !super::convert::labelled_for(a, csv, &o.namespace))
         .map(Target::of)
         .collect();
     if untied.is_empty() {
