@@ -504,11 +504,16 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(first_minute).await;
     }
     // "Nothing changing" starts when the reconciles that the new catalog caused (every
-    // extension re-resolves) are over: two quiet 5 s windows in a row (at most 3 min).
+    // extension re-resolves) are over, and, with stuck rollouts, when
+    // kube-controller-manager has caught up with the burst's Deployments (its client
+    // sends about 20 requests/s: a status change of each of 1,000 Deployments takes
+    // minutes, and each is a readiness change the controller reads): two quiet 5 s
+    // windows in a row (at most 3 min plus 0.3 s per extension).
     let settle = Instant::now();
+    let settle_limit = Duration::from_secs(180) + Duration::from_millis(300) * concurrent as u32;
     let mut quiet = 0;
     let (mut last, _) = api_requests(metrics).await?;
-    while quiet < 2 && settle.elapsed() < Duration::from_secs(180) {
+    while quiet < 2 && settle.elapsed() < settle_limit {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let (now, _) = api_requests(metrics).await?;
         quiet = if now - last <= 5.0 { quiet + 1 } else { 0 };

@@ -14,6 +14,7 @@ pub mod bundles;
 pub mod extensions;
 pub mod metrics;
 pub mod olm_v0;
+pub mod olm_v0_flow;
 pub mod olm_v0_run;
 pub mod pods;
 pub mod process;
@@ -92,6 +93,19 @@ pub fn node_cluster_with_cert_manager() -> &'static Cluster {
         "this test needs cert-manager: OLMV1_TEST_KUBECONFIG cannot be used with it"
     );
     c
+}
+
+/// [`node_cluster_with_cert_manager`] with a handle to stop and start its etcd and
+/// kube-apiserver (`e2e/migrate_v0_restarts.rs`). Every test of the binary must call
+/// this one first.
+pub fn restartable_node_cluster_with_cert_manager()
+-> (&'static Cluster, &'static tokio::sync::Mutex<ControlPlane>) {
+    WANT_PLANE.store(true, Ordering::SeqCst);
+    let c = node_cluster_with_cert_manager();
+    let plane = PLANE
+        .get()
+        .expect("a restartable control plane: OLMV1_TEST_KUBECONFIG cannot be used with it");
+    (c, plane)
 }
 
 /// The control plane of this test binary (started on first call).

@@ -10,9 +10,10 @@
 //! Both programs serve metrics on a fixed port (`:8080`, `:8443` with TLS; no flag to
 //! change it): the second one to start only logs that the port is taken, and two pairs
 //! on one machine — or two test binaries — would collide and, worse, two
-//! olm-operators would reconcile each other's objects. So every real-v0 test lives in
-//! one test binary (e2e/migrate_v0.rs, which the node suite's machine lock already
-//! keeps alone on the machine) and takes [`serial`] inside it.
+//! olm-operators would reconcile each other's objects. So the real-v0 tests live in node
+//! test binaries (e2e/migrate_v0.rs, e2e/migrate_v0_restarts.rs), which the node
+//! suite's machine lock already keeps alone on the machine, and take [`serial`] inside
+//! them.
 #![allow(dead_code)]
 
 use olmv1::testenv::Lifetime;

@@ -79,6 +79,15 @@ impl ControllerProcess {
         p
     }
 
+    /// [`Self::start`] without `--skip-rollout-wait`, for a cluster with a node (the
+    /// controller waits for rollouts, as deployed).
+    pub fn start_waiting_for_rollouts(label: &str, extra: &[&str]) -> ControllerProcess {
+        let mut p = Self::prepare(label, extra, &[], "info");
+        p.args.retain(|a| a != "--skip-rollout-wait");
+        p.spawn();
+        p
+    }
+
     /// [`Self::start`] with extra environment variables.
     pub fn start_with_env(label: &str, extra: &[&str], env: &[(&str, &str)]) -> ControllerProcess {
         Self::start_full(label, extra, env, "info")

@@ -216,9 +216,18 @@ async fn read_csv(c: &kube::Client, o: &mut Observed, csv: &str) -> Result<(), S
         .await?
         .into_iter()
         .filter(|ip| {
-            ip.pointer("/spec/clusterServiceVersionNames")
+            let names_csv = ip
+                .pointer("/spec/clusterServiceVersionNames")
                 .and_then(Value::as_array)
-                .is_some_and(|a| a.iter().any(|n| n.as_str() == Some(csv)))
+                .is_some_and(|a| a.iter().any(|n| n.as_str() == Some(csv)));
+            let of_subscription = ip
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|refs| {
+                    refs.iter()
+                        .any(|r| r["kind"] == "Subscription" && r["name"] == o.name.as_str())
+                });
+            names_csv || of_subscription
         })
         .collect();
     o.operator_condition = k::get(c, &v0("OperatorCondition", "v2", &ns, csv)).await?;
@@ -286,20 +295,21 @@ impl Finish {
             Finish::Again => 3,
         }
     }
-
-    fn failed(failed: bool) -> Self {
-        if failed { Finish::Failed } else { Finish::Done }
-    }
 }
 
 /// How long the convert waits, after its steps, for the CSV to be gone.
 const CSV_GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long reads must find nothing left to do before the convert ends (and the fence
+/// goes): catalog-operator may still act on an InstallPlan from its cache for a moment
+/// after it is deleted.
+const QUIET: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// After the steps: waits until the CSV is gone (olm-operator may put its finalizer
-/// back and run its cleanup first; the objects are untied by then), reads again and
-/// unties what is tied again. catalog-operator may still be executing the InstallPlan
-/// the convert deleted, from its cache, and put OLM v0's owner labels back on an
-/// object just untied (seen with the real OLM v0, e2e/migrate_v0.rs).
+/// After the steps: reads the cluster again every second and does what OLM v0 did
+/// again meanwhile ([`convert::again`]: InstallPlans made after the first read, a
+/// re-created CSV, owner labels put back), until the CSV is gone and reads have found
+/// nothing to do for [`QUIET`]. The fence stays up all along (seen with the real OLM
+/// v0, e2e/migrate_v0.rs: an InstallPlan made while the convert ran re-created the CSV,
+/// which OLM v0 installed once the fence was lowered).
 async fn settle(
     kc: Option<&Path>,
     ns: &str,
@@ -308,26 +318,34 @@ async fn settle(
     out: &mut String,
 ) -> Result<Finish, String> {
     let deadline = tokio::time::Instant::now() + CSV_GONE_WAIT;
-    let o = loop {
+    let mut quiet_since: Option<tokio::time::Instant> = None;
+    loop {
         let mut o = read(kc, ns, name).await?;
-        if o.csv.is_none() {
-            installer_and_catalog(kc, &mut o).await?;
-            break o;
+        installer_and_catalog(kc, &mut o).await?;
+        let again = convert::again(&o);
+        let now = tokio::time::Instant::now();
+        if !again.is_empty() {
+            quiet_since = None;
+            out.push_str(
+                "OLM v0 acted on the operator again meanwhile (an InstallPlan, a re-created CSV or owner labels put back): undo it\n",
+            );
+            if execute(kc, &again, done, out).await? {
+                return Ok(Finish::Failed);
+            }
+        } else if o.csv.is_none() {
+            let since = *quiet_since.get_or_insert(now);
+            if now.duration_since(since) >= QUIET {
+                return Ok(Finish::Done);
+            }
+        } else {
+            quiet_since = None;
         }
-        if tokio::time::Instant::now() >= deadline {
+        if now >= deadline {
             out.push_str("not finished: the CSV is still being deleted by OLM v0: run convert --apply again once it is gone, to untie anything OLM v0 tied again\n");
             return Ok(Finish::Again);
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    };
-    let again = convert::untie_again(&o);
-    if again.is_empty() {
-        return Ok(Finish::Done);
     }
-    out.push_str(
-        "OLM v0 tied objects to the CSV again while finishing its work: untie them again\n",
-    );
-    Ok(Finish::failed(execute(kc, &again, done, out).await?))
 }
 
 /// The backup ConfigMap of Subscription `ns/name`.

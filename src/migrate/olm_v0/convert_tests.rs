@@ -697,16 +697,16 @@ fn rollback_on_manual_approval_awaits_then_approves_exactly_the_installed_csv() 
 }
 
 #[test]
-fn once_the_csv_is_gone_only_what_v0_tied_again_is_untied_again() {
+fn once_the_steps_ran_only_what_v0_did_again_is_done_again() {
     let all = convert::plan(&fresh()).steps;
     let mut o = fresh();
     for step in &all {
         done(&mut o, step);
     }
-    assert!(convert::untie_again(&o).is_empty());
+    assert!(convert::again(&o).is_empty());
     // catalog-operator put the owner labels back on the ClusterRole.
     o.tied.push(fresh().tied[0].clone());
-    let again = convert::untie_again(&o);
+    let again = convert::again(&o);
     assert_eq!(kinds(&again), ["untie"]);
     assert_eq!(
         again,
@@ -715,9 +715,31 @@ fn once_the_csv_is_gone_only_what_v0_tied_again_is_untied_again() {
             .cloned()
             .collect::<Vec<_>>()
     );
-    // While the CSV is still there (being deleted), nothing: its own deletion goes on.
+    // catalog-operator made an InstallPlan after the first read: it goes too.
+    o.install_plans = fresh().install_plans;
+    assert_eq!(kinds(&convert::again(&o)), ["deleteInstallPlan", "untie"]);
+    // While the CSV is being deleted, only the InstallPlan: its own deletion goes on.
+    let mut deleting = fresh().csv.unwrap();
+    deleting["metadata"]["deletionTimestamp"] = json!("2026-11-27T11:58:10Z");
+    o.csv = Some(deleting);
+    assert_eq!(kinds(&convert::again(&o)), ["deleteInstallPlan"]);
+    // That InstallPlan re-created the CSV: it is stopped again like the first one,
+    // untied before it is deleted (its finalizer deletes by OLM v0's labels).
     o.csv = fresh().csv;
-    assert!(convert::untie_again(&o).is_empty());
+    assert_eq!(
+        kinds(&convert::again(&o)),
+        [
+            "deleteInstallPlan",
+            "untie",
+            "removeCsvFinalizer",
+            "deleteCsv"
+        ]
+    );
+    for step in convert::again(&o) {
+        done(&mut o, &step);
+    }
+    assert!(convert::again(&o).is_empty());
+    assert!(o.csv.is_none() && o.install_plans.is_empty() && o.tied.is_empty());
 }
 
 /// What was set in the OperatorCondition survives the convert: kept in the backup, and

@@ -49,6 +49,14 @@ impl CleanInstalls {
         }
     }
 
+    /// Whether `extension` has a clean install whose rollout was not finished when last
+    /// read: a readiness change of its objects then only asks for a read of readiness.
+    pub fn rolling_out(&self, extension: &str) -> bool {
+        self.lock()
+            .get(extension)
+            .is_some_and(|c| c.installed.readiness != Readiness::Ready)
+    }
+
     /// Forgets `extension`'s clean install.
     pub fn forget(&self, extension: &str) {
         self.lock().remove(extension);

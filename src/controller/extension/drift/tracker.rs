@@ -6,6 +6,12 @@
 //! extension's own watch, `namespace/name` in a shared watch) with the extension that
 //! owns it, so that one shared watch can report drift to many extensions.
 //!
+//! A changed readiness verdict alone (the object's spec and owner unchanged: a rollout
+//! progressing, or kube-controller-manager catching up with a Deployment's status) is
+//! [`Cause::Readiness`]: the extension's readiness is read again without installing
+//! again, unless what it installed was ready (then it lost readiness, and that is
+//! treated as drift; docs/concepts/rollout-status.md, "Readiness from events").
+//!
 //! An OperatorCondition's hold verdict ([`crate::bundle::operator_condition::upgradeable`],
 //! kept in [`Object::hold`]) changing — the operator setting or lifting
 //! `Upgradeable=False` in its status, which changes no generation — also triggers a
@@ -45,9 +51,12 @@ pub enum Seen {
 /// Why an object triggers a reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Cause {
-    /// Deleted, changed in its spec, or changed readiness: the extension is no longer
-    /// clean (its next reconcile installs again).
+    /// Deleted or changed in its spec: the extension is no longer clean (its next
+    /// reconcile installs again).
     Drift,
+    /// Only the readiness verdict changed: the readiness is read again; the install
+    /// stays clean while it was rolling out.
+    Readiness,
     /// Only an OperatorCondition's hold verdict changed: the upgrade is decided again,
     /// the install stays clean.
     Hold,
@@ -73,11 +82,11 @@ struct Known {
 impl Known {
     /// What changed from `previous` to `self` (`None`: nothing that triggers).
     fn change_from(&self, previous: &Known) -> Option<Cause> {
-        let drifted = self.owner != previous.owner
-            || self.generation != previous.generation
-            || self.state != previous.state;
+        let drifted = self.owner != previous.owner || self.generation != previous.generation;
         if drifted {
             Some(Cause::Drift)
+        } else if self.state != previous.state {
+            Some(Cause::Readiness)
         } else if self.hold != previous.hold {
             Some(Cause::Hold)
         } else {
@@ -290,12 +299,26 @@ mod tests {
             t.observe(seen(Some("0/1 available")), &n).is_empty(),
             "a status update with the same verdict"
         );
-        assert_eq!(keys(t.observe(seen(None), &n)), vec!["d"], "became ready");
+        let causes = |drifts: Vec<Drift>| drifts.into_iter().map(|d| d.cause).collect::<Vec<_>>();
+        assert_eq!(
+            causes(t.observe(seen(None), &n)),
+            vec![Cause::Readiness],
+            "became ready"
+        );
         assert!(t.observe(seen(None), &n).is_empty());
         assert_eq!(
-            keys(t.observe(seen(Some("0/1 available")), &n)),
-            vec!["d"],
+            causes(t.observe(seen(Some("0/1 available")), &n)),
+            vec![Cause::Readiness],
             "lost it"
+        );
+        let respecced = Seen::Apply(Object {
+            state: Some("waiting for the controller to observe generation 2".into()),
+            ..object("d", 2)
+        });
+        assert_eq!(
+            causes(t.observe(respecced, &n)),
+            vec![Cause::Drift],
+            "a spec change is drift, readiness changed or not"
         );
     }
 

@@ -182,8 +182,10 @@ fn seen<K>(event: watcher::Event<K>, object: impl Fn(&K) -> Option<Object>) -> O
 
 /// The watch's loop: tracks what it sees and, for each extension a managed object of
 /// which drifted, forgets that the extension is clean and asks for its reconcile; for
-/// one whose OperatorCondition only changed its hold ([`Cause::Hold`]), only asks for
-/// the reconcile (nothing to install again: the upgrade is decided again).
+/// one whose objects only changed readiness ([`Cause::Readiness`]) while its rollout
+/// was in progress, or whose OperatorCondition only changed its hold ([`Cause::Hold`]),
+/// only asks for the reconcile (nothing to install again: the readiness is read again,
+/// the upgrade decided again).
 async fn run(
     target: &Target,
     events: impl Stream<Item = Result<Option<Seen>, watcher::Error>>,
@@ -221,12 +223,17 @@ async fn run(
                 .filter(|d| d.owner == owner)
                 .map(|d| d.key.as_str())
                 .collect();
-            let drift = drifted
-                .iter()
-                .any(|d| d.owner == owner && d.cause == Cause::Drift);
-            if drift {
+            let cause = |c: Cause| drifted.iter().any(|d| d.owner == owner && d.cause == c);
+            if cause(Cause::Drift) {
                 tracing::info!(extension = %owner, %kind, ?objects, "drift detected; reconciling");
                 report.clean.forget(owner);
+            } else if cause(Cause::Readiness) {
+                if report.clean.rolling_out(owner) {
+                    tracing::debug!(extension = %owner, %kind, ?objects, "readiness changed; reading it again");
+                } else {
+                    tracing::info!(extension = %owner, %kind, ?objects, "readiness lost; reconciling");
+                    report.clean.forget(owner);
+                }
             } else {
                 tracing::info!(extension = %owner, %kind, ?objects, "operator's hold changed; reconciling");
             }
