@@ -523,15 +523,23 @@ async fn main() -> anyhow::Result<()> {
         "settled {:?} after the catalog was served",
         settle.elapsed()
     );
-    let (before, _) = api_requests(metrics).await?;
+    let (before, verbs_before) = api_requests(metrics).await?;
+    let reconciles_before = phases(metrics).await?;
     let t = Instant::now();
     tokio::time::sleep(Duration::from_secs(idle_seconds)).await;
     let (after, verbs) = api_requests(metrics).await?;
+    let in_window: BTreeMap<&String, f64> = verbs
+        .iter()
+        .map(|(verb, n)| (verb, n - verbs_before.get(verb).copied().unwrap_or(0.0)))
+        .filter(|(_, n)| *n > 0.0)
+        .collect();
+    let reconciles = |p: &BTreeMap<String, (f64, f64)>| p.get("reconcile").map_or(0.0, |c| c.1);
     println!(
-        "idle for {:?}: {:.0} API requests = {:.2} req/s (totals since start by verb: {verbs:?})",
+        "idle for {:?}: {:.0} API requests = {:.2} req/s (in the window by verb: {in_window:?}, {:.0} reconciles; totals since start by verb: {verbs:?})",
         t.elapsed(),
         after - before,
-        (after - before) / t.elapsed().as_secs_f64()
+        (after - before) / t.elapsed().as_secs_f64(),
+        reconciles(&phases(metrics).await?) - reconciles(&reconciles_before)
     );
     if rollout_wait {
         // Installs while the others are still rolling out (their Deployments never

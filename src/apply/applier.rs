@@ -259,7 +259,14 @@ pub async fn apply(
     let resolver = Resolver::new(installer.clone());
     let versions = check_takeover(&resolver, owner, &refs, opts).await?;
     let mut report = ApplyReport::default();
+    // CRDs applied and not yet waited for: their establishment overlaps the phases that
+    // do not need them (RBAC, Services, workloads), and is waited for before anything
+    // else and before the apply returns.
+    let mut establishing: Vec<usize> = Vec::new();
     for phase in apply_order(objects) {
+        if !overlaps_establishment(phase.kind) {
+            wait_all_established(&resolver, &refs, &mut establishing, opts).await?;
+        }
         let results: Vec<(ObjectRef, bool)> = futures::stream::iter(phase.objects.iter().copied())
             .map(|i| {
                 let resolver = &resolver;
@@ -304,13 +311,37 @@ pub async fn apply(
             .changed
             .extend(results.into_iter().filter(|(_, c)| *c).map(|(r, _)| r));
         if phase.kind == PhaseKind::Crds {
-            for i in &phase.objects {
-                wait_established(&resolver, &refs[*i], opts).await?;
-            }
+            establishing.extend(&phase.objects);
         }
     }
+    wait_all_established(&resolver, &refs, &mut establishing, opts).await?;
     report.changed.sort();
     Ok(report)
+}
+
+/// Whether objects of `phase` may be applied while the bundle's CRDs are still being
+/// established: none of them is a custom resource (docs/concepts/rendering.md A5).
+fn overlaps_establishment(phase: PhaseKind) -> bool {
+    matches!(
+        phase,
+        PhaseKind::Roles | PhaseKind::Bindings | PhaseKind::Services | PhaseKind::Workloads
+    )
+}
+
+/// Waits, all at once, until each CRD of `pending` (indices into `refs`) is Established,
+/// then clears `pending`.
+async fn wait_all_established(
+    resolver: &Resolver,
+    refs: &[ObjectRef],
+    pending: &mut Vec<usize>,
+    opts: &ApplyOptions,
+) -> Result<(), ApplyError> {
+    let waits = pending
+        .iter()
+        .map(|i| wait_established(resolver, &refs[*i], opts));
+    futures::future::try_join_all(waits).await?;
+    pending.clear();
+    Ok(())
 }
 
 /// Existing objects' resourceVersions (by input index); `Err(Conflict)` listing every

@@ -96,7 +96,7 @@ pub fn node_cluster_with_cert_manager() -> &'static Cluster {
 }
 
 /// [`node_cluster_with_cert_manager`] with a handle to stop and start its etcd and
-/// kube-apiserver (`e2e/migrate_v0_restarts.rs`). Every test of the binary must call
+/// kube-apiserver (`e2e/migrate_v0_cluster.rs`). Every test of the binary must call
 /// this one first.
 pub fn restartable_node_cluster_with_cert_manager()
 -> (&'static Cluster, &'static tokio::sync::Mutex<ControlPlane>) {

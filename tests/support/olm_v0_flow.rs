@@ -1,5 +1,5 @@
 //! The steps the tests with real OLM v0 share (`e2e/migrate_v0.rs`,
-//! `e2e/migrate_v0_restarts.rs`; docs/how-to/switch-from-olm-v0.md, "Tests with real
+//! `e2e/migrate_v0_cluster.rs`; docs/how-to/switch-from-olm-v0.md, "Tests with real
 //! OLM v0"): the `olmv1` command line, OLM v0 started, an operator installed through a
 //! real Subscription and waited for, its pod, a ClusterExtension's `Succeeded`.
 

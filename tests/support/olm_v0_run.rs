@@ -11,7 +11,7 @@
 //! change it): the second one to start only logs that the port is taken, and two pairs
 //! on one machine — or two test binaries — would collide and, worse, two
 //! olm-operators would reconcile each other's objects. So the real-v0 tests live in node
-//! test binaries (e2e/migrate_v0.rs, e2e/migrate_v0_restarts.rs), which the node
+//! test binaries (e2e/migrate_v0.rs, e2e/migrate_v0_cluster.rs), which the node
 //! suite's machine lock already keeps alone on the machine, and take [`serial`] inside
 //! them.
 #![allow(dead_code)]
