@@ -75,21 +75,14 @@ async fn a_convert_survives_a_stopped_kube_apiserver_and_the_takeover_a_killed_c
     ctl.wait_listening(60);
     let mut v0 = start_v0(&admin, &kubeconfig).await;
 
-    let mut spec = BundleSpec::new(&support::unique("v0rst"), "1.0.0");
-    spec.operator_image = Some(node.workload_image.clone());
-    let catalog = support::unique("v0rcat");
-    let image = publish_on_node(&catalog, &spec.package, std::slice::from_ref(&spec)).await;
-    create_catalog(&catalog, &image).await;
-    let (_opm, address) = olm_v0_run::serve_v0_catalog(&spec.package, std::slice::from_ref(&spec));
-    wait_serving(&admin, &catalog).await;
-    let inst = install_through_subscription(&admin, &spec, &address, false, "Automatic").await;
+    let Installed {
+        inst,
+        deployment,
+        pod,
+        v0_roles,
+        ..
+    } = install(&admin, node, "v0rst", false, "Automatic", false).await;
     let ns = inst.ns.as_str();
-    let deployment = spec.deployment_name();
-    let pod = operator_pod(&admin, ns, &deployment).await;
-    // OLM v0's ClusterRoles of the operator: untied by the convert, they stay until
-    // `migrate cleanup`; none may be missing at any point.
-    let v0_roles = cluster_roles(&admin, &format!("olm.owner={}", inst.csv)).await;
-    assert!(!v0_roles.is_empty(), "OLM v0 made no ClusterRole");
     let target = format!("{ns}/{}", inst.sub);
     let convert = |extra: &[&str]| {
         let mut args = vec!["migrate", "convert", target.as_str(), "--apply"];

@@ -16,45 +16,10 @@ mod support;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::Command;
 use support::bundles::BundleSpec;
 use support::extensions::{create_catalog, publish};
 use support::olm_v0::{self, Installation};
-
-/// Runs the built `olmv1` with `args`; (exit code, stdout, stderr).
-fn olmv1(args: &[&str], kubeconfig: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_olmv1"))
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .output()
-        .expect("run olmv1");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-async fn wait_serving(admin: &kube::Client, name: &str) {
-    let r = ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "olm.operatorframework.io",
-        "v1",
-        "ClusterCatalog",
-    ));
-    let api: Api<DynamicObject> = Api::all_with(admin.clone(), &r);
-    support::eventually(120, "ClusterCatalog Serving", || {
-        let api = api.clone();
-        async move {
-            let c = serde_json::to_value(api.get(name).await.ok()?).ok()?;
-            let serving = c["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .any(|x| x["type"] == "Serving" && x["status"] == "True");
-            serving.then_some(())
-        }
-    })
-    .await;
-}
+use support::olm_v0_flow::{olmv1, wait_serving};
 
 #[tokio::test]
 async fn check_says_eligible_with_the_extension_or_names_each_blocker() {

@@ -268,15 +268,14 @@ pub fn plan(o: &Observed) -> Plan {
     }
 }
 
-/// What a convert whose steps all ran still does when it reads the cluster again, until
-/// a read finds nothing left to do (e2e/migrate_v0.rs, real OLM v0): catalog-operator
-/// may have made a new InstallPlan for the Subscription between the first read and the
-/// Subscription's deletion, and may finish an InstallPlan from its cache — re-creating
-/// the CSV or putting OLM v0's owner labels back on an object just untied. So: every
-/// InstallPlan of the CSV or the Subscription is deleted; a CSV that is there and not
-/// being deleted (re-created) is stopped again like the first one; once the CSV is
-/// gone, what was tied again is untied again. While the CSV is being deleted, only the
-/// InstallPlans: its own deletion goes on.
+/// What a convert whose steps all ran still does on reading the cluster again, until a
+/// read finds nothing left (e2e/migrate_v0.rs, real OLM v0): catalog-operator may have
+/// made an InstallPlan between the first read and the Subscription's deletion, and may
+/// finish one from its cache — re-creating the CSV or putting OLM v0's owner labels back
+/// on an object just untied. So every InstallPlan of the CSV or the Subscription is
+/// deleted; a re-created CSV (there, not being deleted) is stopped again like the first;
+/// once the CSV is gone, what was tied again is untied. While the CSV is being deleted,
+/// only the InstallPlans: its own deletion goes on.
 pub fn again(o: &Observed) -> Vec<Step> {
     let csv_deleting = o.csv.as_ref().is_some_and(deleting);
     plan(o)
