@@ -839,6 +839,27 @@ async fn roll_back_webhooks(
     );
     let left = certificates.list(&Default::default()).await.expect("list");
     assert!(left.items.is_empty(), "Certificates left: {:?}", left.items);
+    // catalog-operator's InstallPlan updates the existing CRD with the bundle's manifest,
+    // which has no conversion webhook (`None`); olm-operator puts its own back when it
+    // installs the CSV, or at its next sync of a CSV that had already succeeded
+    // (`areWebhooksAvailable`). Seen once: the CRD at `None` after the CSV succeeded.
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let crd = format!("widgets.{group}");
+    let waited = Instant::now();
+    eventually(120, "OLM v0's conversion webhook on the CRD", || {
+        let (crds, crd) = (crds.clone(), crd.clone());
+        async move {
+            let c = crds.get(&crd).await.ok()?.spec.conversion?;
+            let ca = c.webhook?.client_config?.ca_bundle?;
+            (c.strategy == "Webhook" && !ca.0.is_empty()).then_some(())
+        }
+    })
+    .await;
+    println!(
+        "[v0hooks] conversion webhook back on the CRD {:?} after the CSV succeeded",
+        waited.elapsed()
+    );
     webhook_bundle::exercise(admin, ns, &spec.package, "-back").await;
     println!(
         "[v0hooks] rollback to webhooks answering through OLM v0: {:?}",
