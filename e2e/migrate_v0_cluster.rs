@@ -61,19 +61,53 @@ async fn missing_roles(admin: &kube::Client, names: &[String]) -> Vec<String> {
     missing
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_convert_survives_a_stopped_kube_apiserver_and_the_takeover_a_killed_controller() {
+/// What each test of this binary starts from: its turn (`olm_v0_run::serial`), the
+/// restartable node cluster, the controller as its own process (`label`) waiting for
+/// rollouts, and OLM v0 running.
+struct Scene {
+    _serial: tokio::sync::MutexGuard<'static, ()>,
+    plane: &'static tokio::sync::Mutex<olmv1::testenv::ControlPlane>,
+    node: &'static olmv1::testenv::node::RunningNode,
+    admin: kube::Client,
+    kubeconfig: std::path::PathBuf,
+    ctl: ControllerProcess,
+    v0: olm_v0_run::Programs,
+}
+
+async fn scene(label: &str) -> Scene {
     let (cluster, plane) = support::restartable_node_cluster_with_cert_manager();
-    let _serial = olm_v0_run::serial().await;
+    let serial = olm_v0_run::serial().await;
     let node = cluster.node.as_ref().expect("node");
     let admin = cluster.admin().await;
     let kubeconfig = cluster.admin_kubeconfig.clone();
     let mut ctl = ControllerProcess::start_waiting_for_rollouts(
-        "v0restart",
+        label,
         &["--insecure-registry", node.registry.as_str()],
     );
     ctl.wait_listening(60);
-    let mut v0 = start_v0(&admin, &kubeconfig).await;
+    let v0 = start_v0(&admin, &kubeconfig).await;
+    Scene {
+        _serial: serial,
+        plane,
+        node,
+        admin,
+        kubeconfig,
+        ctl,
+        v0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_convert_survives_a_stopped_kube_apiserver_and_the_takeover_a_killed_controller() {
+    let Scene {
+        _serial,
+        plane,
+        node,
+        admin,
+        kubeconfig,
+        mut ctl,
+        mut v0,
+    } = scene("v0restart").await;
 
     let Installed {
         inst,
@@ -263,17 +297,15 @@ async fn install(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn convert_all_takes_over_every_subscription_in_place_and_cleanup_all_tidies_up() {
-    let (cluster, _plane) = support::restartable_node_cluster_with_cert_manager();
-    let _serial = olm_v0_run::serial().await;
-    let node = cluster.node.as_ref().expect("node");
-    let admin = cluster.admin().await;
-    let kubeconfig = cluster.admin_kubeconfig.clone();
-    let mut ctl = ControllerProcess::start_waiting_for_rollouts(
-        "v0all",
-        &["--insecure-registry", node.registry.as_str()],
-    );
-    ctl.wait_listening(60);
-    let mut v0 = start_v0(&admin, &kubeconfig).await;
+    let Scene {
+        _serial,
+        node,
+        admin,
+        kubeconfig,
+        ctl,
+        mut v0,
+        ..
+    } = scene("v0all").await;
     let operators = [
         install(&admin, node, "v0alla", false, "Automatic", true).await,
         install(&admin, node, "v0allb", true, "Manual", false).await,

@@ -48,11 +48,14 @@ static WANT_PLANE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool
 /// this one first (it cannot attach to `OLMV1_TEST_KUBECONFIG`).
 pub fn restartable_cluster() -> (&'static Cluster, &'static tokio::sync::Mutex<ControlPlane>) {
     WANT_PLANE.store(true, Ordering::SeqCst);
-    let c = cluster();
-    let plane = PLANE
+    (cluster(), plane())
+}
+
+/// The kept control plane of [`restartable_cluster`] (started by then).
+fn plane() -> &'static tokio::sync::Mutex<ControlPlane> {
+    PLANE
         .get()
-        .expect("a restartable control plane: OLMV1_TEST_KUBECONFIG cannot be used with it");
-    (c, plane)
+        .expect("a restartable control plane: OLMV1_TEST_KUBECONFIG cannot be used with it")
 }
 static WANT_NODE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -101,11 +104,7 @@ pub fn node_cluster_with_cert_manager() -> &'static Cluster {
 pub fn restartable_node_cluster_with_cert_manager()
 -> (&'static Cluster, &'static tokio::sync::Mutex<ControlPlane>) {
     WANT_PLANE.store(true, Ordering::SeqCst);
-    let c = node_cluster_with_cert_manager();
-    let plane = PLANE
-        .get()
-        .expect("a restartable control plane: OLMV1_TEST_KUBECONFIG cannot be used with it");
-    (c, plane)
+    (node_cluster_with_cert_manager(), plane())
 }
 
 /// The control plane of this test binary (started on first call).

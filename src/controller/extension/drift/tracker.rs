@@ -224,6 +224,11 @@ mod tests {
     fn apply(key: &str, generation: i64) -> Seen {
         Seen::Apply(object(key, generation))
     }
+    /// Why each drift of one event triggers.
+    fn causes(drifts: Vec<Drift>) -> Vec<Cause> {
+        drifts.into_iter().map(|d| d.cause).collect()
+    }
+
     fn delete(key: &str) -> Seen {
         Seen::Delete(object(key, 0))
     }
@@ -299,7 +304,6 @@ mod tests {
             t.observe(seen(Some("0/1 available")), &n).is_empty(),
             "a status update with the same verdict"
         );
-        let causes = |drifts: Vec<Drift>| drifts.into_iter().map(|d| d.cause).collect::<Vec<_>>();
         assert_eq!(
             causes(t.observe(seen(None), &n)),
             vec![Cause::Readiness],
@@ -330,13 +334,12 @@ mod tests {
                 ..object("ns/p.v1", generation)
             })
         };
-        let hold_of = |drifts: Vec<Drift>| drifts.into_iter().map(|d| d.cause).collect::<Vec<_>>();
         let mut t = listed(&[]);
         let n = none();
         assert!(t.observe(seen(1, None), &n).is_empty(), "creation");
         let held = Some("Upgradeable=False: migrating");
         assert_eq!(
-            hold_of(t.observe(seen(1, held), &n)),
+            causes(t.observe(seen(1, held), &n)),
             vec![Cause::Hold],
             "the operator holds (a status update: same generation)"
         );
@@ -345,13 +348,13 @@ mod tests {
             "a status update that does not change the hold (another condition, a heartbeat)"
         );
         assert_eq!(
-            hold_of(t.observe(seen(1, None), &n)),
+            causes(t.observe(seen(1, None), &n)),
             vec![Cause::Hold],
             "lifted"
         );
         assert!(t.observe(seen(1, None), &n).is_empty());
         assert_eq!(
-            hold_of(t.observe(seen(2, held), &n)),
+            causes(t.observe(seen(2, held), &n)),
             vec![Cause::Drift],
             "a spec change (an override) is drift, hold or not"
         );
@@ -362,7 +365,7 @@ mod tests {
             ..object("ns/p.v1", 2)
         };
         assert!(t.observe(Seen::InitApply(relisted), &n).is_empty());
-        assert_eq!(hold_of(t.observe(Seen::InitDone, &n)), vec![Cause::Hold]);
+        assert_eq!(causes(t.observe(Seen::InitDone, &n)), vec![Cause::Hold]);
     }
 
     #[test]
