@@ -86,6 +86,9 @@ pub async fn run(
     Ok(Passed { warnings })
 }
 
+/// Live CRDs read at once by [`crd_upgrade_safety`].
+const LIVE_CRD_READS: usize = 4;
+
 /// CRD upgrade safety of every CRD among `objects` against its live version (a CRD not
 /// yet on the cluster passes). Returns the warnings of `enforcement: None`.
 pub async fn crd_upgrade_safety(
@@ -94,7 +97,7 @@ pub async fn crd_upgrade_safety(
     enforcement: Enforcement,
 ) -> Result<Vec<String>, PreflightError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let (mut warnings, mut blocked) = (Vec::new(), Vec::new());
+    let mut rendered = Vec::new();
     for obj in objects
         .iter()
         .filter(|o| o["kind"] == "CustomResourceDefinition")
@@ -112,22 +115,36 @@ pub async fn crd_upgrade_safety(
             .to_string();
             return Err(PreflightError::RenderedCrd { crd, message });
         }
-        let live = match crds.get_opt(&crd).await {
-            Ok(Some(live)) => live,
-            Ok(None) => continue,
-            Err(source) => return Err(PreflightError::LiveCrd { crd, source }),
-        };
-        let new: CustomResourceDefinition =
-            serde_json::from_value(obj.clone()).map_err(|e| PreflightError::RenderedCrd {
-                crd: crd.clone(),
-                message: e.to_string(),
-            })?;
-        match crd_safety::verdict(enforcement, &crd, &crd_safety::check(&live, &new)) {
-            Verdict::Safe => {}
-            Verdict::Blocked(message) => blocked.push(message),
-            Verdict::Warn(message) => {
-                tracing::warn!(%crd, findings = %message, "CRD upgrade safety disabled; proceeding despite unsafe changes");
-                warnings.push(message);
+        rendered.push((crd, obj));
+    }
+    // The live CRDs are read a few at a time (each read is a round trip; at most
+    // LIVE_CRD_READS of them are held at once), and checked in the bundle's order.
+    let (mut warnings, mut blocked) = (Vec::new(), Vec::new());
+    for chunk in rendered.chunks(LIVE_CRD_READS) {
+        let lives = futures::future::join_all(chunk.iter().map(|(crd, _)| crds.get_opt(crd))).await;
+        for ((crd, obj), live) in chunk.iter().zip(lives) {
+            let live = match live {
+                Ok(Some(live)) => live,
+                Ok(None) => continue,
+                Err(source) => {
+                    let crd = crd.clone();
+                    return Err(PreflightError::LiveCrd { crd, source });
+                }
+            };
+            let new: CustomResourceDefinition =
+                serde_json::from_value((*obj).clone()).map_err(|e| {
+                    PreflightError::RenderedCrd {
+                        crd: crd.clone(),
+                        message: e.to_string(),
+                    }
+                })?;
+            match crd_safety::verdict(enforcement, crd, &crd_safety::check(&live, &new)) {
+                Verdict::Safe => {}
+                Verdict::Blocked(message) => blocked.push(message),
+                Verdict::Warn(message) => {
+                    tracing::warn!(%crd, findings = %message, "CRD upgrade safety disabled; proceeding despite unsafe changes");
+                    warnings.push(message);
+                }
             }
         }
     }

@@ -3,7 +3,7 @@
 //! `<ext>-installer-binding`, in the shape of the documentation's hand-written example (docs/concepts/installer-permissions.md §7.2):
 //! the finalizers rule scoped to the extension name, `create, list, watch` unscoped per
 //! resource, `get, update, patch, delete` scoped by resourceNames, and for bundled RBAC
-//! either the rules it grants or `bind, escalate` on it by name. Pure; the rules come from
+//! either the rules it grants (with `bind` on it by name) or `bind, escalate` on it by name. Pure; the rules come from
 //! the same [`Requirements`] the preflight checks, so a generated role always passes it.
 
 use super::{
@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// How bundled ClusterRoles/Roles are covered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum BundledRbac {
-    /// Grant the installer every rule the bundled roles grant (the seed's approach).
+    /// Grant the installer every rule the bundled roles grant (the seed's approach), and
+    /// `bind` on them by name (which spares the API server its escalation check).
     #[default]
     Include,
     /// Grant `bind` and `escalate` on the bundled roles by name instead.
@@ -108,7 +109,22 @@ fn role_cover(
 ) -> Result<BTreeSet<Permission>, PermissionError> {
     match (mode, &role.unexpanded) {
         (BundledRbac::Include, Some(e)) => Err(e.clone().into()),
-        (BundledRbac::Include, None) => Ok(cluster_wide(&role.grants)),
+        (BundledRbac::Include, None) => {
+            // `bind` on the role by name as well: the account holds every permission the
+            // role grants, so it could bind it anyway, and without `escalate` it cannot
+            // widen the role; with `bind` the API server authorizes each binding with one
+            // check instead of computing the account's effective rules from every
+            // binding in the cluster (about 100 ms per binding on a busy control plane,
+            // docs/design/benchmarks.md).
+            let mut perms = role.grants.clone();
+            perms.extend(
+                role.bind_escalate
+                    .iter()
+                    .filter(|p| p.resource_parts().is_some_and(|r| r.verb == "bind"))
+                    .cloned(),
+            );
+            Ok(cluster_wide(&perms))
+        }
         (BundledRbac::BindEscalate, _) => {
             Ok(cluster_wide(&role.bind_escalate.iter().cloned().collect()))
         }

@@ -84,10 +84,19 @@ pub fn unnamed(p: &Permission) -> Option<Permission> {
 }
 
 /// The checks of the first round: every permission, named ones replaced by their
-/// unnamed form.
+/// unnamed form when several names share it (one unnamed check may then spare them
+/// all). A name alone on its (namespace, resource, verb) is checked as it is: a named
+/// review is allowed by an unnamed grant too, so its unnamed check would only add one.
 pub fn first_round(all: &BTreeSet<Permission>) -> BTreeSet<Permission> {
+    let mut names: HashMap<Permission, usize> = HashMap::new();
+    for u in all.iter().filter_map(unnamed) {
+        *names.entry(u).or_default() += 1;
+    }
     all.iter()
-        .map(|p| unnamed(p).unwrap_or_else(|| p.clone()))
+        .map(|p| match unnamed(p) {
+            Some(u) if names.get(&u).is_some_and(|n| *n > 1) => u,
+            _ => p.clone(),
+        })
         .collect()
 }
 
@@ -226,17 +235,25 @@ mod tests {
         .into_iter()
         .collect();
         let first = first_round(&all);
-        assert_eq!(first.len(), 4); // get, delete, create on configmaps + /metrics
+        // get on configmaps (two names share it), delete of "a" as it is (the only name
+        // deleted), create on configmaps, /metrics
+        assert_eq!(first.len(), 4);
+        assert!(first.contains(&Permission::resource("ns", "", "configmaps", "", "get")));
+        assert!(first.contains(&Permission::resource("ns", "", "configmaps", "a", "delete")));
         let results: HashMap<Permission, bool> = first
             .iter()
             .map(|p| {
-                let allowed = !matches!(p, Permission::Resource { verb, .. } if verb == "delete");
+                let allowed = !matches!(p, Permission::Resource { verb, .. } if verb == "get");
                 (p.clone(), allowed)
             })
             .collect();
+        // unnamed get refused: both names are checked; delete of "a" was answered
         assert_eq!(
             second_round(&all, &results),
-            vec![Permission::resource("ns", "", "configmaps", "a", "delete")]
+            vec![
+                Permission::resource("ns", "", "configmaps", "a", "get"),
+                Permission::resource("ns", "", "configmaps", "b", "get"),
+            ]
         );
     }
 

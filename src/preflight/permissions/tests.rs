@@ -272,6 +272,21 @@ fn generated_role_has_the_seed_shape() {
             .iter()
             .any(|r| r == &json!({"nonResourceURLs": ["/metrics"], "verbs": ["get"]}))
     );
+    // `bind` on the bundled role by name (the API server's fast path for its binding),
+    // never `escalate`
+    let role_rules = find("rbac.authorization.k8s.io", "clusterroles");
+    assert!(
+        role_rules
+            .iter()
+            .any(|r| r["resourceNames"] == json!(["op-role"])
+                && r["verbs"].as_array().unwrap().contains(&json!("bind"))),
+        "{role_rules:?}"
+    );
+    assert!(
+        !rules
+            .iter()
+            .any(|r| r["verbs"].as_array().unwrap().contains(&json!("escalate")))
+    );
 }
 
 #[test]
