@@ -59,7 +59,7 @@ pub struct RbacArgs {
     /// Name of the ClusterExtension (scopes the finalizers rule; names the objects).
     #[arg(long)]
     pub extension: String,
-    /// How bundled ClusterRoles/Roles are covered: include their rules, or bind+escalate.
+    /// How bundled ClusterRoles/Roles are covered: include their rules (and bind on them by name), or bind+escalate.
     #[arg(long, value_enum, default_value_t = BundledRbac::Include)]
     pub bundled_rbac: BundledRbac,
     /// The installed version, to print only the rules the upgrade adds: a bundle
