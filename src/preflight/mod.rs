@@ -131,14 +131,7 @@ pub async fn crd_upgrade_safety(
                     return Err(PreflightError::LiveCrd { crd, source });
                 }
             };
-            let new: CustomResourceDefinition =
-                serde_json::from_value((*obj).clone()).map_err(|e| {
-                    PreflightError::RenderedCrd {
-                        crd: crd.clone(),
-                        message: e.to_string(),
-                    }
-                })?;
-            match crd_safety::verdict(enforcement, crd, &crd_safety::check(&live, &new)) {
+            match judge(enforcement, crd, obj, &live)? {
                 Verdict::Safe => {}
                 Verdict::Blocked(message) => blocked.push(message),
                 Verdict::Warn(message) => {
@@ -153,6 +146,26 @@ pub async fn crd_upgrade_safety(
     } else {
         Err(PreflightError::UnsafeCrds(blocked))
     }
+}
+
+/// The verdict of CRD upgrade safety on the rendered CRD `obj` (named `crd`) against its
+/// `live` version.
+fn judge(
+    enforcement: Enforcement,
+    crd: &str,
+    obj: &Value,
+    live: &CustomResourceDefinition,
+) -> Result<Verdict, PreflightError> {
+    let new: CustomResourceDefinition =
+        serde_json::from_value(obj.clone()).map_err(|e| PreflightError::RenderedCrd {
+            crd: crd.to_string(),
+            message: e.to_string(),
+        })?;
+    Ok(crd_safety::verdict(
+        enforcement,
+        crd,
+        &crd_safety::check(live, &new),
+    ))
 }
 
 /// The permission preflight for installing `objects` as the ServiceAccount
