@@ -255,9 +255,43 @@ pub async fn apply(
     objects: &[Value],
     opts: &ApplyOptions,
 ) -> Result<ApplyReport, ApplyError> {
+    let checked = check_ownership(installer, owner, objects, opts).await?;
+    apply_checked(installer, owner, objects, checked, opts).await
+}
+
+/// The takeover check of [`apply`] alone (it only reads): what [`apply_checked`] needs
+/// to apply the same `objects`.
+pub struct Checked {
+    refs: Vec<ObjectRef>,
+    /// resourceVersions of the existing objects, by input index.
+    versions: HashMap<usize, Option<String>>,
+}
+
+/// Checks that no existing object of `objects` belongs to someone else (`Err(Conflict)`
+/// lists every one that does); reads only, so it may run beside other work of the same
+/// install (the pending revision record, [`super::install_revision()`]).
+pub async fn check_ownership(
+    installer: &kube::Client,
+    owner: &Owner,
+    objects: &[Value],
+    opts: &ApplyOptions,
+) -> Result<Checked, ApplyError> {
     let refs = refs_of(objects)?;
     let resolver = Resolver::new(installer.clone());
     let versions = check_takeover(&resolver, owner, &refs, opts).await?;
+    Ok(Checked { refs, versions })
+}
+
+/// [`apply`] once [`check_ownership`] passed for the same `objects`.
+pub async fn apply_checked(
+    installer: &kube::Client,
+    owner: &Owner,
+    objects: &[Value],
+    checked: Checked,
+    opts: &ApplyOptions,
+) -> Result<ApplyReport, ApplyError> {
+    let Checked { refs, versions } = checked;
+    let resolver = Resolver::new(installer.clone());
     let mut report = ApplyReport::default();
     // CRDs applied and not yet waited for: their establishment overlaps the phases that
     // do not need them (RBAC, Services, workloads), and is waited for before anything

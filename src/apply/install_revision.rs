@@ -1,9 +1,9 @@
 //! Installing one revision, the install or upgrade step the reconciler calls once the
-//! preflights passed (`preflight::run`): record (pending) → apply → prune → record
-//! (installed).
+//! preflights passed (`preflight::run`): record (pending, while the takeover check
+//! reads) → apply → prune → record (installed).
 //! Every write of bundle content goes through the installer client.
 
-use super::applier::{ApplyError, ApplyOptions, ApplyReport, apply};
+use super::applier::{ApplyError, ApplyOptions, ApplyReport, apply_checked, check_ownership};
 use super::ownership::Owner;
 use super::record::{RecordError, RevisionHistory, RevisionStore};
 use super::removal::prune;
@@ -44,19 +44,30 @@ pub async fn install_revision(
     installed_by: Option<crate::api::InstallerStatus>,
     opts: &ApplyOptions,
 ) -> Result<InstallOutcome, InstallError> {
-    let mut history = store
-        .load(owner)
-        .await?
-        .unwrap_or_else(|| RevisionHistory::new(owner));
-    let original = history.clone();
-    let revision = history.begin(bundle, objects);
-    history.set_installer(revision, installed_by);
-    let mut record_written = false;
-    if history != original {
-        store.save(&history).await?;
-        record_written = true;
-    }
-    let report = apply(installer, owner, objects, opts).await?;
+    // The record is read and written as pending while the takeover check reads (neither
+    // needs the other); a refused takeover leaves only the pending record written, as
+    // when they ran one after the other.
+    let pending_record = async {
+        let mut history = store
+            .load(owner)
+            .await?
+            .unwrap_or_else(|| RevisionHistory::new(owner));
+        let original = history.clone();
+        let revision = history.begin(bundle, objects);
+        history.set_installer(revision, installed_by);
+        let written = history != original;
+        if written {
+            store.save(&history).await?;
+        }
+        Ok::<_, InstallError>((history, original, revision, written))
+    };
+    let (recorded, checked) = futures::future::join(
+        pending_record,
+        check_ownership(installer, owner, objects, opts),
+    )
+    .await;
+    let (mut history, original, revision, mut record_written) = recorded?;
+    let report = apply_checked(installer, owner, objects, checked?, opts).await?;
     let candidates = history.prune_candidates(revision);
     let pruned = prune(installer, owner, &candidates, opts).await?;
     let pending = history.clone();

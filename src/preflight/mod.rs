@@ -63,26 +63,31 @@ pub enum PreflightError {
     Permissions(#[from] EvaluateError),
 }
 
-/// Both preflights: CRD upgrade safety first (the `controller` client reads the live
-/// CRDs), then the permission check (`controller` sends the SubjectAccessReviews,
-/// `installer` is used for discovery).
+/// Both preflights, at the same time (each only reads): CRD upgrade safety (the
+/// `controller` client reads the live CRDs) and the permission check (`controller` sends
+/// the SubjectAccessReviews, `installer` is used for discovery). When both fail, the CRD
+/// upgrade-safety error is the one reported, as when they ran one after the other.
 pub async fn run(
     controller: &kube::Client,
     installer: &kube::Client,
     preflight: &Preflight<'_>,
 ) -> Result<Passed, PreflightError> {
-    let warnings = crd_upgrade_safety(controller, preflight.objects, preflight.enforcement).await?;
     let (namespace, name) = preflight.account;
-    check_permissions(
-        controller,
-        installer,
-        namespace,
-        name,
-        preflight.owner,
-        preflight.objects,
-        preflight.history,
+    let (safety, permissions) = futures::future::join(
+        crd_upgrade_safety(controller, preflight.objects, preflight.enforcement),
+        check_permissions(
+            controller,
+            installer,
+            namespace,
+            name,
+            preflight.owner,
+            preflight.objects,
+            preflight.history,
+        ),
     )
-    .await?;
+    .await;
+    let warnings = safety?;
+    permissions?;
     Ok(Passed { warnings })
 }
 

@@ -18,6 +18,7 @@ use crate::image::DockerConfig;
 use crate::metrics::Phase;
 use crate::migrate::upstream_helm::{self as helm_release, UpstreamRelease};
 use crate::preflight::{self, Preflight, PreflightError};
+use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
@@ -219,40 +220,59 @@ pub(crate) async fn readiness(
     installer: &kube::Client,
     objects: &[ObjectRef],
 ) -> Readiness {
-    let mut observed = Vec::new();
-    let mut unreadable = Vec::new();
-    for r in objects
+    // Each object is read on its own round trip; a few at a time, results in order.
+    let checked: Vec<ObjectRef> = objects
         .iter()
         .filter(|r| rollout::is_checked(&r.group, &r.kind))
-    {
-        let gvk = GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
-        let plural = format!("{}s", r.kind.to_ascii_lowercase());
-        let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
-        let api: Api<DynamicObject> = if r.namespace.is_empty() {
-            Api::all_with(installer.clone(), &resource)
-        } else {
-            Api::namespaced_with(installer.clone(), &r.namespace, &resource)
-        };
-        let object = match api.get_opt(&r.name).await {
-            Ok(Some(o)) => serde_json::to_value(&o).unwrap_or(Value::Null),
-            Ok(None) => {
-                unreadable.push(rollout::unreadable(&r.kind, &r.name, "not found"));
-                continue;
-            }
-            Err(e) => {
-                let why = format!("cannot be read: {e}");
-                unreadable.push(rollout::unreadable(&r.kind, &r.name, why));
-                continue;
-            }
-        };
-        let pods = if r.kind == "Deployment" && rollout::state_of(&object).is_some() {
-            pods_of(ctx, &r.namespace, &object).await
-        } else {
-            Vec::new()
-        };
-        observed.push(rollout::Observed { object, pods });
+        .cloned()
+        .collect();
+    let reads: Vec<Result<rollout::Observed, String>> = futures::stream::iter(checked)
+        .map(|r| async move { observe(ctx, installer, &r).await }.boxed())
+        .buffered(READINESS_READS)
+        .collect()
+        .await;
+    let (mut observed, mut unreadable) = (Vec::new(), Vec::new());
+    for read in reads {
+        match read {
+            Ok(o) => observed.push(o),
+            Err(why) => unreadable.push(why),
+        }
     }
     rollout::assess(&observed).and(Readiness::of(unreadable))
+}
+
+/// Objects whose readiness [`readiness`] reads at once.
+const READINESS_READS: usize = 8;
+
+/// One object of [`readiness`] as the installer sees it (and a Deployment's pods), or
+/// why it cannot be read.
+async fn observe(
+    ctx: &ExtensionContext,
+    installer: &kube::Client,
+    r: &ObjectRef,
+) -> Result<rollout::Observed, String> {
+    let gvk = GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
+    let plural = format!("{}s", r.kind.to_ascii_lowercase());
+    let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
+    let api: Api<DynamicObject> = if r.namespace.is_empty() {
+        Api::all_with(installer.clone(), &resource)
+    } else {
+        Api::namespaced_with(installer.clone(), &r.namespace, &resource)
+    };
+    let object = match api.get_opt(&r.name).await {
+        Ok(Some(o)) => serde_json::to_value(&o).unwrap_or(Value::Null),
+        Ok(None) => return Err(rollout::unreadable(&r.kind, &r.name, "not found")),
+        Err(e) => {
+            let why = format!("cannot be read: {e}");
+            return Err(rollout::unreadable(&r.kind, &r.name, why));
+        }
+    };
+    let pods = if r.kind == "Deployment" && rollout::state_of(&object).is_some() {
+        pods_of(ctx, &r.namespace, &object).await
+    } else {
+        Vec::new()
+    };
+    Ok(rollout::Observed { object, pods })
 }
 
 /// The pods `deployment` selects, as the controller; none when they cannot be listed.
