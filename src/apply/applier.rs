@@ -256,7 +256,7 @@ pub async fn apply(
     opts: &ApplyOptions,
 ) -> Result<ApplyReport, ApplyError> {
     let checked = check_ownership(installer, owner, objects, opts).await?;
-    apply_checked(installer, owner, objects, checked, opts).await
+    apply_checked(owner, objects, checked, opts).await
 }
 
 /// The takeover check of [`apply`] alone (it only reads): what [`apply_checked`] needs
@@ -265,6 +265,8 @@ pub struct Checked {
     refs: Vec<ObjectRef>,
     /// resourceVersions of the existing objects, by input index.
     versions: HashMap<usize, Option<String>>,
+    /// The kinds the check discovered, not discovered again by the apply.
+    resolver: Resolver,
 }
 
 /// Checks that no existing object of `objects` belongs to someone else (`Err(Conflict)`
@@ -279,19 +281,26 @@ pub async fn check_ownership(
     let refs = refs_of(objects)?;
     let resolver = Resolver::new(installer.clone());
     let versions = check_takeover(&resolver, owner, &refs, opts).await?;
-    Ok(Checked { refs, versions })
+    Ok(Checked {
+        refs,
+        versions,
+        resolver,
+    })
 }
 
-/// [`apply`] once [`check_ownership`] passed for the same `objects`.
+/// [`apply`] once [`check_ownership`] passed for the same `objects` (as the same
+/// installer: the check carries its client).
 pub async fn apply_checked(
-    installer: &kube::Client,
     owner: &Owner,
     objects: &[Value],
     checked: Checked,
     opts: &ApplyOptions,
 ) -> Result<ApplyReport, ApplyError> {
-    let Checked { refs, versions } = checked;
-    let resolver = Resolver::new(installer.clone());
+    let Checked {
+        refs,
+        versions,
+        resolver,
+    } = checked;
     let mut report = ApplyReport::default();
     // CRDs applied and not yet waited for: their establishment overlaps the phases that
     // do not need them (RBAC, Services, workloads), and is waited for before anything

@@ -67,7 +67,7 @@ pub async fn install_revision(
     )
     .await;
     let (mut history, original, revision, mut record_written) = recorded?;
-    let report = apply_checked(installer, owner, objects, checked?, opts).await?;
+    let report = apply_checked(owner, objects, checked?, opts).await?;
     let candidates = history.prune_candidates(revision);
     let pruned = prune(installer, owner, &candidates, opts).await?;
     let pending = history.clone();
