@@ -121,7 +121,43 @@ impl Env {
     async fn preflight(&self, objects: &[Value]) -> Result<(), EvaluateError> {
         let infos = describe(objects, &ResourceMap::offline(objects)).expect("describe");
         let req = requirements(objects, &infos, &self.ext);
-        permissions::preflight(&self.controller, &self.ns, &self.sa(), &req).await
+        permissions::preflight(
+            &self.controller,
+            &self.installer(),
+            &self.ns,
+            &self.sa(),
+            &req,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// The evaluation of `objects` for the account, its rules read through `rules_of`
+    /// (the account's own installer client, or one impersonating another account: then
+    /// its rules decide nothing and every check is a SubjectAccessReview).
+    async fn evaluate(
+        &self,
+        objects: &[Value],
+        rules_of: &kube::Client,
+    ) -> permissions::Evaluation {
+        let infos = describe(objects, &ResourceMap::offline(objects)).expect("describe");
+        let req = requirements(objects, &infos, &self.ext);
+        permissions::evaluate(
+            &self.controller,
+            rules_of,
+            &self.ns,
+            &self.sa(),
+            &req,
+            permissions::DEFAULT_CONCURRENCY,
+        )
+        .await
+        .expect("evaluate")
+    }
+
+    /// A client impersonating an account that holds nothing: rules read through it
+    /// cover none of this account's checks.
+    fn blind(&self) -> kube::Client {
+        apply::installer_client(&self.controller_config, &self.ns, "nobody").expect("client")
     }
 
     async fn get(&self, obj: &Value) -> Option<DynamicObject> {
@@ -781,25 +817,86 @@ async fn preflight_of_hundreds_of_objects_runs_concurrently() {
     // An account holding only the named rules: no unnamed shortcut, every name is checked.
     env.grant(&objects, BundledRbac::Include, |_| true).await;
     let infos = describe(&objects, &ResourceMap::offline(&objects)).expect("describe");
-    let req = requirements(&objects, &infos, &env.ext);
-    assert!(req.all_checks().len() > 1200);
+    assert!(requirements(&objects, &infos, &env.ext).all_checks().len() > 1200);
+    // Its own rules cover every check: two rules reviews, no SubjectAccessReview.
+    let by_rules = env.evaluate(&objects, &env.installer()).await;
+    assert!(by_rules.missing.is_empty(), "{:?}", by_rules.missing);
+    assert_eq!((by_rules.rules_reviews, by_rules.access_reviews), (2, 0));
+    // Rules that cover nothing: every check is a SubjectAccessReview, many in flight.
     let started = std::time::Instant::now();
-    let missing = permissions::evaluate(
-        &env.controller,
-        &env.ns,
-        &env.sa(),
-        &req,
-        permissions::DEFAULT_CONCURRENCY,
-    )
-    .await
-    .expect("evaluate");
+    let by_reviews = env.evaluate(&objects, &env.blind()).await;
     let elapsed = started.elapsed();
-    assert!(missing.is_empty(), "{missing:?}");
+    assert!(by_reviews.missing.is_empty(), "{:?}", by_reviews.missing);
+    assert!(by_reviews.access_reviews > 1200, "{by_reviews:?}");
     eprintln!(
-        "preflight: {} permissions for 300 objects in {elapsed:?}",
-        req.all_checks().len()
+        "preflight: {} SubjectAccessReviews for 300 objects in {elapsed:?}",
+        by_reviews.access_reviews
     );
     assert!(elapsed < Duration::from_secs(20), "{elapsed:?}");
+}
+
+#[tokio::test]
+async fn rules_spare_the_reviews_they_cover_and_decide_as_the_reviews_do() {
+    let env = setup("rules").await;
+    let objects = env.objects();
+    // The generated role without the unscoped configmaps rule and without the CRD rules.
+    env.grant(&objects, BundledRbac::Include, |r| {
+        !(r["resources"] == json!(["configmaps"]) && r.get("resourceNames").is_none())
+            && r["resources"] != json!(["customresourcedefinitions"])
+    })
+    .await;
+    let by_rules = env.evaluate(&objects, &env.installer()).await;
+    let by_reviews = env.evaluate(&objects, &env.blind()).await;
+    assert_eq!(by_rules.missing, by_reviews.missing);
+    assert!(
+        by_rules
+            .missing
+            .iter()
+            .any(|p| format!("{p:?}").contains("customresourcedefinitions")),
+        "{:?}",
+        by_rules.missing
+    );
+    // Only what the rules do not cover was reviewed.
+    assert!(by_rules.access_reviews > 0);
+    assert!(
+        by_rules.access_reviews * 3 < by_reviews.access_reviews,
+        "{by_rules:?} / {by_reviews:?}"
+    );
+
+    // Everything granted by a RoleBinding in the namespace, nothing cluster-wide: the
+    // namespace's rules must not decide the cluster-scoped checks (CRDs, ClusterRoles,
+    // the finalizers of the extension), which the reviews refuse.
+    let everything = [
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": format!("{}-everything", env.ext)},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "everything", "namespace": env.ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("{}-everything", env.ext)},
+            "subjects": [{"kind": "ServiceAccount", "name": env.sa(), "namespace": env.ns}]}),
+    ];
+    for obj in &everything {
+        admin_apply(&env.admin, obj).await;
+    }
+    support::eventually(30, "the RoleBinding in effect", || async {
+        let e = env.evaluate(&objects, &env.installer()).await;
+        e.missing
+            .iter()
+            .all(|p| p.resource_parts().is_some_and(|r| r.namespace.is_empty()))
+            .then_some(())
+    })
+    .await;
+    let by_rules = env.evaluate(&objects, &env.installer()).await;
+    let by_reviews = env.evaluate(&objects, &env.blind()).await;
+    assert_eq!(by_rules.missing, by_reviews.missing);
+    assert!(
+        by_rules
+            .missing
+            .iter()
+            .any(|p| format!("{p:?}").contains("customresourcedefinitions")),
+        "{:?}",
+        by_rules.missing
+    );
 }
 
 /// Established TCP connections (IPv4 and IPv6) to `port` on this machine.

@@ -1,7 +1,7 @@
 //! Preflight checks that run before anything of a revision is applied, behind one entry
 //! point, [`run`]: CRD upgrade safety ([`crd_safety`], against the live CRDs) and the
-//! installer ServiceAccount's permissions ([`permissions`], SubjectAccessReviews for
-//! every object to apply and every object the upgrade prunes). Either failing means
+//! installer ServiceAccount's permissions ([`permissions`], the account's rules and
+//! SubjectAccessReviews, for every object to apply and every object the upgrade prunes). Either failing means
 //! nothing is written; both are retryable (a CRD or RBAC change can fix them).
 //!
 //! The checks themselves are pure ([`crd_safety::check`], [`permissions::requirements`]);
@@ -64,8 +64,9 @@ pub enum PreflightError {
 }
 
 /// Both preflights, at the same time (each only reads): CRD upgrade safety (the
-/// `controller` client reads the live CRDs) and the permission check (`controller` sends
-/// the SubjectAccessReviews, `installer` is used for discovery). When both fail, the CRD
+/// `controller` client reads the live CRDs) and the permission check (`installer` reads
+/// the account's rules and is used for discovery, `controller` sends the
+/// SubjectAccessReviews for what the rules do not cover). When both fail, the CRD
 /// upgrade-safety error is the one reported, as when they ran one after the other.
 pub async fn run(
     controller: &kube::Client,
@@ -175,8 +176,8 @@ fn judge(
 
 /// The permission preflight for installing `objects` as the ServiceAccount
 /// `account_namespace/account_name`, including `get`/`delete` on what the upgrade prunes
-/// (from `history`). `controller` sends the SubjectAccessReviews; `installer` is used for
-/// discovery only.
+/// (from `history`). `installer` reads the account's rules (SelfSubjectRulesReviews) and
+/// is used for discovery; `controller` sends the SubjectAccessReviews for the rest.
 pub async fn check_permissions(
     controller: &kube::Client,
     installer: &kube::Client,
@@ -199,6 +200,6 @@ pub async fn check_permissions(
     let infos = describe(objects, &map)?;
     let mut req = requirements(objects, &infos, &owner.name);
     add_deletions(&mut req, &describe(&dropped, &map)?);
-    permissions::preflight(controller, account_namespace, account_name, &req).await?;
+    permissions::preflight(controller, installer, account_namespace, account_name, &req).await?;
     Ok(())
 }

@@ -2,7 +2,9 @@
 //! (verb, apiGroup, resource, resourceName, namespace) the account needs to manage a set
 //! of rendered objects, the missing-permissions message in upstream's format, the
 //! least-privilege RBAC generator behind `olmv1 rbac` ([`rbac`]), and the evaluation of
-//! the requirements for an account with concurrent SubjectAccessReviews ([`evaluate`]).
+//! the requirements for an account ([`evaluate`]): its own rules, read with
+//! SelfSubjectRulesReviews ([`rules_review`]), then concurrent SubjectAccessReviews for
+//! what they do not cover.
 //!
 //! Model: for every object `get, update, patch, delete` scoped to its name and
 //! `create, list, watch` on its resource in its namespace (`""` for cluster-scoped
@@ -18,11 +20,12 @@
 
 pub mod rbac;
 mod rules;
+pub mod rules_review;
 mod sar;
 
 pub use crate::kinds::{ResourceInfo, ResourceMap, guess_plural, split_api_version};
 pub use rules::{ExpansionError, MAX_BUNDLED_PERMISSIONS, MAX_RULE_PERMISSIONS};
-pub use sar::{DEFAULT_CONCURRENCY, EvaluateError, evaluate, preflight};
+pub use sar::{DEFAULT_CONCURRENCY, EvaluateError, Evaluation, evaluate, preflight};
 
 use crate::kinds::kind_of;
 use rules::bounded_rule_permissions;

@@ -1,7 +1,8 @@
-//! Evaluating [`Requirements`] for a ServiceAccount with SubjectAccessReviews sent by the
-//! controller's own identity, many in flight at once.
+//! Evaluating [`Requirements`] for a ServiceAccount: its own rules first
+//! ([`rules_review`]), then SubjectAccessReviews sent by the controller's own identity,
+//! many in flight at once, for what the rules did not cover.
 
-use super::{ExpansionError, Permission, Requirements, missing_message};
+use super::{ExpansionError, Permission, Requirements, missing_message, rules_review};
 use futures::FutureExt;
 use futures::StreamExt;
 use k8s_openapi::api::authorization::v1::{
@@ -155,64 +156,90 @@ async fn review_all(
     }
 }
 
-/// Evaluates `req` for the ServiceAccount `namespace/name` with at most `concurrency`
-/// SubjectAccessReviews in flight; returns the missing permissions (empty = all held).
-/// Two rounds: unnamed checks first (an account holding a verb on a whole resource needs
-/// no per-name checks), then the named checks that are still open. A bundled role too
-/// large to check grant by grant ([`super::rules`]) without bind+escalate on it is
-/// [`EvaluateError::TooLarge`].
+/// What an evaluation found, and the reviews it took.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Evaluation {
+    /// The permissions missing (empty = all held).
+    pub missing: BTreeSet<Permission>,
+    /// Scopes whose rules were read with a SelfSubjectRulesReview.
+    pub rules_reviews: usize,
+    /// SubjectAccessReviews sent for what the rules did not cover.
+    pub access_reviews: usize,
+}
+
+/// Evaluates `req` for the ServiceAccount `namespace/name`. First the account's own
+/// rules, read as the account through `installer` ([`rules_review`]): what they cover
+/// is held. The rest is decided by SubjectAccessReviews sent by `controller`, at most
+/// `concurrency` in flight, in two rounds: unnamed checks first (an account holding a
+/// verb on a whole resource needs no per-name checks), then the named checks that are
+/// still open. A bundled role too large to check grant by grant ([`super::rules`])
+/// without bind+escalate on it is [`EvaluateError::TooLarge`].
 pub async fn evaluate(
-    client: &kube::Client,
+    controller: &kube::Client,
+    installer: &kube::Client,
     namespace: &str,
     name: &str,
     req: &Requirements,
     concurrency: usize,
-) -> Result<BTreeSet<Permission>, EvaluateError> {
+) -> Result<Evaluation, EvaluateError> {
     let (user, groups) = service_account_identity(namespace, name);
-    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    let api: Api<SubjectAccessReview> = Api::all(controller.clone());
     let err = |source| EvaluateError::Review {
         user: user.clone(),
         source,
     };
     let all = req.all_checks();
-    let mut results: HashMap<Permission, bool> = review_all(
-        &api,
-        &user,
-        &groups,
-        first_round(&all).into_iter().collect(),
-        concurrency,
-    )
-    .await
-    .map_err(err)?
-    .into_iter()
-    .collect();
-    let open = second_round(&all, &results);
+    let granted = rules_review::review(installer, rules_review::scopes_for(&all)).await;
+    let open: BTreeSet<Permission> = all.into_iter().filter(|p| !granted.allows(p)).collect();
+    let first: Vec<Permission> = first_round(&open).into_iter().collect();
+    let mut access_reviews = first.len();
+    let mut results: HashMap<Permission, bool> =
+        review_all(&api, &user, &groups, first, concurrency)
+            .await
+            .map_err(err)?
+            .into_iter()
+            .collect();
+    let second = second_round(&open, &results);
+    access_reviews += second.len();
     results.extend(
-        review_all(&api, &user, &groups, open, concurrency)
+        review_all(&api, &user, &groups, second, concurrency)
             .await
             .map_err(err)?,
     );
+    let reviewed = |p: &Permission| results.get(p).copied().unwrap_or(false);
     let allowed = |p: &Permission| {
-        results.get(p).copied().unwrap_or(false)
-            || unnamed(p).is_some_and(|u| results.get(&u).copied().unwrap_or(false))
+        granted.allows(p) || reviewed(p) || unnamed(p).is_some_and(|u| reviewed(&u))
     };
     if let Some(e) = req.too_large(allowed) {
         return Err(EvaluateError::TooLarge(e.clone()));
     }
-    Ok(req.missing(allowed))
+    Ok(Evaluation {
+        missing: req.missing(allowed),
+        rules_reviews: granted.scopes(),
+        access_reviews,
+    })
 }
 
 /// [`evaluate`], turning missing permissions into [`EvaluateError::Missing`].
 pub async fn preflight(
-    client: &kube::Client,
+    controller: &kube::Client,
+    installer: &kube::Client,
     namespace: &str,
     name: &str,
     req: &Requirements,
-) -> Result<(), EvaluateError> {
-    let missing = evaluate(client, namespace, name, req, DEFAULT_CONCURRENCY).await?;
-    match missing_message(&missing) {
+) -> Result<Evaluation, EvaluateError> {
+    let evaluation = evaluate(
+        controller,
+        installer,
+        namespace,
+        name,
+        req,
+        DEFAULT_CONCURRENCY,
+    )
+    .await?;
+    match missing_message(&evaluation.missing) {
         Some(msg) => Err(EvaluateError::Missing(msg)),
-        None => Ok(()),
+        None => Ok(evaluation),
     }
 }
 
