@@ -3,7 +3,7 @@
 //! wait for CRDs to be Established ([`apply`]). Pruning and uninstall, which use the same
 //! resolver and errors, are in `removal`.
 
-use super::order::{PhaseKind, apply_order};
+use super::order::{PhaseKind, apply_stages};
 use super::ownership::{
     Conflict, Owner, Ownership, classify, conflict_message, helm_managed,
     operator_condition_rbac_adopted, unmanaged_adopted, with_ownership,
@@ -137,8 +137,18 @@ impl Resolver {
         }
     }
 
-    /// (resource, namespaced), `None` when the kind is not served.
+    /// (resource, namespaced), `None` when the kind is not served. Kinds every API
+    /// server serves ([`crate::kinds::served_everywhere`]) are known without discovery.
     pub async fn resolve(&self, r: &ObjectRef) -> Result<Option<(ApiResource, bool)>, ApplyError> {
+        if let Some((plural, namespaced)) =
+            crate::kinds::served_everywhere(&r.group, &r.version, &r.kind)
+        {
+            let gvk = GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
+            return Ok(Some((
+                ApiResource::from_gvk_with_plural(&gvk, plural),
+                namespaced,
+            )));
+        }
         let key = (r.group.clone(), r.version.clone(), r.kind.clone());
         if let Some(hit) = self
             .cache
@@ -247,8 +257,8 @@ fn refs_of(objects: &[Value]) -> Result<Vec<ObjectRef>, ApplyError> {
 
 /// Applies `objects` (rendered; ownership metadata is added here) as the installer account
 /// behind `installer`, owned by `owner`: first checks that no existing object belongs to
-/// someone else (nothing is written if one does), then server-side applies phase by phase
-/// ([`apply_order`]), waiting after the CRD phase until every CRD is Established.
+/// someone else (nothing is written if one does), then server-side applies stage by stage
+/// ([`apply_stages`]), waiting after the CRDs' stage until every CRD is Established.
 pub async fn apply(
     installer: &kube::Client,
     owner: &Owner,
@@ -306,45 +316,22 @@ pub async fn apply_checked(
     // do not need them (RBAC, Services, workloads), and is waited for before anything
     // else and before the apply returns.
     let mut establishing: Vec<usize> = Vec::new();
-    for phase in apply_order(objects) {
-        if !overlaps_establishment(phase.kind) {
+    for stage in apply_stages(objects) {
+        if stage.iter().any(|p| !overlaps_establishment(p.kind)) {
             wait_all_established(&resolver, &refs, &mut establishing, opts).await?;
         }
-        let results: Vec<(ObjectRef, bool)> = futures::stream::iter(phase.objects.iter().copied())
+        let indices: Vec<usize> = stage.iter().flat_map(|p| p.objects.clone()).collect();
+        let results: Vec<(ObjectRef, bool)> = futures::stream::iter(indices)
             .map(|i| {
-                let resolver = &resolver;
-                let r = &refs[i];
-                let before = versions.get(&i).cloned();
-                async move {
-                    let (ar, namespaced) = resolver
-                        .resolve_waiting(r, opts.crd_timeout, opts.poll)
-                        .await?;
-                    if namespaced && r.namespace.is_empty() {
-                        return Err(ApplyError::InvalidObject {
-                            index: i,
-                            reason: format!(
-                                "{r}: {} is namespaced but the object has no metadata.namespace",
-                                r.kind
-                            ),
-                        });
-                    }
-                    let body = with_ownership(&objects[i], owner);
-                    let api = resolver.api(&ar, namespaced, &r.namespace);
-                    let out = api
-                        .patch(
-                            &r.name,
-                            &PatchParams::apply(FIELD_MANAGER).force(),
-                            &Patch::Apply(&body),
-                        )
-                        .await
-                        .map_err(kube_err("applying", r))?;
-                    let changed = match before {
-                        None => true,
-                        Some(rv) => out.metadata.resource_version != rv,
-                    };
-                    Ok::<_, ApplyError>((r.clone(), changed))
-                }
-                .boxed()
+                apply_one(
+                    &resolver,
+                    &refs[i],
+                    i,
+                    &objects[i],
+                    versions.get(&i),
+                    owner,
+                    opts,
+                )
             })
             .buffer_unordered(opts.concurrency.max(1))
             .try_collect()
@@ -353,13 +340,56 @@ pub async fn apply_checked(
         report
             .changed
             .extend(results.into_iter().filter(|(_, c)| *c).map(|(r, _)| r));
-        if phase.kind == PhaseKind::Crds {
+        for phase in stage.iter().filter(|p| p.kind == PhaseKind::Crds) {
             establishing.extend(&phase.objects);
         }
     }
     wait_all_established(&resolver, &refs, &mut establishing, opts).await?;
     report.changed.sort();
     Ok(report)
+}
+
+/// Server-side applies object `i` (`r`, rendered as `object`) with `owner`'s ownership
+/// metadata; whether it changed (created, or its resourceVersion moved from `before`).
+fn apply_one<'a>(
+    resolver: &'a Resolver,
+    r: &'a ObjectRef,
+    i: usize,
+    object: &'a Value,
+    before: Option<&'a Option<String>>,
+    owner: &'a Owner,
+    opts: &'a ApplyOptions,
+) -> futures::future::BoxFuture<'a, Result<(ObjectRef, bool), ApplyError>> {
+    async move {
+        let (ar, namespaced) = resolver
+            .resolve_waiting(r, opts.crd_timeout, opts.poll)
+            .await?;
+        if namespaced && r.namespace.is_empty() {
+            return Err(ApplyError::InvalidObject {
+                index: i,
+                reason: format!(
+                    "{r}: {} is namespaced but the object has no metadata.namespace",
+                    r.kind
+                ),
+            });
+        }
+        let body = with_ownership(object, owner);
+        let api = resolver.api(&ar, namespaced, &r.namespace);
+        let out = api
+            .patch(
+                &r.name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .map_err(kube_err("applying", r))?;
+        let changed = match before {
+            None => true,
+            Some(rv) => out.metadata.resource_version != *rv,
+        };
+        Ok((r.clone(), changed))
+    }
+    .boxed()
 }
 
 /// Whether objects of `phase` may be applied while the bundle's CRDs are still being

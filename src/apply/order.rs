@@ -48,6 +48,39 @@ pub fn apply_order(objects: &[Value]) -> Vec<Phase> {
     phases
 }
 
+/// Whether objects of `kind` need nothing of the phases from policies to CRDs, nor
+/// those phases anything of them: such phases are applied together, in one stage.
+/// Roles are one of them (a role names resources, it does not need them to exist);
+/// bindings are not (without `bind` on its role, the API server reads the role to
+/// authorize a binding), nor is anything after them.
+fn independent(kind: PhaseKind) -> bool {
+    matches!(
+        kind,
+        PhaseKind::Policies
+            | PhaseKind::ServiceAccounts
+            | PhaseKind::Config
+            | PhaseKind::Storage
+            | PhaseKind::Crds
+            | PhaseKind::Roles
+    )
+}
+
+/// The stages of an apply: [`apply_order`]'s phases, the consecutive
+/// [`independent`] ones joined into one stage, every other phase a stage of its own.
+/// Stages run one after the other; the objects of one stage are applied together.
+pub fn apply_stages(objects: &[Value]) -> Vec<Vec<Phase>> {
+    let mut stages: Vec<Vec<Phase>> = Vec::new();
+    for phase in apply_order(objects) {
+        match stages.last_mut() {
+            Some(stage) if independent(phase.kind) && stage.iter().all(|p| independent(p.kind)) => {
+                stage.push(phase)
+            }
+            _ => stages.push(vec![phase]),
+        }
+    }
+    stages
+}
+
 /// The order of deletion for an uninstall: the apply order reversed, CRDs moved last (so
 /// custom resources go first and the CRDs, which take the users' resources with them, go
 /// only once everything else is gone).

@@ -90,3 +90,37 @@ fn uninstall_reverses_and_puts_crds_last() {
         vec![Webhooks, Other, Workloads, Roles, Namespaces, Crds]
     );
 }
+
+#[test]
+fn stages_join_the_phases_that_need_nothing_of_each_other() {
+    let objects = vec![
+        obj("apps/v1", "Deployment", "d"),
+        obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "crb"),
+        obj("rbac.authorization.k8s.io/v1", "ClusterRole", "cr"),
+        obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "crd"),
+        obj("v1", "ServiceAccount", "sa"),
+        obj("v1", "Namespace", "ns"),
+        obj("example.com/v1", "Widget", "w"),
+    ];
+    use PhaseKind::*;
+    let stages: Vec<Vec<PhaseKind>> = apply_stages(&objects)
+        .iter()
+        .map(|s| s.iter().map(|p| p.kind).collect())
+        .collect();
+    assert_eq!(
+        stages,
+        vec![
+            vec![Namespaces],
+            vec![ServiceAccounts, Crds, Roles],
+            vec![Bindings],
+            vec![Workloads],
+            vec![Other],
+        ]
+    );
+    // Every object once, in the phases of apply_order.
+    let flat: Vec<Phase> = apply_stages(&objects).into_iter().flatten().collect();
+    assert_eq!(flat, apply_order(&objects));
+    // Without Roles, bindings still come after the CRDs' stage.
+    let stages = apply_stages(&objects[..2]);
+    assert_eq!(stages.len(), 2);
+}

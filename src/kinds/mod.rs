@@ -166,6 +166,40 @@ pub fn bundle_other(kind: &str) -> BundleOther {
         .map_or(BundleOther::Unsupported, |k| k.bundle_other)
 }
 
+/// Kubernetes' own API groups and the version each has served, unchanged, since at
+/// least v1.22 (the oldest cluster this project supports is newer): a kind of
+/// [`KINDS`] in one of them, at that version, is served on every cluster.
+const GA_VERSIONS: &[(&str, &str)] = &[
+    ("", "v1"),
+    ("apps", "v1"),
+    ("batch", "v1"),
+    (RBAC, "v1"),
+    ("apiextensions.k8s.io", "v1"),
+    ("apiregistration.k8s.io", "v1"),
+    ("scheduling.k8s.io", "v1"),
+    ("storage.k8s.io", "v1"),
+    ("networking.k8s.io", "v1"),
+    ("policy", "v1"),
+    (ADMISSION, "v1"),
+];
+
+/// Kinds of Kubernetes' own groups that became GA later than [`GA_VERSIONS`] says.
+const LATE_GA: &[&str] = &[
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+];
+
+/// (resource, namespaced) of a kind every API server serves at `version` (its group's
+/// GA version, [`GA_VERSIONS`]): what discovery would answer, without asking it.
+/// `None` for every other kind and version (discovery decides).
+pub fn served_everywhere(group: &str, version: &str, kind: &str) -> Option<(&'static str, bool)> {
+    if LATE_GA.contains(&kind) || !GA_VERSIONS.contains(&(group, version)) {
+        return None;
+    }
+    let row = lookup(group, kind)?;
+    row.resource.map(|r| (r, row.namespaced))
+}
+
 /// The kinds the offline resource map knows: (group, kind, resource, namespaced).
 pub fn builtin_resources() -> impl Iterator<Item = (&'static str, &'static str, &'static str, bool)>
 {
@@ -178,6 +212,26 @@ pub fn builtin_resources() -> impl Iterator<Item = (&'static str, &'static str, 
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    #[test]
+    fn kinds_served_everywhere_need_no_discovery() {
+        assert_eq!(
+            served_everywhere("apps", "v1", "Deployment"),
+            Some(("deployments", true))
+        );
+        assert_eq!(
+            served_everywhere(RBAC, "v1", "ClusterRole"),
+            Some(("clusterroles", false))
+        );
+        assert_eq!(served_everywhere("apps", "v1beta1", "Deployment"), None);
+        assert_eq!(
+            served_everywhere(ADMISSION, "v1", "ValidatingAdmissionPolicy"),
+            None
+        );
+        assert_eq!(served_everywhere(MONITORING, "v1", "ServiceMonitor"), None);
+        assert_eq!(served_everywhere("policy", "v1", "PodSecurityPolicy"), None);
+        assert_eq!(served_everywhere("", "v1", "Widget"), None);
+    }
 
     #[test]
     fn one_row_per_group_and_kind() {
