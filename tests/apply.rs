@@ -288,11 +288,39 @@ async fn installs_with_the_generated_role_and_reapply_changes_nothing() {
     env.preflight(&objects)
         .await
         .expect("generated role passes the preflight");
-    let report = apply::apply(&env.installer(), &env.owner, &objects, &opts())
+    // Keeping the CRDs and Deployments as the API server answered (what the readiness
+    // verdict right after an install is judged from).
+    let observe = ApplyOptions {
+        observe: Some(|group, kind| {
+            matches!(
+                (group, kind),
+                ("apiextensions.k8s.io", "CustomResourceDefinition") | ("apps", "Deployment")
+            )
+        }),
+        ..opts()
+    };
+    let report = apply::apply(&env.installer(), &env.owner, &objects, &observe)
         .await
         .expect("apply");
     assert_eq!(report.applied, objects.len());
     assert_eq!(report.changed.len(), objects.len());
+    let kinds: Vec<&str> = report
+        .observed
+        .iter()
+        .filter_map(|o| o["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["CustomResourceDefinition", "Deployment"]);
+    // The CRD as read once Established, the Deployment as created (with its uid).
+    let conditions = report.observed[0]["status"]["conditions"].as_array();
+    assert!(
+        conditions
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Established" && c["status"] == "True"),
+        "{}",
+        report.observed[0]["status"]
+    );
+    assert!(report.observed[1]["metadata"]["uid"].is_string());
     for obj in &objects {
         let live = env
             .get(obj)
@@ -344,6 +372,10 @@ async fn installs_with_the_generated_role_and_reapply_changes_nothing() {
         .await
         .expect("re-apply");
     assert_eq!(again.applied, objects.len());
+    assert!(
+        again.observed.is_empty(),
+        "kept without ApplyOptions::observe"
+    );
     assert!(
         again.changed.is_empty(),
         "re-apply changed {:?}",

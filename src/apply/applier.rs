@@ -14,7 +14,7 @@ use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::Scope;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -104,6 +104,10 @@ pub struct ApplyOptions {
     /// ([`Ownership::Unmanaged`], without Helm's release annotation): set only while
     /// taking over an OLM v0 installation (docs/how-to/switch-from-olm-v0.md).
     pub adopt_unmanaged: bool,
+    /// The (group, kind)s whose objects [`ApplyReport::observed`] returns as the API
+    /// server answered the apply (a CRD: as read once Established), so that a verdict
+    /// right after the apply (readiness) needs no second read. `None`: none kept.
+    pub observe: Option<fn(&str, &str) -> bool>,
 }
 
 impl Default for ApplyOptions {
@@ -115,6 +119,7 @@ impl Default for ApplyOptions {
             poll: Duration::from_millis(100),
             refuse_helm_managed: false,
             adopt_unmanaged: false,
+            observe: None,
         }
     }
 }
@@ -240,6 +245,9 @@ pub struct ApplyReport {
     pub applied: usize,
     /// Objects created or whose resourceVersion changed.
     pub changed: Vec<ObjectRef>,
+    /// The objects of [`ApplyOptions::observe`]'s kinds as the API server last returned
+    /// them, in input order.
+    pub observed: Vec<Value>,
 }
 
 fn refs_of(objects: &[Value]) -> Result<Vec<ObjectRef>, ApplyError> {
@@ -316,12 +324,13 @@ pub async fn apply_checked(
     // do not need them (RBAC, Services, workloads), and is waited for before anything
     // else and before the apply returns.
     let mut establishing: Vec<usize> = Vec::new();
+    let mut observed: BTreeMap<usize, Value> = BTreeMap::new();
     for stage in apply_stages(objects) {
         if stage.iter().any(|p| !overlaps_establishment(p.kind)) {
-            wait_all_established(&resolver, &refs, &mut establishing, opts).await?;
+            observed.extend(wait_all_established(&resolver, &refs, &mut establishing, opts).await?);
         }
         let indices: Vec<usize> = stage.iter().flat_map(|p| p.objects.clone()).collect();
-        let results: Vec<(ObjectRef, bool)> = futures::stream::iter(indices)
+        let results: Vec<Applied> = futures::stream::iter(indices)
             .map(|i| {
                 apply_one(
                     &resolver,
@@ -337,16 +346,35 @@ pub async fn apply_checked(
             .try_collect()
             .await?;
         report.applied += results.len();
-        report
-            .changed
-            .extend(results.into_iter().filter(|(_, c)| *c).map(|(r, _)| r));
+        for applied in results {
+            if applied.changed {
+                report.changed.push(refs[applied.index].clone());
+            }
+            observed.extend(applied.object.map(|o| (applied.index, o)));
+        }
         for phase in stage.iter().filter(|p| p.kind == PhaseKind::Crds) {
             establishing.extend(&phase.objects);
         }
     }
-    wait_all_established(&resolver, &refs, &mut establishing, opts).await?;
+    observed.extend(wait_all_established(&resolver, &refs, &mut establishing, opts).await?);
     report.changed.sort();
+    report.observed = observed.into_values().collect();
     Ok(report)
+}
+
+/// One object applied by [`apply_one`].
+struct Applied {
+    /// Its index in the input.
+    index: usize,
+    /// Created, or its resourceVersion moved.
+    changed: bool,
+    /// As the API server answered, when [`ApplyOptions::observe`] keeps its kind.
+    object: Option<Value>,
+}
+
+/// Whether `opts` keeps objects of `r`'s kind ([`ApplyOptions::observe`]).
+fn observes(opts: &ApplyOptions, r: &ObjectRef) -> bool {
+    opts.observe.is_some_and(|keep| keep(&r.group, &r.kind))
 }
 
 /// Server-side applies object `i` (`r`, rendered as `object`) with `owner`'s ownership
@@ -359,7 +387,7 @@ fn apply_one<'a>(
     before: Option<&'a Option<String>>,
     owner: &'a Owner,
     opts: &'a ApplyOptions,
-) -> futures::future::BoxFuture<'a, Result<(ObjectRef, bool), ApplyError>> {
+) -> futures::future::BoxFuture<'a, Result<Applied, ApplyError>> {
     async move {
         let (ar, namespaced) = resolver
             .resolve_waiting(r, opts.crd_timeout, opts.poll)
@@ -387,7 +415,14 @@ fn apply_one<'a>(
             None => true,
             Some(rv) => out.metadata.resource_version != *rv,
         };
-        Ok((r.clone(), changed))
+        let object = observes(opts, r)
+            .then(|| serde_json::to_value(&out).ok())
+            .flatten();
+        Ok(Applied {
+            index: i,
+            changed,
+            object,
+        })
     }
     .boxed()
 }
@@ -402,19 +437,21 @@ fn overlaps_establishment(phase: PhaseKind) -> bool {
 }
 
 /// Waits, all at once, until each CRD of `pending` (indices into `refs`) is Established,
-/// then clears `pending`.
+/// then clears `pending`. Returns the CRDs [`ApplyOptions::observe`] keeps, as last read
+/// (by index).
 async fn wait_all_established(
     resolver: &Resolver,
     refs: &[ObjectRef],
     pending: &mut Vec<usize>,
     opts: &ApplyOptions,
-) -> Result<(), ApplyError> {
-    let waits = pending
-        .iter()
-        .map(|i| wait_established(resolver, &refs[*i], opts));
-    futures::future::try_join_all(waits).await?;
+) -> Result<Vec<(usize, Value)>, ApplyError> {
+    let waits = pending.iter().map(|i| async move {
+        let crd = wait_established(resolver, &refs[*i], opts).await?;
+        Ok::<_, ApplyError>(observes(opts, &refs[*i]).then_some((*i, crd)))
+    });
+    let kept = futures::future::try_join_all(waits).await?;
     pending.clear();
-    Ok(())
+    Ok(kept.into_iter().flatten().collect())
 }
 
 /// Existing objects' resourceVersions (by input index); `Err(Conflict)` listing every
@@ -496,11 +533,13 @@ pub fn established(crd: &Value) -> (bool, Option<String>) {
     }
 }
 
+/// Reads the CRD `r` until it is Established (within `opts.crd_timeout`); returns it as
+/// last read.
 async fn wait_established(
     resolver: &Resolver,
     r: &ObjectRef,
     opts: &ApplyOptions,
-) -> Result<(), ApplyError> {
+) -> Result<Value, ApplyError> {
     let (ar, _) = resolver
         .resolve_waiting(r, opts.crd_timeout, opts.poll)
         .await?;
@@ -515,7 +554,7 @@ async fn wait_established(
             let v = serde_json::to_value(&o).unwrap_or(Value::Null);
             let (ok, msg) = established(&v);
             if ok {
-                return Ok(());
+                return Ok(v);
             }
             last = msg;
         }

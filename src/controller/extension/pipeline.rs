@@ -96,6 +96,11 @@ pub(crate) async fn apply(
     let options = apply::ApplyOptions {
         refuse_helm_managed: step.refuse_helm_managed,
         adopt_unmanaged: step.adopt_v0.is_some(),
+        // The readiness below is judged from the objects as the apply returned them.
+        observe: ctx
+            .settings
+            .wait_for_rollout
+            .then_some(rollout::is_checked as fn(&str, &str) -> bool),
         ..Default::default()
     };
     let outcome = apply::install_revision(
@@ -129,7 +134,7 @@ pub(crate) async fn apply(
         .map(|r| r.objects.clone())
         .unwrap_or_default();
     let readiness = if ctx.settings.wait_for_rollout {
-        readiness(ctx, &installer, &managed).await
+        readiness_of_applied(ctx, &outcome.report.observed).await
     } else {
         Readiness::Ready
     };
@@ -241,6 +246,17 @@ pub(crate) async fn readiness(
     rollout::assess(&observed).and(Readiness::of(unreadable))
 }
 
+/// The readiness of objects as the apply returned them ([`apply::ApplyOptions::observe`]):
+/// nothing is read again; only a Deployment already rolling out has its pods listed.
+async fn readiness_of_applied(ctx: &ExtensionContext, objects: &[Value]) -> Readiness {
+    let observed: Vec<rollout::Observed> = futures::stream::iter(objects.iter().cloned())
+        .map(|object| with_pods(ctx, object).boxed())
+        .buffered(READINESS_READS)
+        .collect()
+        .await;
+    rollout::assess(&observed)
+}
+
 /// Objects whose readiness [`readiness`] reads at once.
 const READINESS_READS: usize = 8;
 
@@ -267,12 +283,19 @@ async fn observe(
             return Err(rollout::unreadable(&r.kind, &r.name, why));
         }
     };
-    let pods = if r.kind == "Deployment" && rollout::state_of(&object).is_some() {
-        pods_of(ctx, &r.namespace, &object).await
+    Ok(with_pods(ctx, object).await)
+}
+
+/// `object` with its pods when it is a Deployment whose rollout has a state (listed as
+/// the controller).
+async fn with_pods(ctx: &ExtensionContext, object: Value) -> rollout::Observed {
+    let pods = if object["kind"] == "Deployment" && rollout::state_of(&object).is_some() {
+        let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+        pods_of(ctx, namespace, &object).await
     } else {
         Vec::new()
     };
-    Ok(rollout::Observed { object, pods })
+    rollout::Observed { object, pods }
 }
 
 /// The pods `deployment` selects, as the controller; none when they cannot be listed.
