@@ -1,8 +1,9 @@
 //! Preflight checks that run before anything of a revision is applied, behind one entry
 //! point, [`run`]: CRD upgrade safety ([`crd_safety`], against the live CRDs) and the
 //! installer ServiceAccount's permissions ([`permissions`], the account's rules and
-//! SubjectAccessReviews, for every object to apply and every object the upgrade prunes). Either failing means
-//! nothing is written; both are retryable (a CRD or RBAC change can fix them).
+//! SubjectAccessReviews, for every object to apply and every object the upgrade
+//! prunes). Either failing means nothing is written; both are retryable (a CRD or RBAC
+//! change can fix them).
 //!
 //! The checks themselves are pure ([`crd_safety::check`], [`permissions::requirements`]);
 //! this module only fetches what they compare against.
