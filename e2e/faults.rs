@@ -652,9 +652,18 @@ async fn api_priority_and_fairness_rejects_the_controller() {
             "priorityLevelConfiguration": {"name": FLOW_SCHEMA},
             "matchingPrecedence": 90,
             "distinguisherMethod": {"type": "ByUser"},
+            // The controller's requests made as the installer account (impersonated)
+            // are classified by that account, not by the controller's: the jail holds
+            // both. A zero-seat level still dispatches a request while none of it is
+            // executing, so a client sending one request at a time gets through;
+            // with its installer's requests outside the jail, the controller's few
+            // sequential requests of an install did (an install needs no
+            // SubjectAccessReview burst since it reads the installer's own rules).
             "rules": [{
                 "subjects": [{"kind": "ServiceAccount",
-                              "serviceAccount": {"namespace": NAMESPACE, "name": "olmv1-controller"}}],
+                              "serviceAccount": {"namespace": NAMESPACE, "name": "olmv1-controller"}},
+                             {"kind": "ServiceAccount",
+                              "serviceAccount": {"namespace": s.namespace, "name": format!("{}-installer", s.ext)}}],
                 "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
                                    "clusterScope": true, "namespaces": ["*"]}],
                 "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],

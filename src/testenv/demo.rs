@@ -38,6 +38,8 @@ pub struct BundleSpec {
     pub operator_env: Vec<(String, String)>,
     /// Further annotations of the CSV (e.g. `operatorframework.io/suggested-namespace`).
     pub csv_annotations: Vec<(String, String)>,
+    /// The Deployment's `progressDeadlineSeconds` (`None`: Kubernetes' default, 600).
+    pub progress_deadline_seconds: Option<u32>,
 }
 
 impl BundleSpec {
@@ -55,6 +57,7 @@ impl BundleSpec {
             operator_image: None,
             operator_env: Vec::new(),
             csv_annotations: Vec::new(),
+            progress_deadline_seconds: None,
         }
     }
     pub fn bundle_name(&self) -> String {
@@ -174,6 +177,10 @@ fn csv(spec: &BundleSpec) -> Value {
     }
     for (key, value) in &spec.csv_annotations {
         csv["metadata"]["annotations"][key] = json!(value);
+    }
+    if let Some(seconds) = spec.progress_deadline_seconds {
+        csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["progressDeadlineSeconds"] =
+            json!(seconds);
     }
     csv
 }
