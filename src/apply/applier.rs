@@ -3,7 +3,7 @@
 //! wait for CRDs to be Established ([`apply`]). Pruning and uninstall, which use the same
 //! resolver and errors, are in `removal`.
 
-use super::order::{PhaseKind, apply_stages};
+use super::order::{PhaseKind, apply_stages, phase_of};
 use super::ownership::{
     Conflict, Owner, Ownership, classify, conflict_message, helm_managed,
     operator_condition_rbac_adopted, unmanaged_adopted, with_ownership,
@@ -415,7 +415,9 @@ fn apply_one<'a>(
             None => true,
             Some(rv) => out.metadata.resource_version != *rv,
         };
-        let object = observes(opts, r)
+        // A CRD is kept as read once Established (`wait_all_established`), not as applied.
+        let established_later = phase_of(&r.group, &r.kind) == PhaseKind::Crds;
+        let object = (observes(opts, r) && !established_later)
             .then(|| serde_json::to_value(&out).ok())
             .flatten();
         Ok(Applied {
