@@ -7,13 +7,21 @@
 //! are not counted as memory used for the bundle. The anonymous (heap) part is printed
 //! on its own (RssAnon after rendering, when everything is alive).
 //!
+//! It runs as the product runs: the olmv1 binary's allocator (jemalloc, configured in
+//! `.cargo/config.toml`) and `LoadOptions::default()`, whose parsing threads follow the
+//! manifests' size (two on a 2-CPU machine for this bundle).
+//!
 //! `cargo run --release --example bench_render [bundle-dir] [iterations]`
-//! (`BENCH_THREADS=n` sets the parsing threads, 0 = all CPUs; `BENCH_VERBOSE=1` prints
-//! per-iteration load time and RSS).
+//! (`BENCH_THREADS=n` sets the parsing threads, 1 = one thread, the lowest peak memory;
+//! `BENCH_VERBOSE=1` prints per-iteration load time and RSS).
 
 use olmv1::bundle::{CertProvider, LoadOptions, RenderOptions, load_dir, render_owned};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// The olmv1 binary's allocator (src/main.rs), so that the figures are the product's.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn status_kib(field: &str) -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -78,7 +86,7 @@ fn main() -> std::process::ExitCode {
         parallelism: std::env::var("BENCH_THREADS")
             .ok()
             .and_then(|s| s.parse().ok())
-            .unwrap_or(1),
+            .unwrap_or(LoadOptions::default().parallelism),
         ..LoadOptions::default()
     };
     let options = RenderOptions {

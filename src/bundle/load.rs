@@ -23,8 +23,11 @@ pub struct LoadOptions {
     pub max_yaml_depth: usize,
     /// Most YAML nodes accepted in one file (default 4,000,000).
     pub max_yaml_nodes: usize,
-    /// Threads parsing manifest files (default 1: lowest peak memory; 0 = number of CPUs,
-    /// at most 4, which is faster on an idle machine but holds more allocator arenas).
+    /// Threads parsing manifest files. Default 0: by size, one thread per
+    /// [`BYTES_PER_THREAD`] of manifests up to the number of CPUs (at most 4), so a
+    /// typical bundle parses on the calling thread and a multi-megabyte one (large
+    /// CRDs) in about half the time on two CPUs, for a few percent more peak memory
+    /// (`examples/bench_render.rs`). n = exactly n threads (1: lowest peak memory).
     pub parallelism: usize,
 }
 
@@ -36,9 +39,26 @@ impl Default for LoadOptions {
             max_files: 10_000,
             max_yaml_depth: 128,
             max_yaml_nodes: 4_000_000,
-            parallelism: 1,
+            parallelism: 0,
         }
     }
+}
+
+/// Manifest bytes that justify one more parsing thread when `parallelism` is 0
+/// (below it, a thread's start and its share of the allocator cost more than it saves).
+pub const BYTES_PER_THREAD: u64 = 1024 * 1024;
+
+/// The parsing threads for `files` manifest files of `bytes` bytes in all.
+pub(super) fn parsing_threads(parallelism: usize, files: usize, bytes: u64) -> usize {
+    let threads = match parallelism {
+        0 => {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let by_size = usize::try_from(bytes.div_ceil(BYTES_PER_THREAD)).unwrap_or(usize::MAX);
+            cpus.clamp(1, 4).min(by_size)
+        }
+        n => n,
+    };
+    threads.min(files).max(1)
 }
 
 /// Why a bundle directory could not be loaded.
@@ -105,8 +125,9 @@ pub fn load_dir(root: &Path, opts: &LoadOptions) -> Result<Bundle, LoadError> {
         ..
     } = metadata;
     let manifests_dir = root.join("manifests");
-    let files = list_manifests(&manifests_dir, opts)?;
-    let parsed = parse_files_parallel(&manifests_dir, &files, opts, budget)?;
+    let (files, bytes) = list_manifests(&manifests_dir, opts)?;
+    let threads = parsing_threads(opts.parallelism, files.len(), bytes);
+    let parsed = parse_files_parallel(&manifests_dir, &files, threads, opts, budget)?;
     let named = files.iter().map(|n| format!("manifests/{n}")).zip(parsed);
     let (mut csv, crds, others) = sort_documents(named)?;
     // Upstream re-encodes the annotation whenever `metadata/properties.yaml` exists.
@@ -174,7 +195,10 @@ fn package_name(metadata: &super::metadata::Metadata) -> Result<String, LoadErro
 }
 
 /// The file names in `manifests/`, sorted; directories are rejected before any parsing.
-fn list_manifests(manifests_dir: &Path, opts: &LoadOptions) -> Result<Vec<String>, LoadError> {
+fn list_manifests(
+    manifests_dir: &Path,
+    opts: &LoadOptions,
+) -> Result<(Vec<String>, u64), LoadError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| LoadError::Io { path, source }
@@ -197,15 +221,18 @@ fn list_manifests(manifests_dir: &Path, opts: &LoadOptions) -> Result<Vec<String
         }
     }
     files.sort();
+    let mut bytes = 0u64;
     for name in &files {
         let path = manifests_dir.join(name);
-        if fs::symlink_metadata(&path).map_err(io(&path))?.is_dir() {
+        let meta = fs::symlink_metadata(&path).map_err(io(&path))?;
+        if meta.is_dir() {
             return Err(LoadError::ManifestsSubdirectory(format!(
                 "manifests/{name}"
             )));
         }
+        bytes = bytes.saturating_add(meta.len());
     }
-    Ok(files)
+    Ok((files, bytes))
 }
 
 /// The manifests' documents split into the one CSV, the CRDs and the other objects.
@@ -249,24 +276,17 @@ fn sort_documents(
 /// The parsed documents of one manifest file, or why it could not be read.
 type FileResult = Result<Vec<Value>, LoadError>;
 
-/// Reads and parses every manifest file, on up to `available_parallelism` threads (at most 4);
+/// Reads and parses every manifest file on `threads` threads (the caller's among them);
 /// results come back in `files` order, and the first error in that order wins.
 fn parse_files_parallel(
     dir: &Path,
     files: &[String],
+    threads: usize,
     opts: &LoadOptions,
     budget: u64,
 ) -> Result<Vec<Vec<Value>>, LoadError> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-    let threads = match opts.parallelism {
-        0 => std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .clamp(1, 4),
-        n => n,
-    }
-    .min(files.len().max(1));
     let next = AtomicUsize::new(0);
     let remaining = AtomicU64::new(budget);
     let results: Mutex<Vec<Option<FileResult>>> =

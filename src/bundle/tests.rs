@@ -1136,3 +1136,50 @@ fn the_operator_condition_is_rendered_only_when_asked() {
     }
     assert_eq!(with.len(), plain.len() + 3);
 }
+
+#[test]
+fn parsing_threads_follow_the_manifests_size() {
+    use super::load::{BYTES_PER_THREAD, parsing_threads};
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // A typical bundle (well under a megabyte) parses on the calling thread alone.
+    assert_eq!(parsing_threads(0, 12, 200 * 1024), 1);
+    assert_eq!(parsing_threads(0, 1, 0), 1);
+    // A multi-megabyte one gets a thread per megabyte, up to the CPUs and at most 4.
+    assert_eq!(
+        parsing_threads(0, 40, 7 * BYTES_PER_THREAD),
+        cpus.clamp(1, 4)
+    );
+    assert_eq!(
+        parsing_threads(0, 40, BYTES_PER_THREAD + 1),
+        cpus.clamp(1, 4).min(2)
+    );
+    // Never more threads than files; an explicit count is taken as given.
+    assert_eq!(parsing_threads(0, 1, 50 * BYTES_PER_THREAD), 1);
+    assert_eq!(parsing_threads(3, 40, 10), 3);
+    assert_eq!(parsing_threads(8, 2, 10), 2);
+}
+
+#[test]
+fn a_large_bundle_parsed_on_several_threads_loads_as_on_one() {
+    let dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/bundles/sn-operator/0.19.7");
+    let one = load_dir(
+        &dir,
+        &LoadOptions {
+            parallelism: 1,
+            ..LoadOptions::default()
+        },
+    )
+    .unwrap();
+    for parallelism in [0, 2, 4] {
+        let many = load_dir(
+            &dir,
+            &LoadOptions {
+                parallelism,
+                ..LoadOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(many, one, "parallelism {parallelism}");
+    }
+}
