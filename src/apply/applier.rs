@@ -3,6 +3,8 @@
 //! wait for CRDs to be Established ([`apply`]). Pruning and uninstall, which use the same
 //! resolver and errors, are in `removal`.
 
+pub use super::establish::established;
+use super::establish::{Establishing, overlaps_establishment};
 use super::order::{PhaseKind, apply_stages, phase_of};
 use super::ownership::{
     Conflict, Owner, Ownership, classify, conflict_message, helm_managed,
@@ -320,17 +322,17 @@ pub async fn apply_checked(
         resolver,
     } = checked;
     let mut report = ApplyReport::default();
-    // CRDs applied and not yet waited for: their establishment overlaps the phases that
-    // do not need them (RBAC, Services, workloads), and is waited for before anything
+    // CRDs applied and not yet waited for: their establishment is waited for alongside
+    // the phases that do not need them (RBAC, Services, workloads), and before anything
     // else and before the apply returns.
-    let mut establishing: Vec<usize> = Vec::new();
+    let mut establishing = Establishing::default();
     let mut observed: BTreeMap<usize, Value> = BTreeMap::new();
     for stage in apply_stages(objects) {
         if stage.iter().any(|p| !overlaps_establishment(p.kind)) {
-            observed.extend(wait_all_established(&resolver, &refs, &mut establishing, opts).await?);
+            observed.extend(establishing.finish().await?);
         }
         let indices: Vec<usize> = stage.iter().flat_map(|p| p.objects.clone()).collect();
-        let results: Vec<Applied> = futures::stream::iter(indices)
+        let applies = futures::stream::iter(indices)
             .map(|i| {
                 apply_one(
                     &resolver,
@@ -343,8 +345,10 @@ pub async fn apply_checked(
                 )
             })
             .buffer_unordered(opts.concurrency.max(1))
-            .try_collect()
-            .await?;
+            .try_collect::<Vec<Applied>>();
+        let (results, waited) = establishing.alongside(applies).await;
+        let results = results?;
+        observed.extend(waited?);
         report.applied += results.len();
         for applied in results {
             if applied.changed {
@@ -352,11 +356,14 @@ pub async fn apply_checked(
             }
             observed.extend(applied.object.map(|o| (applied.index, o)));
         }
-        for phase in stage.iter().filter(|p| p.kind == PhaseKind::Crds) {
-            establishing.extend(&phase.objects);
-        }
+        let crds: Vec<usize> = stage
+            .iter()
+            .filter(|p| p.kind == PhaseKind::Crds)
+            .flat_map(|p| p.objects.clone())
+            .collect();
+        establishing.start(&resolver, &refs, crds, opts);
     }
-    observed.extend(wait_all_established(&resolver, &refs, &mut establishing, opts).await?);
+    observed.extend(establishing.finish().await?);
     report.changed.sort();
     report.observed = observed.into_values().collect();
     Ok(report)
@@ -373,7 +380,7 @@ struct Applied {
 }
 
 /// Whether `opts` keeps objects of `r`'s kind ([`ApplyOptions::observe`]).
-fn observes(opts: &ApplyOptions, r: &ObjectRef) -> bool {
+pub(super) fn observes(opts: &ApplyOptions, r: &ObjectRef) -> bool {
     opts.observe.is_some_and(|keep| keep(&r.group, &r.kind))
 }
 
@@ -427,33 +434,6 @@ fn apply_one<'a>(
         })
     }
     .boxed()
-}
-
-/// Whether objects of `phase` may be applied while the bundle's CRDs are still being
-/// established: none of them is a custom resource (docs/concepts/rendering.md A5).
-fn overlaps_establishment(phase: PhaseKind) -> bool {
-    matches!(
-        phase,
-        PhaseKind::Roles | PhaseKind::Bindings | PhaseKind::Services | PhaseKind::Workloads
-    )
-}
-
-/// Waits, all at once, until each CRD of `pending` (indices into `refs`) is Established,
-/// then clears `pending`. Returns the CRDs [`ApplyOptions::observe`] keeps, as last read
-/// (by index).
-async fn wait_all_established(
-    resolver: &Resolver,
-    refs: &[ObjectRef],
-    pending: &mut Vec<usize>,
-    opts: &ApplyOptions,
-) -> Result<Vec<(usize, Value)>, ApplyError> {
-    let waits = pending.iter().map(|i| async move {
-        let crd = wait_established(resolver, &refs[*i], opts).await?;
-        Ok::<_, ApplyError>(observes(opts, &refs[*i]).then_some((*i, crd)))
-    });
-    let kept = futures::future::try_join_all(waits).await?;
-    pending.clear();
-    Ok(kept.into_iter().flatten().collect())
 }
 
 /// Existing objects' resourceVersions (by input index); `Err(Conflict)` listing every
@@ -520,56 +500,6 @@ async fn check_takeover(
             conflicts,
         })
     }
-}
-
-/// The `Established` condition of a CRD: (status, message).
-pub fn established(crd: &Value) -> (bool, Option<String>) {
-    let conds = crd["status"]["conditions"].as_array();
-    let c = conds.and_then(|cs| cs.iter().find(|c| c["type"] == "Established"));
-    match c {
-        Some(c) => (
-            c["status"] == "True",
-            c["message"].as_str().map(str::to_owned),
-        ),
-        None => (false, None),
-    }
-}
-
-/// Reads the CRD `r` until it is Established (within `opts.crd_timeout`); returns it as
-/// last read.
-async fn wait_established(
-    resolver: &Resolver,
-    r: &ObjectRef,
-    opts: &ApplyOptions,
-) -> Result<Value, ApplyError> {
-    let (ar, _) = resolver
-        .resolve_waiting(r, opts.crd_timeout, opts.poll)
-        .await?;
-    let api: Api<DynamicObject> = Api::all_with(resolver.client.clone(), &ar);
-    let deadline = Instant::now() + opts.crd_timeout;
-    let mut last = None;
-    for attempt in 0.. {
-        if let Some(o) = get_absent_ok(&api, &r.name)
-            .await
-            .map_err(kube_err("reading", r))?
-        {
-            let v = serde_json::to_value(&o).unwrap_or(Value::Null);
-            let (ok, msg) = established(&v);
-            if ok {
-                return Ok(v);
-            }
-            last = msg;
-        }
-        if Instant::now() >= deadline {
-            break;
-        }
-        tokio::time::sleep(poll_delay(attempt, opts.poll)).await;
-    }
-    Err(ApplyError::CrdNotEstablished {
-        name: r.name.clone(),
-        timeout: opts.crd_timeout,
-        last,
-    })
 }
 
 /// The wait before check `attempt + 1` of a condition being polled (a CRD Established,

@@ -1,8 +1,9 @@
 //! Applying rendered objects as the installer ServiceAccount (docs/concepts/installer-permissions.md A3, docs/concepts/rendering.md A5, docs/reference/api-and-status.md A7, docs/concepts/rendering.md §5.6):
 //! impersonating clients ([`client`]), the dependency order ([`order`]), ownership labels,
 //! ownerReferences and the takeover refusal ([`ownership`]), the durable revision record
-//! ([`record`]), the I/O of server-side apply ([`applier`]) and of pruning and uninstall
-//! (`removal`), and the one install step, record → apply → prune → record
+//! ([`record`]), the I/O of server-side apply ([`applier`]; the wait for CRDs to be
+//! Established, `establish`) and of pruning and uninstall (`removal`), and the one
+//! install step, record → apply → prune → record
 //! ([`install_revision`](mod@install_revision)). What these files share is in [`types`],
 //! the bounded gunzip of stored records in [`gzip`]. Reading what another manager
 //! installed, to take it over, is not here but in `crate::migrate`.
@@ -14,6 +15,7 @@
 
 pub mod applier;
 pub mod client;
+mod establish;
 pub mod gzip;
 pub mod install_revision;
 pub mod order;
@@ -24,7 +26,9 @@ pub mod types;
 
 pub use applier::{ApplyError, ApplyOptions, ApplyReport, Resolver, apply, resource_map};
 pub use client::{InstallerClients, WatchSlot, installer_client, installer_config};
-pub use install_revision::{InstallError, InstallOutcome, install_revision};
+pub use install_revision::{
+    InstallError, InstallOutcome, RevisionInstall, install_revision, install_revision_checking,
+};
 pub use order::{Phase, PhaseKind, apply_order, apply_stages};
 pub use ownership::{Owner, with_ownership};
 pub use record::{RecordError, Revision, RevisionHistory, RevisionState, RevisionStore};

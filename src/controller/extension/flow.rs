@@ -21,7 +21,6 @@ use crate::migrate::upstream_helm::{self as helm_release, UpstreamRelease};
 use crate::resolve::{Explanation, ResolveRequest};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use std::time::Duration;
 
 /// The I/O of one reconcile of one ClusterExtension.
 pub(crate) trait Executor {
@@ -109,28 +108,21 @@ pub(crate) async fn reconcile<E: Executor>(
     exec: &E,
     standing: impl Fn() -> Standing,
 ) -> Reconciled {
-    let mut facts = Facts::new(
-        ext.metadata.generation,
-        ext.metadata.deletion_timestamp.is_some(),
-        ext.finalizers()
-            .iter()
-            .any(|f| f == api::FINALIZER_EXTENSION),
-        exec.installer(),
-    );
-    facts.uid = ext.metadata.uid.clone();
-    facts.name = ext.name_any();
-    facts.keep_crds = plan::uninstall::keeps_crds(ext);
-    facts.progressing = progressing_reason(ext);
-    facts.controls = plan::control::Controls::of(ext);
-    facts.migration = Migration::of(ext);
+    let mut facts = known_before(ext, exec.installer());
     loop {
-        match plan::decide(&ext.spec, &facts) {
+        let plan = plan::decide(&ext.spec, &facts);
+        let _timed = StepTimer(step_name(&plan), std::time::Instant::now());
+        match plan {
             Plan::AddFinalizer => {
                 if let Err(e) = exec.add_finalizer().await {
                     return ExtensionError::from(e).into();
                 }
+                // The update triggers the next reconcile (`extension_trigger` follows
+                // finalizers), with the object as the watch reports it: a requeue now
+                // could read the cache before the update reached it, patch again with
+                // the old resourceVersion and fail with a conflict.
                 return Reconciled {
-                    result: Ok(Action::requeue(Duration::ZERO)),
+                    result: Ok(Action::await_change()),
                     tally: Tally::default(),
                 };
             }
@@ -203,6 +195,62 @@ pub(crate) async fn reconcile<E: Executor>(
     }
 }
 
+/// What is known of `ext` before any step.
+fn known_before(ext: &ClusterExtension, installer: Result<InstallerAccount, String>) -> Facts {
+    let mut facts = Facts::new(
+        ext.metadata.generation,
+        ext.metadata.deletion_timestamp.is_some(),
+        ext.finalizers()
+            .iter()
+            .any(|f| f == api::FINALIZER_EXTENSION),
+        installer,
+    );
+    facts.uid = ext.metadata.uid.clone();
+    facts.name = ext.name_any();
+    facts.keep_crds = plan::uninstall::keeps_crds(ext);
+    facts.progressing = progressing_reason(ext);
+    facts.controls = plan::control::Controls::of(ext);
+    facts.migration = Migration::of(ext);
+    facts
+}
+
+/// Logs, at debug level, how long a reconcile step took (when dropped).
+struct StepTimer(&'static str, std::time::Instant);
+
+impl Drop for StepTimer {
+    fn drop(&mut self) {
+        let elapsed_ms = self.1.elapsed().as_secs_f64() * 1000.0;
+        tracing::debug!(step = self.0, elapsed_ms, "reconcile step");
+    }
+}
+
+/// The name of a step, for [`StepTimer`].
+fn step_name(plan: &Plan) -> &'static str {
+    match plan {
+        Plan::AddFinalizer => "AddFinalizer",
+        Plan::StopWatches => "StopWatches",
+        Plan::Delete(_) => "Delete",
+        Plan::Validate => "Validate",
+        Plan::LoadRecord => "LoadRecord",
+        Plan::LoadUpstream => "LoadUpstream",
+        Plan::Resolve(_) => "Resolve",
+        Plan::LoadV0Backup(_) => "LoadV0Backup",
+        Plan::DiscoverOperatorConditions => "DiscoverOperatorConditions",
+        Plan::ReadOperatorCondition(_) => "ReadOperatorCondition",
+        Plan::CheckUpstream(_) => "CheckUpstream",
+        Plan::LookUpUnchanged(_) => "LookUpUnchanged",
+        Plan::ReadReadiness(_) => "ReadReadiness",
+        Plan::Render(_) => "Render",
+        Plan::CheckDrift => "CheckDrift",
+        Plan::CompareUpstream => "CompareUpstream",
+        Plan::Apply(_) => "Apply",
+        Plan::RenderRollback(_) => "RenderRollback",
+        Plan::ApplyRollback(_) => "ApplyRollback",
+        Plan::LookUpStanding => "LookUpStanding",
+        Plan::End(_) => "End",
+    }
+}
+
 /// Whether the objects of the upstream release being adopted are exactly the rendered
 /// ones (`Err`: how they differ).
 fn compare_upstream(facts: &Facts) -> Result<(), String> {
@@ -219,20 +267,31 @@ fn progressing_reason(ext: &ClusterExtension) -> Option<String> {
         .map(|c| c.reason.clone())
 }
 
-/// Events, the end of an uninstall, status, then the requeue the ending asks for.
+/// Events, the end of an uninstall, status, then the requeue the ending asks for. The
+/// Events are sent while the status is written (neither waits for the other; an Event
+/// that cannot be sent is only logged), except at the end of an uninstall, where they
+/// go out before the finalizer is removed.
 async fn finish<E: Executor>(exec: &E, ending: Ending) -> Reconciled {
-    for note in &ending.events {
-        exec.emit(note).await;
-    }
-    let mut written = Ok(());
-    if ending.remove {
-        written = exec.remove().await;
-    }
-    if written.is_ok()
-        && let Some(observation) = &ending.observation
-    {
-        written = exec.write_status(observation).await;
-    }
+    let emitted = async {
+        for note in &ending.events {
+            exec.emit(note).await;
+        }
+    };
+    let status = async {
+        match &ending.observation {
+            Some(observation) => exec.write_status(observation).await,
+            None => Ok(()),
+        }
+    };
+    let written = if ending.remove {
+        emitted.await;
+        match exec.remove().await {
+            Ok(()) => status.await,
+            Err(e) => Err(e),
+        }
+    } else {
+        futures::future::join(emitted, status).await.1
+    };
     match written {
         Ok(()) => Reconciled {
             result: Ok(ending

@@ -65,34 +65,6 @@ pub(crate) async fn apply(
         .installers
         .get(namespace, account)
         .map_err(|e| InstallFailure::Retry(e.to_string()))?;
-    let mut warnings = Vec::new();
-    if step.preflight {
-        let started = Instant::now();
-        let passed = preflight::run(
-            &ctx.client,
-            &installer,
-            &Preflight {
-                objects: &rendered.objects,
-                enforcement: step.enforcement,
-                account: (namespace, account),
-                owner,
-                history,
-            },
-        )
-        .await
-        .map_err(|e| match e {
-            // A rollback refused by CRD upgrade safety is terminal (plan::rollback).
-            PreflightError::UnsafeCrds(_) => InstallFailure::UnsafeCrds(e.to_string()),
-            other => InstallFailure::Retry(other.to_string()),
-        })?;
-        ctx.metrics.phase(Phase::preflight, started.elapsed());
-        warnings = passed.warnings;
-    }
-    if let Some(creation) = create_namespace {
-        ensure_namespace(ctx, &installer, &creation, rendered).await?;
-    }
-
-    let started = Instant::now();
     let options = apply::ApplyOptions {
         refuse_helm_managed: step.refuse_helm_managed,
         adopt_unmanaged: step.adopt_v0.is_some(),
@@ -103,27 +75,42 @@ pub(crate) async fn apply(
             .then_some(rollout::is_checked as fn(&str, &str) -> bool),
         ..Default::default()
     };
-    let outcome = apply::install_revision(
-        &installer,
-        &ctx.store,
+    let started = Instant::now();
+    let checking = apply::applier::check_ownership(&installer, owner, &rendered.objects, &options);
+    // The takeover check only reads: it runs while the preflights do, and nothing is
+    // written unless both pass (a preflight failure is the one reported).
+    let preflights = preflights(ctx, &installer, owner, step, rendered, history);
+    let (passed, checked) = futures::future::join(preflights, checking).await;
+    let warnings = passed?;
+    if let Some(creation) = create_namespace {
+        ensure_namespace(ctx, &installer, &creation, rendered).await?;
+    }
+
+    let revision = apply::RevisionInstall {
+        installer: &installer,
+        store: &ctx.store,
         owner,
-        step.bundle.clone(),
-        &rendered.objects,
-        Some(step.account.status()),
-        &options,
-    )
-    .await
-    .map_err(|e| match (e, &step.adopt_v0) {
-        // An object of the v0 installation is another ClusterExtension's: refused before
-        // any object was written (only the pending revision record was).
-        (InstallError::Apply(ApplyError::Conflict { message, .. }), Some(v0)) => {
-            InstallFailure::AdoptionRefused(migration::refused_message(&v0.subscription, &message))
-        }
-        (InstallError::Apply(ApplyError::Conflict { message, .. }), None) => {
-            InstallFailure::Apply(message)
-        }
-        (other, _) => InstallFailure::Apply(other.to_string()),
-    })?;
+        bundle: step.bundle.clone(),
+        objects: &rendered.objects,
+        installed_by: Some(step.account.status()),
+        opts: &options,
+    };
+    let outcome = apply::install_revision_checking(revision, async { checked })
+        .await
+        .map_err(|e| match (e, &step.adopt_v0) {
+            // An object of the v0 installation is another ClusterExtension's: refused before
+            // any object was written (only the pending revision record was).
+            (InstallError::Apply(ApplyError::Conflict { message, .. }), Some(v0)) => {
+                InstallFailure::AdoptionRefused(migration::refused_message(
+                    &v0.subscription,
+                    &message,
+                ))
+            }
+            (InstallError::Apply(ApplyError::Conflict { message, .. }), None) => {
+                InstallFailure::Apply(message)
+            }
+            (other, _) => InstallFailure::Apply(other.to_string()),
+        })?;
     ctx.metrics.phase(Phase::apply, started.elapsed());
     if let Some(release) = &step.adopt {
         mark_adopted(ctx, release, &owner.name).await;
@@ -145,6 +132,40 @@ pub(crate) async fn apply(
         readiness,
     };
     Ok((installed, managed))
+}
+
+/// The preflights `step` asks for, as `installer`; their warnings.
+async fn preflights(
+    ctx: &ExtensionContext,
+    installer: &kube::Client,
+    owner: &Owner,
+    step: &Apply,
+    rendered: &Rendered,
+    history: Option<&RevisionHistory>,
+) -> Result<Vec<String>, InstallFailure> {
+    if !step.preflight {
+        return Ok(Vec::new());
+    }
+    let started = Instant::now();
+    let passed = preflight::run(
+        &ctx.client,
+        installer,
+        &Preflight {
+            objects: &rendered.objects,
+            enforcement: step.enforcement,
+            account: (&step.account.namespace, &step.account.name),
+            owner,
+            history,
+        },
+    )
+    .await
+    .map_err(|e| match e {
+        // A rollback refused by CRD upgrade safety is terminal (plan::rollback).
+        PreflightError::UnsafeCrds(_) => InstallFailure::UnsafeCrds(e.to_string()),
+        other => InstallFailure::Retry(other.to_string()),
+    })?;
+    ctx.metrics.phase(Phase::preflight, started.elapsed());
+    Ok(passed.warnings)
 }
 
 /// The opt-in creation of the install namespace ([`namespace`]) for `extension`.
