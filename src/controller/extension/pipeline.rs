@@ -307,10 +307,10 @@ async fn observe(
     Ok(with_pods(ctx, object).await)
 }
 
-/// `object` with its pods when it is a Deployment whose rollout has a state (listed as
-/// the controller).
+/// `object` with its pods when they can show in its readiness message
+/// ([`rollout::reads_pods`]; listed as the controller).
 async fn with_pods(ctx: &ExtensionContext, object: Value) -> rollout::Observed {
-    let pods = if object["kind"] == "Deployment" && rollout::state_of(&object).is_some() {
+    let pods = if rollout::reads_pods(&object) {
         let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
         pods_of(ctx, namespace, &object).await
     } else {

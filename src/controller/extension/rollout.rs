@@ -100,6 +100,16 @@ pub fn pod_selector(deployment: &Value) -> Option<String> {
     (!pairs.is_empty()).then(|| pairs.join(","))
 }
 
+/// Whether the readiness message of `deployment` can name its pods' waiting reasons, so
+/// that they are worth listing: it is not ready, and its controller has observed its
+/// generation (before that — a Deployment just created or changed, as an apply returns
+/// it — the message is the generation lag's, whatever the pods say).
+pub fn reads_pods(deployment: &Value) -> bool {
+    deployment["kind"] == "Deployment"
+        && generation_lag(deployment).is_none()
+        && state_of(deployment).is_some()
+}
+
 /// The verdict for one object without its pods: `None` when ready (or not a checked
 /// kind), else the message.
 pub fn state_of(object: &Value) -> Option<String> {

@@ -228,3 +228,28 @@ fn checked_kinds() {
     assert!(!is_checked("", "ConfigMap"));
     assert!(!is_checked("", "Deployment"));
 }
+
+#[test]
+fn pods_are_listed_only_when_their_reasons_can_show() {
+    // Observed and not available: the message names the pods' reasons.
+    assert!(reads_pods(&unavailable()));
+    assert_eq!(
+        one(unavailable(), vec![pod("ImagePullBackOff")]),
+        not_ready(&["deployment/foo 0/1 available: ImagePullBackOff"])
+    );
+    // Just applied (a generation its controller has not observed, or no status at all):
+    // the message is the lag's whatever the pods say, so they are not listed.
+    let mut changed = unavailable();
+    changed["metadata"]["generation"] = json!(2);
+    assert!(!reads_pods(&changed));
+    assert_eq!(
+        one(changed.clone(), vec![pod("ImagePullBackOff")]),
+        one(changed, Vec::new())
+    );
+    assert!(!reads_pods(&deployment(1, json!({}))));
+    // Ready, or not a Deployment: nothing to list.
+    assert!(!reads_pods(&available()));
+    let mut set = unavailable();
+    set["kind"] = json!("StatefulSet");
+    assert!(!reads_pods(&set));
+}
