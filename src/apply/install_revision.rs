@@ -1,12 +1,9 @@
 //! Installing one revision, the install or upgrade step the reconciler calls once the
 //! preflights passed (`preflight::run`): record (pending, while the takeover check
-//! reads, unless the caller ran the check beside the preflights:
-//! [`install_revision_checking`]) → apply → prune → record (installed).
+//! reads) → apply → prune → record (installed).
 //! Every write of bundle content goes through the installer client.
 
-use super::applier::{
-    ApplyError, ApplyOptions, ApplyReport, Checked, apply_checked, check_ownership,
-};
+use super::applier::{ApplyError, ApplyOptions, ApplyReport, apply_checked, check_ownership};
 use super::ownership::Owner;
 use super::record::{RecordError, RevisionHistory, RevisionStore};
 use super::removal::prune;
@@ -47,46 +44,6 @@ pub async fn install_revision(
     installed_by: Option<crate::api::InstallerStatus>,
     opts: &ApplyOptions,
 ) -> Result<InstallOutcome, InstallError> {
-    let checking = check_ownership(installer, owner, objects, opts);
-    let revision = RevisionInstall {
-        installer,
-        store,
-        owner,
-        bundle,
-        objects,
-        installed_by,
-        opts,
-    };
-    install_revision_checking(revision, checking).await
-}
-
-/// The revision [`install_revision_checking`] installs, as [`install_revision`] takes it.
-pub struct RevisionInstall<'a> {
-    pub installer: &'a kube::Client,
-    pub store: &'a RevisionStore,
-    pub owner: &'a Owner,
-    pub bundle: crate::api::BundleIdentity,
-    pub objects: &'a [Value],
-    pub installed_by: Option<crate::api::InstallerStatus>,
-    pub opts: &'a ApplyOptions,
-}
-
-/// [`install_revision`] with its takeover check ([`check_ownership`] of the same objects,
-/// as the same installer) given: it only reads, so the caller may start it earlier,
-/// beside the preflights.
-pub async fn install_revision_checking(
-    revision: RevisionInstall<'_>,
-    checking: impl Future<Output = Result<Checked, ApplyError>>,
-) -> Result<InstallOutcome, InstallError> {
-    let RevisionInstall {
-        installer,
-        store,
-        owner,
-        bundle,
-        objects,
-        installed_by,
-        opts,
-    } = revision;
     // The record is read and written as pending while the takeover check reads (neither
     // needs the other); a refused takeover leaves only the pending record written, as
     // when they ran one after the other.
@@ -104,7 +61,11 @@ pub async fn install_revision_checking(
         }
         Ok::<_, InstallError>((history, original, revision, written))
     };
-    let (recorded, checked) = futures::future::join(pending_record, checking).await;
+    let (recorded, checked) = futures::future::join(
+        pending_record,
+        check_ownership(installer, owner, objects, opts),
+    )
+    .await;
     let (mut history, original, revision, mut record_written) = recorded?;
     let report = apply_checked(owner, objects, checked?, opts).await?;
     let candidates = history.prune_candidates(revision);

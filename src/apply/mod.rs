@@ -26,9 +26,7 @@ pub mod types;
 
 pub use applier::{ApplyError, ApplyOptions, ApplyReport, Resolver, apply, resource_map};
 pub use client::{InstallerClients, WatchSlot, installer_client, installer_config};
-pub use install_revision::{
-    InstallError, InstallOutcome, RevisionInstall, install_revision, install_revision_checking,
-};
+pub use install_revision::{InstallError, InstallOutcome, install_revision};
 pub use order::{Phase, PhaseKind, apply_order, apply_stages};
 pub use ownership::{Owner, with_ownership};
 pub use record::{RecordError, Revision, RevisionHistory, RevisionState, RevisionStore};

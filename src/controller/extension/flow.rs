@@ -268,30 +268,22 @@ fn progressing_reason(ext: &ClusterExtension) -> Option<String> {
 }
 
 /// Events, the end of an uninstall, status, then the requeue the ending asks for. The
-/// Events are sent while the status is written (neither waits for the other; an Event
-/// that cannot be sent is only logged), except at the end of an uninstall, where they
-/// go out before the finalizer is removed.
+/// Events go out before the status is written, so that whoever sees the status (a
+/// test, a GitOps tool) also finds the Events that tell how it came about
+/// (e2e/faults.rs looks for the `Installed` Event once the status says so).
 async fn finish<E: Executor>(exec: &E, ending: Ending) -> Reconciled {
-    let emitted = async {
-        for note in &ending.events {
-            exec.emit(note).await;
-        }
-    };
-    let status = async {
-        match &ending.observation {
-            Some(observation) => exec.write_status(observation).await,
-            None => Ok(()),
-        }
-    };
-    let written = if ending.remove {
-        emitted.await;
-        match exec.remove().await {
-            Ok(()) => status.await,
-            Err(e) => Err(e),
-        }
-    } else {
-        futures::future::join(emitted, status).await.1
-    };
+    for note in &ending.events {
+        exec.emit(note).await;
+    }
+    let mut written = Ok(());
+    if ending.remove {
+        written = exec.remove().await;
+    }
+    if written.is_ok()
+        && let Some(observation) = &ending.observation
+    {
+        written = exec.write_status(observation).await;
+    }
     match written {
         Ok(()) => Reconciled {
             result: Ok(ending

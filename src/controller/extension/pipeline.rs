@@ -75,42 +75,36 @@ pub(crate) async fn apply(
             .then_some(rollout::is_checked as fn(&str, &str) -> bool),
         ..Default::default()
     };
-    let started = Instant::now();
-    let checking = apply::applier::check_ownership(&installer, owner, &rendered.objects, &options);
-    // The takeover check only reads: it runs while the preflights do, and nothing is
-    // written unless both pass (a preflight failure is the one reported).
-    let preflights = preflights(ctx, &installer, owner, step, rendered, history);
-    let (passed, checked) = futures::future::join(preflights, checking).await;
-    let warnings = passed?;
+    // The preflights first: nothing is read as the installer beyond them unless they
+    // pass (under API Priority and Fairness, a failing attempt adds no burst of reads;
+    // e2e/faults.rs, `api_priority_and_fairness_rejects_the_controller`).
+    let warnings = preflights(ctx, &installer, owner, step, rendered, history).await?;
     if let Some(creation) = create_namespace {
         ensure_namespace(ctx, &installer, &creation, rendered).await?;
     }
 
-    let revision = apply::RevisionInstall {
-        installer: &installer,
-        store: &ctx.store,
+    let started = Instant::now();
+    let outcome = apply::install_revision(
+        &installer,
+        &ctx.store,
         owner,
-        bundle: step.bundle.clone(),
-        objects: &rendered.objects,
-        installed_by: Some(step.account.status()),
-        opts: &options,
-    };
-    let outcome = apply::install_revision_checking(revision, async { checked })
-        .await
-        .map_err(|e| match (e, &step.adopt_v0) {
-            // An object of the v0 installation is another ClusterExtension's: refused before
-            // any object was written (only the pending revision record was).
-            (InstallError::Apply(ApplyError::Conflict { message, .. }), Some(v0)) => {
-                InstallFailure::AdoptionRefused(migration::refused_message(
-                    &v0.subscription,
-                    &message,
-                ))
-            }
-            (InstallError::Apply(ApplyError::Conflict { message, .. }), None) => {
-                InstallFailure::Apply(message)
-            }
-            (other, _) => InstallFailure::Apply(other.to_string()),
-        })?;
+        step.bundle.clone(),
+        &rendered.objects,
+        Some(step.account.status()),
+        &options,
+    )
+    .await
+    .map_err(|e| match (e, &step.adopt_v0) {
+        // An object of the v0 installation is another ClusterExtension's: refused before
+        // any object was written (only the pending revision record was).
+        (InstallError::Apply(ApplyError::Conflict { message, .. }), Some(v0)) => {
+            InstallFailure::AdoptionRefused(migration::refused_message(&v0.subscription, &message))
+        }
+        (InstallError::Apply(ApplyError::Conflict { message, .. }), None) => {
+            InstallFailure::Apply(message)
+        }
+        (other, _) => InstallFailure::Apply(other.to_string()),
+    })?;
     ctx.metrics.phase(Phase::apply, started.elapsed());
     if let Some(release) = &step.adopt {
         mark_adopted(ctx, release, &owner.name).await;
