@@ -37,18 +37,17 @@ impl<'a> Establishing<'a> {
         if crds.is_empty() {
             return;
         }
-        let earlier = self.wait.take();
-        self.wait = Some(
-            async move {
-                let mut kept = match earlier {
-                    Some(wait) => wait.await?,
-                    None => Vec::new(),
-                };
-                kept.extend(wait_all_established(resolver, refs, crds, opts).await?);
+        let next = wait_all_established(resolver, refs, crds, opts);
+        self.wait = Some(match self.wait.take() {
+            // Both at once, not one after the other.
+            Some(earlier) => async move {
+                let (mut kept, more) = futures::future::try_join(earlier, next).await?;
+                kept.extend(more);
                 Ok(kept)
             }
             .boxed(),
-        );
+            None => next.boxed(),
+        });
     }
 
     /// Waits until every CRD started is Established.
