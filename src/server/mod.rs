@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod conn;
+pub mod gcm;
 pub mod health;
 pub mod tls;
 pub mod webhook;

@@ -267,7 +267,12 @@ fn builder(
 ) -> Result<rustls::ConfigBuilder<rustls::ServerConfig, rustls::WantsVerifier>, TlsError> {
     let policy = policy(options)?;
     let provider = rustls::crypto::CryptoProvider {
-        cipher_suites: policy.suites,
+        // TLS 1.3 AES-GCM records by ring's VAES code (super::gcm).
+        cipher_suites: policy
+            .suites
+            .into_iter()
+            .map(super::gcm::records_by_ring)
+            .collect(),
         kx_groups: policy.groups,
         ..rustls::crypto::aws_lc_rs::default_provider()
     };

@@ -277,12 +277,17 @@ async fn aes_128_gcm_is_preferred_over_the_clients_order() {
     let config = crate::server::tls::server_config(&pki.serving_cert, &pki.serving_key).unwrap();
     let s = start(limits(), Some(config)).await;
     let tcp = TcpStream::connect(s.addr).await.unwrap();
-    let tls = tls_client(&pki, &[&rustls::version::TLS13])
+    let mut tls = tls_client(&pki, &[&rustls::version::TLS13])
         .connect(name.clone(), tcp)
         .await
         .unwrap();
     let suite = tls.get_ref().1.negotiated_cipher_suite().unwrap();
     assert_eq!(suite.suite(), rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
+    tls.write_all(REQUEST).await.unwrap();
+    let r = read_response(&mut tls, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(r.starts_with("HTTP/1.1 200") && r.ends_with(CAT), "{r}");
     // Suites left out by --tls-cipher-suites are not negotiated.
     let options = crate::server::tls::TlsOptions {
         min_version: crate::server::tls::MinVersion::Tls13,
@@ -294,10 +299,16 @@ async fn aes_128_gcm_is_preferred_over_the_clients_order() {
             .unwrap();
     let s = start(limits(), Some(config)).await;
     let tcp = TcpStream::connect(s.addr).await.unwrap();
-    let tls = tls_client(&pki, &[&rustls::version::TLS13])
+    let mut tls = tls_client(&pki, &[&rustls::version::TLS13])
         .connect(name, tcp)
         .await
         .unwrap();
     let suite = tls.get_ref().1.negotiated_cipher_suite().unwrap();
     assert_eq!(suite.suite(), rustls::CipherSuite::TLS13_AES_256_GCM_SHA384);
+    // The server's AES-GCM records are ring's (server::gcm): an aws-lc client reads them.
+    tls.write_all(REQUEST).await.unwrap();
+    let r = read_response(&mut tls, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(r.starts_with("HTTP/1.1 200") && r.ends_with(CAT), "{r}");
 }
