@@ -141,12 +141,11 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(olmv1::testenv::control_plane::free_port()?)
 }
 
-async fn installed(api: &Api<ClusterExtension>, name: &str) -> bool {
-    api.get(name).await.ok().and_then(|e| {
-        e.status
-            .as_ref()
-            .and_then(|s| conditions::find(&s.conditions, "Installed").map(|c| c.status == "True"))
-    }) == Some(true)
+fn is_installed(e: &ClusterExtension) -> bool {
+    e.status
+        .as_ref()
+        .and_then(|s| conditions::find(&s.conditions, "Installed"))
+        .is_some_and(|c| c.status == "True")
 }
 
 /// Marks the pods of `pkg`'s Deployment ready (as a kubelet would; kube-controller-manager
@@ -217,16 +216,25 @@ async fn sequential_installs(
     packages: &[String],
     crds: usize,
 ) -> anyhow::Result<Vec<Duration>> {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::api::{WatchEvent, WatchParams};
     let mut latencies = Vec::new();
     for pkg in packages {
+        // Watched, as kubectl or Argo CD see it (polling every 20 ms, as before
+        // 2026-11-28, added 10 ms on average and 50 GETs/s to the API server's load).
+        let params = WatchParams::default()
+            .fields(&format!("metadata.name={pkg}"))
+            .timeout(60);
+        let mut events = api.watch(&params, "0").await?.boxed();
         create_extension(admin, pkg, crds).await?;
         let created = Instant::now();
-        while !installed(api, pkg).await {
-            anyhow::ensure!(
-                created.elapsed() < Duration::from_secs(60),
-                "{pkg} not installed within 60 s"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        loop {
+            match events.try_next().await? {
+                Some(WatchEvent::Added(e) | WatchEvent::Modified(e)) if is_installed(&e) => break,
+                Some(WatchEvent::Error(e)) => anyhow::bail!("watching {pkg}: {e}"),
+                Some(_) => {}
+                None => anyhow::bail!("{pkg} not installed within 60 s"),
+            }
         }
         latencies.push(created.elapsed());
     }
@@ -430,16 +438,7 @@ async fn main() -> anyhow::Result<()> {
     let created = start.elapsed();
     loop {
         let list = api.list(&Default::default()).await?;
-        let done = list
-            .items
-            .iter()
-            .filter(|e| {
-                e.status
-                    .as_ref()
-                    .and_then(|s| conditions::find(&s.conditions, "Installed"))
-                    .is_some_and(|c| c.status == "True")
-            })
-            .count();
+        let done = list.items.iter().filter(|e| is_installed(e)).count();
         if done >= sequential + concurrent {
             break;
         }
