@@ -20,10 +20,11 @@
 //! Targets (docs/design/benchmarks.md): the 59 MB catalog's `/all` over TLS p50 ≤ 40 ms; a ~56 KB
 //! `metas` answer p99 ≤ 2 ms.
 //!
-//! TLS figures depend on how aws-lc was built: under the release profile's
-//! `opt-level = "s"` aws-lc-sys builds in its small mode (`OPENSSL_SMALL`), without the
-//! AVX-512/VAES AES-GCM code; `AWS_LC_SYS_SMALL=0` in the build environment restores it
-//! (about a third less CPU per TLS `/all` on this machine's CPUs).
+//! TLS figures depend on the CPU and on how the AES-GCM code was built. The server's
+//! TLS 1.3 AES-GCM records are ring's (`src/server/gcm/`: VAES with AVX2 or AVX-512),
+//! the client's aws-lc's (VAES only with AVX-512; `.cargo/config.toml` sets
+//! `AWS_LC_SYS_SMALL=0`, or the release profile's `opt-level = "s"` builds aws-lc
+//! without it).
 
 mod common;
 
