@@ -50,7 +50,15 @@ async fn install_upgrade_with_pruning_and_uninstall() {
     )
     .await
     .expect("create");
-    let e = wait_installed(&api, &name, "1.0.0").await;
+    wait_installed(&api, &name, "1.0.0").await;
+    // The other tests of this file create catalogs meanwhile: while one is not Serving
+    // yet, a reconcile of this extension reports Retrying (`catalog "…" is not being
+    // served`, as upstream does), until that catalog serves.
+    let e = support::eventually(120, "Progressing=Succeeded", || async {
+        let e = api.get(&name).await.ok()?;
+        (condition(&e, "Progressing")?.reason == "Succeeded").then_some(e)
+    })
+    .await;
 
     // Status as the seed documents it.
     let installed = condition(&e, "Installed").expect("installed");
