@@ -4,7 +4,7 @@
 
 pub mod catalog;
 pub mod conn;
-pub mod gcm;
+mod gcm;
 pub mod health;
 pub mod tls;
 pub mod webhook;

@@ -2,8 +2,8 @@
 //! (key exchange, signatures, hashes, HKDF, TLS 1.2 and ChaCha20 records) stays with
 //! aws-lc, the one rustls provider of the project (rustls' `ring` feature stays off:
 //! with two providers compiled in, rustls panics wherever no provider was installed
-//! first). Only the AEAD of
-//! `TLS_AES_128_GCM_SHA256` and `TLS_AES_256_GCM_SHA384` is ring's: ring carries the
+//! first). Only the AEAD of `TLS_AES_128_GCM_SHA256` and `TLS_AES_256_GCM_SHA384` is
+//! ring's: ring carries the
 //! VAES/AVX2 AES-GCM (used where the CPU has it), which aws-lc has only for AVX-512
 //! CPUs. On CPUs with VAES but no AVX-512 (AMD Zen 3/4) that is 2.3x less CPU per
 //! encrypted byte, and the catalog server encrypts whole catalogs (a 59 MB `/all`;
@@ -62,7 +62,7 @@ static TLS13_AES_256_GCM_SHA384: LazyLock<Option<Tls13CipherSuite>> = LazyLock::
 
 /// `suite`, with ring's AES-GCM records when it is a TLS 1.3 AES-GCM suite; any other
 /// suite as it is.
-pub fn records_by_ring(suite: SupportedCipherSuite) -> SupportedCipherSuite {
+pub(super) fn records_by_ring(suite: SupportedCipherSuite) -> SupportedCipherSuite {
     let fast = match suite.suite() {
         CipherSuite::TLS13_AES_128_GCM_SHA256 => TLS13_AES_128_GCM_SHA256.as_ref(),
         CipherSuite::TLS13_AES_256_GCM_SHA384 => TLS13_AES_256_GCM_SHA384.as_ref(),
