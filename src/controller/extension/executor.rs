@@ -14,7 +14,7 @@ use super::plan::{Apply, DeleteFailure, Deletion, InstallFailure, Installed, Not
 use super::rollout::Readiness;
 use super::status::{self, Observation};
 use super::{ExtensionContext, dependencies, drift, namespace, pipeline};
-use crate::api::{self, BundleIdentity, ClusterCatalog, ClusterExtension, ClusterExtensionStatus};
+use crate::api::{self, BundleIdentity, ClusterExtension, ClusterExtensionStatus};
 use crate::apply::{
     self, ApplyError, ObjectRef, Owner, RevisionHistory, UninstallOptions, UninstallReport,
 };
@@ -81,10 +81,13 @@ impl Executor for KubeExecutor<'_> {
             return Vec::new();
         };
         let mut errors = Vec::new();
-        match Api::<Namespace>::all(client.clone())
-            .get_opt(namespace)
-            .await
-        {
+        // Both reads at once; the account's errors count only when the namespace passes.
+        let namespaces = Api::<Namespace>::all(client.clone());
+        let (found, account_errors) = futures::join!(
+            namespaces.get_opt(namespace),
+            self.validate_account(installer)
+        );
+        match found {
             Ok(Some(_)) => {}
             // Unless it is to be created after the preflights (pipeline::apply), by an
             // installer account that lives elsewhere.
@@ -98,7 +101,7 @@ impl Executor for KubeExecutor<'_> {
         if !errors.is_empty() {
             return errors;
         }
-        self.validate_account(installer).await
+        account_errors
     }
 
     async fn load_record(&self) -> Result<Option<RevisionHistory>, String> {
@@ -184,20 +187,18 @@ impl Executor for KubeExecutor<'_> {
 
     async fn resolve(&self, request: &ResolveRequest) -> Result<Explanation, kube::Error> {
         let started = Instant::now();
-        let catalogs = Api::<ClusterCatalog>::all(self.ctx.client.clone())
-            .list(&ListParams::default())
-            .await?;
+        let catalogs = self.ctx.catalogs.list(&self.ctx.client).await?;
         let contents = self
             .ctx
             .content
-            .catalog_contents(&catalogs.items, &request.package, request.selector.as_ref())
+            .catalog_contents(&catalogs, &request.package, request.selector.as_ref())
             .await;
         let inputs: Vec<_> = contents.iter().map(|c| c.input()).collect();
         // The verdict on every bundle too: the upgrade notice (plan::notice). A winner
         // with dependencies installs when they hold on the cluster (dependencies.rs).
         let (explained, deps) = resolve::explain_with_dependencies(request, &inputs);
         let explained =
-            dependencies::settle_resolution(self.ctx, self.ext, &catalogs.items, explained, &deps)
+            dependencies::settle_resolution(self.ctx, self.ext, &catalogs, explained, &deps)
                 .await?;
         self.ctx.metrics.phase(Phase::resolve, started.elapsed());
         if let Ok(r) = &explained.result {

@@ -14,6 +14,7 @@
 //!   opt-in creation (and removal) of the install namespace; [`rollout`]: whether
 //!   what was installed is ready (Progressing `RollingOut`).
 
+mod catalogs;
 pub mod certs;
 mod dependencies;
 pub mod drift;
@@ -108,6 +109,8 @@ pub struct ExtensionContext {
     pub workers: Arc<Workers>,
     /// Whether the cluster serves OperatorCondition (discovery, cached).
     pub operator_conditions: operator_conditions::Served,
+    /// The ClusterCatalogs resolution reads: those of [`run`]'s catalog watch.
+    catalogs: catalogs::CatalogView,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +153,7 @@ impl ExtensionContext {
             metrics: Arc::new(Metrics::new()),
             workers: Workers::new(DEFAULT_MAX_CONCURRENT_RECONCILES),
             operator_conditions: operator_conditions::Served::default(),
+            catalogs: catalogs::CatalogView::default(),
         }
     }
 
@@ -265,12 +269,17 @@ pub async fn run(ctx: Arc<ExtensionContext>) {
             .map(|e| ObjectRef::from_obj(e.as_ref()))
             .collect::<Vec<_>>()
     };
+    // The catalogs resolution reads ([`catalogs`]): stored before a change triggers.
+    let (catalog_reader, catalog_writer) = reflector::store();
+    ctx.catalogs.watch_with(catalog_reader);
     let catalogs = changed_only(
         watcher(
             Api::<ClusterCatalog>::all(client.clone()),
             common::watch_config(),
         )
-        .default_backoff(),
+        .default_backoff()
+        .modify(|c| c.managed_fields_mut().clear())
+        .reflect(catalog_writer),
         catalog_trigger,
     );
     let failing = {
