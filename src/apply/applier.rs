@@ -250,6 +250,9 @@ pub struct ApplyReport {
     /// The objects of [`ApplyOptions::observe`]'s kinds as the API server last returned
     /// them, in input order.
     pub observed: Vec<Value>,
+    /// The `metadata.generation` each applied object had in the API server's answer
+    /// (objects of kinds without one left out), sorted.
+    pub generations: Vec<(ObjectRef, i64)>,
 }
 
 fn refs_of(objects: &[Value]) -> Result<Vec<ObjectRef>, ApplyError> {
@@ -354,6 +357,11 @@ pub async fn apply_checked(
             if applied.changed {
                 report.changed.push(refs[applied.index].clone());
             }
+            if let Some(generation) = applied.generation {
+                report
+                    .generations
+                    .push((refs[applied.index].clone(), generation));
+            }
             observed.extend(applied.object.map(|o| (applied.index, o)));
         }
         let crds: Vec<usize> = stage
@@ -365,6 +373,7 @@ pub async fn apply_checked(
     }
     observed.extend(establishing.finish().await?);
     report.changed.sort();
+    report.generations.sort();
     report.observed = observed.into_values().collect();
     Ok(report)
 }
@@ -375,6 +384,8 @@ struct Applied {
     index: usize,
     /// Created, or its resourceVersion moved.
     changed: bool,
+    /// Its `metadata.generation` as the API server answered.
+    generation: Option<i64>,
     /// As the API server answered, when [`ApplyOptions::observe`] keeps its kind.
     object: Option<Value>,
 }
@@ -430,6 +441,7 @@ fn apply_one<'a>(
         Ok(Applied {
             index: i,
             changed,
+            generation: out.metadata.generation,
             object,
         })
     }

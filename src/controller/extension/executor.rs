@@ -236,7 +236,7 @@ impl Executor for KubeExecutor<'_> {
     }
 
     async fn render(&self, target: &BundleIdentity) -> Result<Rendered, InstallFailure> {
-        self.ctx.drift.forget_clean(&self.ext.name_any());
+        self.ctx.drift.begin_install(&self.ext.name_any());
         let render = pipeline::render(self.ctx, self.ext, target, self.epoch);
         self.within_install_timeout(target, render).await
     }
@@ -252,7 +252,8 @@ impl Executor for KubeExecutor<'_> {
             target: self.namespace_target(),
         });
         let apply = pipeline::apply(self.ctx, &self.owner, step, rendered, history, creation);
-        let (installed, managed) = self.within_install_timeout(&step.target, apply).await?;
+        let applied = self.within_install_timeout(&step.target, apply).await?;
+        let (installed, managed) = (applied.installed, applied.managed);
         let clean = step.fingerprint.clone().map(|fingerprint| drift::Clean {
             fingerprint,
             installed: Installed {
@@ -270,6 +271,7 @@ impl Executor for KubeExecutor<'_> {
                 &self.ctx.installers,
                 &managed,
                 clean,
+                &applied.generations,
             )
             .await;
         Ok(installed)

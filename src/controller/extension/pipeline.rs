@@ -44,8 +44,16 @@ pub(crate) async fn render(
     })
 }
 
+/// What [`apply`] did: the install, and for the drift watches the objects of the
+/// installed revision and the generations the apply left them at.
+pub(crate) struct AppliedRevision {
+    pub installed: Installed,
+    pub managed: Vec<ObjectRef>,
+    pub generations: Vec<(ObjectRef, i64)>,
+}
+
 /// Applies `rendered` as `step` says (preflights first when it asks): what the install
-/// did, and the objects of the installed revision (for the drift watches). With an
+/// did ([`AppliedRevision`]). With an
 /// upstream release to adopt (its objects are exactly the rendered ones, checked by the
 /// plan), they are applied in place (never deleted or recreated) and the release Secret
 /// is marked as adopted. Taking over an OLM v0 installation (the target is exactly its
@@ -59,7 +67,7 @@ pub(crate) async fn apply(
     rendered: &Rendered,
     history: Option<&RevisionHistory>,
     create_namespace: Option<NamespaceCreation<'_>>,
-) -> Result<(Installed, Vec<ObjectRef>), InstallFailure> {
+) -> Result<AppliedRevision, InstallFailure> {
     let (namespace, account) = (&step.account.namespace, &step.account.name);
     let installer = ctx
         .installers
@@ -125,7 +133,11 @@ pub(crate) async fn apply(
         warnings,
         readiness,
     };
-    Ok((installed, managed))
+    Ok(AppliedRevision {
+        installed,
+        managed,
+        generations: outcome.report.generations,
+    })
 }
 
 /// The preflights `step` asks for, as `installer`; their warnings.

@@ -122,7 +122,9 @@ impl DriftWatches {
     /// `namespace/account` (clients from `clients`, on shared watch connections), all
     /// restarted when the account changed. What it no longer installs is no longer
     /// followed. `clean`: the install just made, which a reconcile that would make it
-    /// again may skip while nothing drifts ([`DriftWatches::unchanged`]).
+    /// again may skip while nothing drifts ([`DriftWatches::unchanged`]), unless drift
+    /// seen since [`DriftWatches::begin_install`] is not the install's own (`generations`:
+    /// what its apply returned, see `clean`).
     pub async fn ensure(
         &self,
         extension: &str,
@@ -130,6 +132,7 @@ impl DriftWatches {
         clients: &InstallerClients,
         objects: &[apply::ObjectRef],
         clean: Option<Clean>,
+        generations: &[(apply::ObjectRef, i64)],
     ) {
         let plan = plan(objects);
         let kinds: BTreeSet<KindKey> = plan.keys().map(WatchKey::kind).collect();
@@ -139,7 +142,15 @@ impl DriftWatches {
             .change(extension, account.clone(), clients, |existing| {
                 diff::diff(existing, wanted, &account)
             });
-        self.runner.clean.set(extension, clean);
+        self.runner.clean.finish(extension, clean, |w| {
+            clean::covered(w, objects, generations)
+        });
+    }
+
+    /// An install of `extension` begins: it is no longer clean, and what drifts until
+    /// its [`DriftWatches::ensure`] is kept, so that the install does not hide it.
+    pub fn begin_install(&self, extension: &str) {
+        self.runner.clean.begin(extension);
     }
 
     /// The last install of `extension`, when it was made of `fingerprint`, every watch
@@ -224,7 +235,7 @@ mod tests {
         let drift = DriftWatches::new();
         let objects = [r("ConfigMap", "a"), r("ConfigMap", "b"), r("Service", "s")];
         drift
-            .ensure("e", ("ns", "sa"), &client, &objects, None)
+            .ensure("e", ("ns", "sa"), &client, &objects, None, &[])
             .await;
         assert_eq!(drift.watches_of("e").len(), 2);
         assert!(
@@ -235,17 +246,31 @@ mod tests {
         assert_eq!(drift.counters().own_watches(), 2, "counted per instance");
         assert_eq!(drift.counters().followed(), 2);
         drift
-            .ensure("e", ("ns", "sa"), &client, &objects, None)
+            .ensure("e", ("ns", "sa"), &client, &objects, None, &[])
             .await;
         assert_eq!(drift.watches_of("e").len(), 2, "idempotent");
         drift
-            .ensure("e", ("ns", "sa"), &client, &[r("ConfigMap", "a")], None)
+            .ensure(
+                "e",
+                ("ns", "sa"),
+                &client,
+                &[r("ConfigMap", "a")],
+                None,
+                &[],
+            )
             .await;
         let keys = drift.watches_of("e");
         assert_eq!(keys.len(), 1);
         assert_eq!(keys[0].kind, "ConfigMap");
         drift
-            .ensure("f", ("ns", "sa"), &client, &[r("ConfigMap", "a")], None)
+            .ensure(
+                "f",
+                ("ns", "sa"),
+                &client,
+                &[r("ConfigMap", "a")],
+                None,
+                &[],
+            )
             .await;
         assert_eq!(client.watch_connections(), vec![2]);
         drift.stop("e");
@@ -272,7 +297,14 @@ mod tests {
         };
         let objects = [r("ConfigMap", "a"), r("Service", "s")];
         drift
-            .ensure("e", ("ns", "sa"), &client, &objects, Some(clean("one")))
+            .ensure(
+                "e",
+                ("ns", "sa"),
+                &client,
+                &objects,
+                Some(clean("one")),
+                &[],
+            )
             .await;
         assert_eq!(drift.unchanged("e", "one"), None, "watches have not listed");
         let set_synced = |value: bool| {
@@ -296,11 +328,18 @@ mod tests {
         assert_eq!(drift.unchanged("e", "one"), None);
         // An install without a clean result (not ready) forgets it too.
         drift
-            .ensure("e", ("ns", "sa"), &client, &objects, Some(clean("one")))
+            .ensure(
+                "e",
+                ("ns", "sa"),
+                &client,
+                &objects,
+                Some(clean("one")),
+                &[],
+            )
             .await;
         assert!(drift.unchanged("e", "one").is_some());
         drift
-            .ensure("e", ("ns", "sa"), &client, &objects, None)
+            .ensure("e", ("ns", "sa"), &client, &objects, None, &[])
             .await;
         assert_eq!(drift.unchanged("e", "one"), None);
         drift.stop("e");

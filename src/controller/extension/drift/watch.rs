@@ -12,7 +12,7 @@
 //! triggers a reconcile without forgetting the clean install. Watch errors back off (the
 //! watcher's default backoff); a task runs until aborted.
 
-use super::clean::CleanInstalls;
+use super::clean::{CleanInstalls, Witnessed};
 use super::counters::Counters;
 use super::diff::WatchKey;
 use super::tracker::{Cause, Object, Seen, Tracker};
@@ -99,6 +99,24 @@ impl Target {
             state,
             hold,
         })
+    }
+}
+
+impl Target {
+    /// The drift of the object tracked as `key`, as an install in progress keeps it
+    /// (`shown`: the key and generation of the update that caused it, if one did).
+    fn witnessed(&self, key: &str, shown: Option<&(String, Option<i64>)>) -> Witnessed {
+        let (namespace, name) = match (&self.extension, key.split_once('/')) {
+            (None, Some((namespace, name))) => (namespace.to_owned(), name.to_owned()),
+            _ => (self.namespace.clone().unwrap_or_default(), key.to_owned()),
+        };
+        Witnessed {
+            group: self.resource.group.clone(),
+            kind: self.resource.kind.clone(),
+            namespace,
+            name,
+            generation: shown.filter(|(k, _)| k == key).and_then(|(_, g)| *g),
+        }
     }
 }
 
@@ -205,6 +223,11 @@ async fn run(
             }
         };
         let listed = matches!(seen, Seen::InitDone);
+        // The generation an update showed (drift by any other event: gone).
+        let shown = match &seen {
+            Seen::Apply(o) => Some((o.key.clone(), o.generation)),
+            _ => None,
+        };
         let drifted: Vec<_> = {
             let managed = report.managed.lock().unwrap_or_else(|p| p.into_inner());
             tracker
@@ -226,13 +249,17 @@ async fn run(
             let cause = |c: Cause| drifted.iter().any(|d| d.owner == owner && d.cause == c);
             if cause(Cause::Drift) {
                 tracing::info!(extension = %owner, %kind, ?objects, "drift detected; reconciling");
-                report.clean.forget(owner);
+                let witnessed = drifted
+                    .iter()
+                    .filter(|d| d.owner == owner && d.cause == Cause::Drift)
+                    .map(|d| target.witnessed(&d.key, shown.as_ref()));
+                report.clean.drifted(owner, witnessed);
             } else if cause(Cause::Readiness) {
                 if report.clean.rolling_out(owner) {
                     tracing::debug!(extension = %owner, %kind, ?objects, "readiness changed; reading it again");
                 } else {
                     tracing::info!(extension = %owner, %kind, ?objects, "readiness lost; reconciling");
-                    report.clean.forget(owner);
+                    report.clean.drifted(owner, []);
                 }
             } else {
                 tracing::info!(extension = %owner, %kind, ?objects, "operator's hold changed; reconciling");
@@ -263,5 +290,52 @@ async fn discover(extension: &str, client: &kube::Client, key: &WatchKey) -> (Ap
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(MAX_DISCOVERY_BACKOFF);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::GroupVersionKind;
+
+    fn target(extension: Option<&str>, namespace: Option<&str>) -> Target {
+        let gvk = GroupVersionKind::gvk("apps", "v1", "Deployment");
+        Target {
+            resource: ApiResource::from_gvk(&gvk),
+            namespace: namespace.map(String::from),
+            selector: String::new(),
+            extension: extension.map(String::from),
+            readiness: false,
+            hold: false,
+        }
+    }
+
+    #[test]
+    fn drift_is_kept_with_the_object_it_names() {
+        let update = ("ns/d".to_string(), Some(4));
+        let shared = target(None, None).witnessed("ns/d", Some(&update));
+        assert_eq!(
+            (shared.group.as_str(), shared.kind.as_str()),
+            ("apps", "Deployment")
+        );
+        assert_eq!(
+            (shared.namespace.as_str(), shared.name.as_str()),
+            ("ns", "d")
+        );
+        assert_eq!(shared.generation, Some(4), "the update's generation");
+        let other = target(None, None).witnessed("ns/e", Some(&update));
+        assert_eq!(other.generation, None, "another object's update: gone");
+        let cluster = target(None, None).witnessed("/c", None);
+        assert_eq!(
+            (cluster.namespace.as_str(), cluster.name.as_str()),
+            ("", "c")
+        );
+        let own = target(Some("ext"), Some("ns")).witnessed("d", None);
+        assert_eq!((own.namespace.as_str(), own.name.as_str()), ("ns", "d"));
+        let own_cluster = target(Some("ext"), None).witnessed("c", None);
+        assert_eq!(
+            (own_cluster.namespace.as_str(), own_cluster.name.as_str()),
+            ("", "c")
+        );
     }
 }
