@@ -100,9 +100,7 @@ impl Target {
             hold,
         })
     }
-}
 
-impl Target {
     /// The drift of the object tracked as `key`, as an install in progress keeps it
     /// (`shown`: the key and generation of the update that caused it, if one did).
     fn witnessed(&self, key: &str, shown: Option<&(String, Option<i64>)>) -> Witnessed {
