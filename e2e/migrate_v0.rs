@@ -23,7 +23,7 @@ use support::bundles::{publish_files_on_node, publish_on_node};
 use support::extensions::{condition, create_catalog, wait_installed};
 use support::olm_v0_flow::{
     V0Install, install_through_subscription, olmv1, operator_pod, start_v0, wait_at_latest_known,
-    wait_csv_succeeded, wait_serving, wait_succeeded,
+    wait_csv_succeeded, wait_install_plan_complete, wait_serving, wait_succeeded,
 };
 use support::olm_v0_run::{self, Programs};
 use support::webhook_bundle::{self, assert_testimage_serves_webhooks, webhook_bundle};
@@ -842,7 +842,11 @@ async fn roll_back_webhooks(
     // catalog-operator's InstallPlan updates the existing CRD with the bundle's manifest,
     // which has no conversion webhook (`None`); olm-operator puts its own back when it
     // installs the CSV, or at its next sync of a CSV that had already succeeded
-    // (`areWebhooksAvailable`). Seen once: the CRD at `None` after the CSV succeeded.
+    // (`areWebhooksAvailable`). Seen: the CRD at `None` after the CSV succeeded, and
+    // the webhook put back, then `None` again while the InstallPlan still ran its steps
+    // (a Widget written then read back at v2 unconverted). So: the InstallPlan done
+    // first, then the webhook on the CRD.
+    wait_install_plan_complete(admin, ns, &inst.sub).await;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
     let crd = format!("widgets.{group}");
