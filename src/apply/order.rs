@@ -48,33 +48,43 @@ pub fn apply_order(objects: &[Value]) -> Vec<Phase> {
     phases
 }
 
-/// Whether objects of `kind` need nothing of the phases from policies to CRDs, nor
-/// those phases anything of them: such phases are applied together, in one stage.
-/// Roles are one of them (a role names resources, it does not need them to exist);
-/// bindings are not (without `bind` on its role, the API server reads the role to
-/// authorize a binding), nor is anything after them.
-fn independent(kind: PhaseKind) -> bool {
-    matches!(
-        kind,
+/// The group of phases `kind` is applied together with, if any: consecutive phases of
+/// one group need nothing of each other and are applied in one stage.
+/// - Policies to CRDs, and Roles (a role names resources, it does not need them to
+///   exist).
+/// - Bindings, Services and workloads, once the roles exist (without `bind` on its
+///   role, the API server reads the role to authorize a binding). A workload needs its
+///   ServiceAccount (the first group), not its Service or its bindings: a pod that
+///   starts before them retries, as after any apply in kind order, and no pod starts
+///   within the milliseconds of one stage.
+///
+/// Every other phase is a stage of its own.
+fn group(kind: PhaseKind) -> Option<u8> {
+    match kind {
         PhaseKind::Policies
-            | PhaseKind::ServiceAccounts
-            | PhaseKind::Config
-            | PhaseKind::Storage
-            | PhaseKind::Crds
-            | PhaseKind::Roles
-    )
+        | PhaseKind::ServiceAccounts
+        | PhaseKind::Config
+        | PhaseKind::Storage
+        | PhaseKind::Crds
+        | PhaseKind::Roles => Some(1),
+        PhaseKind::Bindings | PhaseKind::Services | PhaseKind::Workloads => Some(2),
+        _ => None,
+    }
 }
 
-/// The stages of an apply: [`apply_order`]'s phases, the consecutive
-/// [`independent`] ones joined into one stage, every other phase a stage of its own.
-/// Stages run one after the other; the objects of one stage are applied together.
+/// The stages of an apply: [`apply_order`]'s phases, the consecutive phases of one
+/// [`group`] joined into one stage, every other phase a stage of its own. Stages run
+/// one after the other; the objects of one stage are applied together.
 pub fn apply_stages(objects: &[Value]) -> Vec<Vec<Phase>> {
     let mut stages: Vec<Vec<Phase>> = Vec::new();
     for phase in apply_order(objects) {
-        match stages.last_mut() {
-            Some(stage) if independent(phase.kind) && stage.iter().all(|p| independent(p.kind)) => {
-                stage.push(phase)
-            }
+        let joined = group(phase.kind).filter(|g| {
+            stages
+                .last()
+                .is_some_and(|stage| stage.iter().all(|p| group(p.kind) == Some(*g)))
+        });
+        match (joined, stages.last_mut()) {
+            (Some(_), Some(stage)) => stage.push(phase),
             _ => stages.push(vec![phase]),
         }
     }

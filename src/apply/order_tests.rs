@@ -112,15 +112,26 @@ fn stages_join_the_phases_that_need_nothing_of_each_other() {
         vec![
             vec![Namespaces],
             vec![ServiceAccounts, Crds, Roles],
-            vec![Bindings],
-            vec![Workloads],
+            vec![Bindings, Workloads],
             vec![Other],
         ]
     );
     // Every object once, in the phases of apply_order.
     let flat: Vec<Phase> = apply_stages(&objects).into_iter().flatten().collect();
     assert_eq!(flat, apply_order(&objects));
-    // Without Roles, bindings still come after the CRDs' stage.
+    // Without Roles, bindings still come after the CRDs' stage; the Deployment comes
+    // with them.
     let stages = apply_stages(&objects[..2]);
+    assert_eq!(stages.len(), 1);
+    let stages = apply_stages(&objects[..4]);
     assert_eq!(stages.len(), 2);
+    // Webhook configurations wait for the workloads that serve them.
+    let mut with_webhook = objects.clone();
+    with_webhook.push(obj(
+        "admissionregistration.k8s.io/v1",
+        "ValidatingWebhookConfiguration",
+        "v",
+    ));
+    let last = apply_stages(&with_webhook).pop().map(|s| s[0].kind);
+    assert_eq!(last, Some(Webhooks));
 }

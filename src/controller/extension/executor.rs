@@ -43,6 +43,18 @@ pub(crate) struct KubeExecutor<'a> {
     install_deadline: OnceLock<tokio::time::Instant>,
     /// [`super::outage::Epoch`] when this reconcile started.
     epoch: u64,
+    /// The record and upstream's release, read beside the validation ([`Prefetched`]).
+    prefetched: std::sync::Mutex<Prefetched>,
+}
+
+/// The lookups of an extension that has nothing installed yet (no install in its
+/// status) that its first install needs next: read while it is validated rather than
+/// one after the other (the plan asks for them in turn: validation, record, upstream's
+/// release). An extension with an install reads them when the plan asks.
+#[derive(Default)]
+struct Prefetched {
+    record: Option<Result<Option<RevisionHistory>, String>>,
+    upstream: Option<Result<Option<UpstreamRelease>, String>>,
 }
 
 impl<'a> KubeExecutor<'a> {
@@ -60,51 +72,36 @@ impl<'a> KubeExecutor<'a> {
             installer: installer::choose(&ext.spec, ctx.settings.default_installer.as_ref(), field),
             install_deadline: OnceLock::new(),
             epoch: ctx.outage.epoch.now(),
+            prefetched: Default::default(),
         }
     }
 }
 
-impl Executor for KubeExecutor<'_> {
-    fn installer(&self) -> Result<InstallerAccount, String> {
-        self.installer.clone()
-    }
-
-    async fn add_finalizer(&self) -> Result<(), kube::Error> {
-        common::add_finalizer(&self.api, self.ext, api::FINALIZER_EXTENSION).await?;
-        Ok(())
-    }
-
-    async fn validate(&self) -> Vec<String> {
-        let client = &self.ctx.client;
-        let namespace = &self.ext.spec.namespace;
-        let Ok(installer) = &self.installer else {
-            return Vec::new();
-        };
-        let mut errors = Vec::new();
-        // Both reads at once; the account's errors count only when the namespace passes.
-        let namespaces = Api::<Namespace>::all(client.clone());
-        let (found, account_errors) = futures::join!(
-            namespaces.get_opt(namespace),
-            self.validate_account(installer)
-        );
-        match found {
-            Ok(Some(_)) => {}
-            // Unless it is to be created after the preflights (pipeline::apply), by an
-            // installer account that lives elsewhere.
-            Ok(None) => errors.extend(namespace::missing(
-                namespace,
-                self.opted_in(),
-                &installer.namespace,
-            )),
-            Err(e) => errors.push(format!("getting namespace {namespace:?}: {e}")),
+impl KubeExecutor<'_> {
+    /// Reads the record and upstream's release ([`Prefetched`]) for an extension with
+    /// nothing installed.
+    async fn prefetch(&self) {
+        let installed = self
+            .ext
+            .status
+            .as_ref()
+            .is_some_and(|s| s.install.is_some());
+        if installed {
+            return;
         }
-        if !errors.is_empty() {
-            return errors;
-        }
-        account_errors
+        let (record, upstream) = futures::join!(self.read_record(), self.read_upstream());
+        let mut prefetched = self.prefetched();
+        prefetched.record = Some(record);
+        prefetched.upstream = Some(upstream);
     }
 
-    async fn load_record(&self) -> Result<Option<RevisionHistory>, String> {
+    fn prefetched(&self) -> std::sync::MutexGuard<'_, Prefetched> {
+        self.prefetched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    async fn read_record(&self) -> Result<Option<RevisionHistory>, String> {
         self.ctx
             .store
             .load(&self.owner)
@@ -112,7 +109,7 @@ impl Executor for KubeExecutor<'_> {
             .map_err(|e| e.to_string())
     }
 
-    async fn load_upstream(&self) -> Result<Option<UpstreamRelease>, String> {
+    async fn read_upstream(&self) -> Result<Option<UpstreamRelease>, String> {
         // The release Secrets in the controller's namespace (upstream's olmv1-system),
         // selected by the `name` label both storages set (classic releases and chunked
         // indexes; chunk Secrets carry no `name`).
@@ -151,6 +148,64 @@ impl Executor for KubeExecutor<'_> {
             _ => helm_release::decode(secret)
                 .map(Some)
                 .map_err(|e| e.to_string()),
+        }
+    }
+}
+
+impl Executor for KubeExecutor<'_> {
+    fn installer(&self) -> Result<InstallerAccount, String> {
+        self.installer.clone()
+    }
+
+    async fn add_finalizer(&self) -> Result<(), kube::Error> {
+        common::add_finalizer(&self.api, self.ext, api::FINALIZER_EXTENSION).await?;
+        Ok(())
+    }
+
+    async fn validate(&self) -> Vec<String> {
+        let client = &self.ctx.client;
+        let namespace = &self.ext.spec.namespace;
+        let Ok(installer) = &self.installer else {
+            return Vec::new();
+        };
+        let mut errors = Vec::new();
+        // Both reads at once; the account's errors count only when the namespace passes.
+        let namespaces = Api::<Namespace>::all(client.clone());
+        let (found, account_errors, ()) = futures::join!(
+            namespaces.get_opt(namespace),
+            self.validate_account(installer),
+            self.prefetch()
+        );
+        match found {
+            Ok(Some(_)) => {}
+            // Unless it is to be created after the preflights (pipeline::apply), by an
+            // installer account that lives elsewhere.
+            Ok(None) => errors.extend(namespace::missing(
+                namespace,
+                self.opted_in(),
+                &installer.namespace,
+            )),
+            Err(e) => errors.push(format!("getting namespace {namespace:?}: {e}")),
+        }
+        if !errors.is_empty() {
+            return errors;
+        }
+        account_errors
+    }
+
+    async fn load_record(&self) -> Result<Option<RevisionHistory>, String> {
+        let prefetched = self.prefetched().record.take();
+        match prefetched {
+            Some(read) => read,
+            None => self.read_record().await,
+        }
+    }
+
+    async fn load_upstream(&self) -> Result<Option<UpstreamRelease>, String> {
+        let prefetched = self.prefetched().upstream.take();
+        match prefetched {
+            Some(read) => read,
+            None => self.read_upstream().await,
         }
     }
 
