@@ -24,7 +24,8 @@ pub async fn pods(admin: &kube::Client, ns: &str, deployment: &str) -> Vec<Strin
     .await
 }
 
-/// Writes a pod's status as a kubelet would: ready and running, or waiting for `reason`.
+/// Writes a pod's status as a kubelet would: ready and running, or waiting for `reason`
+/// (nothing for a pod deleted meanwhile).
 pub async fn set_pod_status(admin: &kube::Client, ns: &str, pod: &str, waiting: Option<&str>) {
     let now = jiff::Timestamp::now().to_string();
     let ready = if waiting.is_none() { "True" } else { "False" };
@@ -44,8 +45,14 @@ pub async fn set_pod_status(admin: &kube::Client, ns: &str, pod: &str, waiting: 
             "state": state,
         }],
     }});
-    Api::<Pod>::namespaced(admin.clone(), ns)
+    let written = Api::<Pod>::namespaced(admin.clone(), ns)
         .patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .unwrap_or_else(|e| panic!("writing the status of pod {pod}: {e}"));
+        .await;
+    match written {
+        Ok(_) => {}
+        // Deleted since it was listed (a rollout's ReplicaSet scaled down): no kubelet
+        // writes it either.
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => panic!("writing the status of pod {pod}: {e}"),
+    }
 }
