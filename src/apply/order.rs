@@ -78,13 +78,11 @@ fn group(kind: PhaseKind) -> Option<u8> {
 pub fn apply_stages(objects: &[Value]) -> Vec<Vec<Phase>> {
     let mut stages: Vec<Vec<Phase>> = Vec::new();
     for phase in apply_order(objects) {
-        let joined = group(phase.kind).filter(|g| {
-            stages
-                .last()
-                .is_some_and(|stage| stage.iter().all(|p| group(p.kind) == Some(*g)))
-        });
-        match (joined, stages.last_mut()) {
-            (Some(_), Some(stage)) => stage.push(phase),
+        let joins = group(phase.kind);
+        match stages.last_mut() {
+            Some(stage) if joins.is_some() && stage.iter().all(|p| group(p.kind) == joins) => {
+                stage.push(phase)
+            }
             _ => stages.push(vec![phase]),
         }
     }
