@@ -57,7 +57,7 @@ demo_started=$(date +%s)
 
 if [ -z "${OLMV1_BIN:-}" ] || [ -z "${OLMV1_TESTENV_BIN:-}" ]; then
   if [ ! -x "${CARGO_TARGET_DIR:-target}/debug/olmv1" ]; then
-    step "building olmv1 and olmv1-testenv with cargo" "first run only: about 10 minutes on 2 cores; later runs take seconds"
+    step "building olmv1 and olmv1-testenv with cargo" "first run only: about 15 minutes on 2 cores; later runs take seconds"
   else
     step "building olmv1 and olmv1-testenv with cargo" "seconds when little changed"
   fi
@@ -194,7 +194,7 @@ hack/control-plane.sh down "$dir" >/dev/null 2>&1 || true
 kube_version_dir="$kube_bin"
 if [ "$use_node" = 1 ]; then
   if [ ! -x "$kube_version_dir/kubelet" ]; then
-    step "starting the control plane and the node: first building kube-apiserver, kube-controller-manager, kubelet, kube-scheduler, kube-proxy, kubectl and CoreDNS from Go modules" "first run only: about 30 minutes on 2 cores, then about 1 minute"
+    step "starting the control plane and the node: first building kube-apiserver, kube-controller-manager, kubelet, kube-scheduler, kube-proxy, kubectl and CoreDNS from Go modules" "first run only: about 15-30 minutes on 2 cores, then about 1 minute"
   else
     step "starting the control plane (etcd, kube-apiserver, kube-controller-manager) and the node (containerd, kubelet, kube-scheduler, kube-proxy, CoreDNS, a registry)" "usually about 1 minute"
   fi

@@ -330,6 +330,7 @@ pub async fn apply_checked(
     // else and before the apply returns.
     let mut establishing = Establishing::default();
     let mut observed: BTreeMap<usize, Value> = BTreeMap::new();
+    let started = std::time::Instant::now();
     for stage in apply_stages(objects) {
         if stage.iter().any(|p| !overlaps_establishment(p.kind)) {
             observed.extend(establishing.finish().await?);
@@ -369,9 +370,14 @@ pub async fn apply_checked(
             .filter(|p| p.kind == PhaseKind::Crds)
             .flat_map(|p| p.objects.clone())
             .collect();
+        let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let kinds: Vec<PhaseKind> = stage.iter().map(|p| p.kind).collect();
+        tracing::debug!(?kinds, elapsed_ms, "apply stage done");
         establishing.start(&resolver, &refs, crds, opts);
     }
     observed.extend(establishing.finish().await?);
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    tracing::debug!(elapsed_ms, "apply done, every CRD established");
     report.changed.sort();
     report.generations.sort();
     report.observed = observed.into_values().collect();

@@ -61,21 +61,27 @@ pub async fn install_revision(
         }
         Ok::<_, InstallError>((history, original, revision, written))
     };
+    let started = std::time::Instant::now();
     let (recorded, checked) = futures::future::join(
         pending_record,
         check_ownership(installer, owner, objects, opts),
     )
     .await;
     let (mut history, original, revision, mut record_written) = recorded?;
+    let mut timer = PartTimer(started);
+    timer.done("takeover check and pending record");
     let report = apply_checked(owner, objects, checked?, opts).await?;
+    timer.done("apply");
     let candidates = history.prune_candidates(revision);
     let pruned = prune(installer, owner, &candidates, opts).await?;
+    timer.done("prune");
     let pending = history.clone();
     history.complete(revision);
     if history != pending || (history != original && !record_written) {
         store.save(&history).await?;
         record_written = true;
     }
+    timer.done("installed record");
     Ok(InstallOutcome {
         revision,
         report,
@@ -83,4 +89,17 @@ pub async fn install_revision(
         history,
         record_written,
     })
+}
+
+/// Logs, at debug level, how long each part of an install took since the part before
+/// (docs/design/benchmarks.md reads them to see where an install's time goes).
+struct PartTimer(std::time::Instant);
+
+impl PartTimer {
+    fn done(&mut self, part: &'static str) {
+        let now = std::time::Instant::now();
+        let elapsed_ms = (now - self.0).as_secs_f64() * 1000.0;
+        tracing::debug!(part, elapsed_ms, "install part");
+        self.0 = now;
+    }
 }
