@@ -13,7 +13,8 @@
 //! Cache layout under `cache_dir`:
 //! `images/<alg>-<hex>/<mode>/{content/, meta.json}` (one finished unpack per image
 //! digest and extraction mode, moved into place atomically by `rename`) and `tmp/`
-//! (work directories: downloaded blobs and the unpack in progress). [`gc`] removes
+//! (one [`workarea`] per process: downloaded blobs and the unpack in progress; a
+//! process never clears another live one's). [`gc`] removes
 //! entries nothing references any more, never one a lease marks in use.
 
 pub mod auth;
@@ -28,6 +29,7 @@ pub mod reference;
 pub mod registries;
 pub mod signature;
 pub mod unpack;
+pub mod workarea;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -100,6 +102,7 @@ pub struct ImagePuller {
     counters: Counters,
     leases: Arc<gc::CacheLeases>,
     verified: signature::VerifiedCache,
+    work: workarea::WorkArea,
 }
 
 impl std::fmt::Debug for ImagePuller {
@@ -111,19 +114,17 @@ impl std::fmt::Debug for ImagePuller {
 }
 
 impl ImagePuller {
-    /// Create the cache directories (and clear stale work directories).
+    /// Create the cache directories and this puller's work area (clearing the work
+    /// directories of processes that are gone, see [`workarea`]).
     pub fn new(config: PullerConfig) -> Result<Self, ImageError> {
         // oci-client's reqwest needs a process-wide rustls provider; the project uses aws-lc-rs.
         if rustls::crypto::CryptoProvider::get_default().is_none() {
             let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         }
+        let images = config.cache_dir.join("images");
+        std::fs::create_dir_all(&images).map_err(|e| ImageError::io("-", &images, e))?;
         let tmp = config.cache_dir.join("tmp");
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).map_err(|e| ImageError::io("-", &tmp, e))?;
-        }
-        for d in [tmp, config.cache_dir.join("images")] {
-            std::fs::create_dir_all(&d).map_err(|e| ImageError::io("-", &d, e))?;
-        }
+        let work = workarea::WorkArea::open(&tmp).map_err(|e| ImageError::io("-", &tmp, e))?;
         Ok(ImagePuller {
             ca_bundle_pem: std::sync::RwLock::new(config.ca_bundle_pem.clone()),
             config,
@@ -131,6 +132,7 @@ impl ImagePuller {
             counters: Counters::default(),
             leases: Arc::default(),
             verified: signature::VerifiedCache::default(),
+            work,
         })
     }
 
@@ -152,11 +154,11 @@ impl ImagePuller {
         let images = self.config.cache_dir.join("images");
         let inventory = gc::inventory(&images, catalogs)
             .map_err(|e| ImageError::io("-", &self.config.cache_dir, e))?;
-        let trash = self.config.cache_dir.join("tmp");
+        let trash = self.work.path();
         Ok(self
             .leases
             .sweep(&inventory, references, since, |doomed| match doomed {
-                gc::Doomed::Image(name) => gc::remove_image(&images, &trash, name),
+                gc::Doomed::Image(name) => gc::remove_image(&images, trash, name),
                 gc::Doomed::Catalog(name) => catalogs.remove(name),
             }))
     }
@@ -316,8 +318,8 @@ impl ImagePuller {
 
         let work = tempfile::Builder::new()
             .prefix("pull-")
-            .tempdir_in(self.config.cache_dir.join("tmp"))
-            .map_err(|e| ImageError::io(image, &self.config.cache_dir.join("tmp"), e))?;
+            .tempdir_in(self.work.path())
+            .map_err(|e| ImageError::io(image, self.work.path(), e))?;
         let entry = work.path().join("entry");
         self.check_layers(image, &manifest)?;
         self.download_and_unpack(&remote, &top_ref, &manifest, work.path(), subdir)

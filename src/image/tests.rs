@@ -74,10 +74,29 @@ impl Area {
             vec!["cache".to_string()],
             "something was written beside the cache dir"
         );
-        for sub in ["images", "tmp"] {
-            let n = std::fs::read_dir(self.cache().join(sub)).unwrap().count();
-            assert_eq!(n, 0, "cache/{sub} is not empty after a failed pull");
+        let n = std::fs::read_dir(self.cache().join("images"))
+            .unwrap()
+            .count();
+        assert_eq!(n, 0, "cache/images is not empty after a failed pull");
+        assert_eq!(
+            self.work_left(),
+            Vec::<String>::new(),
+            "work left in cache/tmp"
+        );
+    }
+    /// What the work areas under `tmp/` hold besides their lock files.
+    fn work_left(&self) -> Vec<String> {
+        let mut left = Vec::new();
+        for area in std::fs::read_dir(self.cache().join("tmp")).unwrap() {
+            let area = area.unwrap().path();
+            for e in std::fs::read_dir(&area).unwrap() {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                if name != ".owner" {
+                    left.push(format!("{}/{name}", area.display()));
+                }
+            }
         }
+        left
     }
 }
 
@@ -185,10 +204,7 @@ async fn pulls_catalog_image_configs_dir() {
         !img.dir.join("configs").exists(),
         "only the configs dir content is extracted"
     );
-    assert_eq!(
-        std::fs::read_dir(area.cache().join("tmp")).unwrap().count(),
-        0
-    );
+    assert_eq!(area.work_left(), Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
