@@ -75,14 +75,23 @@ impl Env {
 
     /// Creates the installer account with the generated role (rules filtered by `keep`).
     async fn grant(&self, objects: &[Value], mode: BundledRbac, keep: impl Fn(&Value) -> bool) {
+        self.grant_edited(objects, mode, |rules| rules.retain(|r| keep(r)))
+            .await;
+    }
+
+    /// Creates the installer account with the generated role, its rules changed by `edit`.
+    async fn grant_edited(
+        &self,
+        objects: &[Value],
+        mode: BundledRbac,
+        edit: impl FnOnce(&mut Vec<Value>),
+    ) {
         let mut rbac = installer_rbac(objects, &self.ns, &self.ext, mode).expect("rbac");
-        let rules: Vec<Value> = rbac.cluster_role["rules"]
+        let mut rules: Vec<Value> = rbac.cluster_role["rules"]
             .as_array()
             .expect("rules")
-            .iter()
-            .filter(|r| keep(r))
-            .cloned()
-            .collect();
+            .clone();
+        edit(&mut rules);
         rbac.cluster_role["rules"] = Value::Array(rules.clone());
         for obj in [&rbac.service_account, &rbac.cluster_role, &rbac.binding] {
             admin_apply(&self.admin, obj).await;
@@ -401,6 +410,50 @@ async fn installs_with_the_generated_role_and_reapply_changes_nothing() {
         ann.get("kubectl.kubernetes.io/restartedAt")
             .map(String::as_str),
         Some("2026-01-01T00:00:00Z")
+    );
+}
+
+/// An extension's CRDs are watched until Established (one watch by its owner labels); an
+/// account that may not watch them (granted by hand, without the preflight's `watch`)
+/// gets its CRDs read until they are, and the custom resource of the bundle still
+/// applies after them.
+#[tokio::test]
+async fn crds_are_read_until_established_where_the_installer_cannot_watch_them() {
+    let env = setup("nowatch").await;
+    let objects = env.objects();
+    let mut dropped = 0;
+    env.grant_edited(&objects, BundledRbac::Include, |rules| {
+        for rule in rules.iter_mut() {
+            if rule["resources"] == json!(["customresourcedefinitions"])
+                && let Some(verbs) = rule["verbs"].as_array_mut()
+            {
+                let before = verbs.len();
+                verbs.retain(|v| v != "watch");
+                dropped += before - verbs.len();
+            }
+        }
+    })
+    .await;
+    assert_eq!(dropped, 1, "the generated role grants watch on CRDs once");
+    let crd = ObjectRef::from_object(&objects[0]).expect("ref");
+    let refused = dynamic_api(&env.installer(), &crd)
+        .watch(
+            &kube::api::WatchParams::default().labels(&env.owner.label_selector()),
+            "0",
+        )
+        .await
+        .err();
+    assert!(
+        matches!(&refused, Some(kube::Error::Api(s)) if s.code == 403),
+        "{refused:?}"
+    );
+    let report = apply::apply(&env.installer(), &env.owner, &objects, &opts())
+        .await
+        .expect("apply without watch on CRDs");
+    assert_eq!(report.applied, objects.len());
+    assert!(
+        env.get(&objects[1]).await.is_some(),
+        "the Widget is applied"
     );
 }
 

@@ -373,7 +373,7 @@ pub async fn apply_checked(
         let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
         let kinds: Vec<PhaseKind> = stage.iter().map(|p| p.kind).collect();
         tracing::debug!(?kinds, elapsed_ms, "apply stage done");
-        establishing.start(&resolver, &refs, crds, opts);
+        establishing.start(&resolver, &refs, owner, crds, opts);
     }
     observed.extend(establishing.finish().await?);
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
