@@ -397,6 +397,9 @@ impl Executor for KubeExecutor<'_> {
         )
         .await?;
         self.ctx.metrics.forget_extension(&name);
+        if let Ok(mut reported) = self.ctx.reported.lock() {
+            reported.remove(&name);
+        }
         Ok(())
     }
 
@@ -419,7 +422,15 @@ impl Executor for KubeExecutor<'_> {
             );
         }
         common::write_status_guarded(&self.api, self.ext, &current, &next).await?;
+        if let (Some(install), Ok(mut reported)) = (&next.install, self.ctx.reported.lock()) {
+            reported.insert(self.ext.name_any(), install.bundle.clone());
+        }
         Ok(())
+    }
+
+    fn last_reported(&self) -> Option<crate::api::BundleMetadata> {
+        let reported = self.ctx.reported.lock().ok()?;
+        reported.get(&self.ext.name_any()).cloned()
     }
 
     async fn emit(&self, note: &Note) {

@@ -26,6 +26,11 @@ use kube::runtime::controller::Action;
 pub(crate) trait Executor {
     /// Who installs the extension ([`super::installer::choose`]).
     fn installer(&self) -> Result<InstallerAccount, String>;
+    /// The installed bundle this process last wrote into the status, which the watched
+    /// object may not show yet (`None`: none since it started).
+    fn last_reported(&self) -> Option<crate::api::BundleMetadata> {
+        None
+    }
     /// Adds the finalizer.
     async fn add_finalizer(&self) -> Result<(), kube::Error>;
     /// What the API server cannot check: the namespace and installer account exist.
@@ -109,6 +114,9 @@ pub(crate) async fn reconcile<E: Executor>(
     standing: impl Fn() -> Standing,
 ) -> Reconciled {
     let mut facts = known_before(ext, exec.installer());
+    if let Some(written) = exec.last_reported() {
+        facts.reported = Some(Some(written));
+    }
     loop {
         let plan = plan::decide(&ext.spec, &facts);
         let _timed = StepTimer(step_name(&plan), std::time::Instant::now());
@@ -209,6 +217,12 @@ fn known_before(ext: &ClusterExtension, installer: Result<InstallerAccount, Stri
     facts.name = ext.name_any();
     facts.keep_crds = plan::uninstall::keeps_crds(ext);
     facts.progressing = progressing_reason(ext);
+    facts.reported = Some(
+        ext.status
+            .as_ref()
+            .and_then(|s| s.install.as_ref())
+            .map(|i| i.bundle.clone()),
+    );
     facts.controls = plan::control::Controls::of(ext);
     facts.migration = Migration::of(ext);
     facts

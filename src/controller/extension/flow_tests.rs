@@ -69,6 +69,9 @@ struct Fake {
     status: RefCell<Option<Observation>>,
     events: RefCell<Vec<Note>>,
     errors: RefCell<Vec<String>>,
+    /// What the status reported installed before the reconcile, when not the record's
+    /// installed bundle (`Some(None)`: nothing; a process stopped before writing it).
+    reported: Option<Option<&'static str>>,
 }
 
 impl Fake {
@@ -99,6 +102,21 @@ impl Fake {
 }
 
 impl Executor for Fake {
+    fn last_reported(&self) -> Option<crate::api::BundleMetadata> {
+        let version = match self.reported {
+            Some(reported) => reported?.to_string(),
+            None => {
+                let record = self.record.as_ref()?.as_ref().ok()?.as_ref()?;
+                record.installed()?.bundle.version.clone()
+            }
+        };
+        Some(crate::api::BundleMetadata {
+            name: format!("p.v{version}"),
+            version,
+            release: None,
+        })
+    }
+
     fn installer(&self) -> Result<InstallerAccount, String> {
         self.installer.clone().unwrap_or_else(|| {
             Ok(InstallerAccount {
@@ -449,6 +467,41 @@ fn reapply_of_the_installed_revision_reports_drift_only_when_something_changed()
                 )
             );
         }
+        assert_eq!(fake.outcome(), Outcome::Succeeded);
+    }
+}
+
+/// The record tells of an install the status never reported (the process that made it
+/// stopped before writing the status): the next reconcile's apply tells it, once.
+#[test]
+fn an_install_the_status_never_reported_gets_its_event_from_the_next_reconcile() {
+    for (reported, event) in [
+        (
+            None,
+            Some(("Installed", "installed bundle p.v1.0.0 version 1.0.0")),
+        ),
+        (
+            Some("0.9.0"),
+            Some(("Upgraded", "upgraded from 0.9.0 to 1.0.0 (p.v1.0.0)")),
+        ),
+        (Some("1.0.0"), None),
+    ] {
+        let fake = Fake {
+            record: record("1.0.0"),
+            resolution: Some(resolved("1.0.0", None)),
+            install: Some(Ok(pulled("1.0.0"))),
+            reported: Some(reported),
+            ..Fake::default()
+        };
+        assert_eq!(run(&ext(), &fake), Action::await_change());
+        let want: Vec<_> = event
+            .map(|(reason, message)| {
+                let by = " as system:serviceaccount:ns:sa";
+                (false, reason, format!("{message}{by}"))
+            })
+            .into_iter()
+            .collect();
+        assert_eq!(fake.events(), want, "status reported {reported:?}");
         assert_eq!(fake.outcome(), Outcome::Succeeded);
     }
 }

@@ -111,6 +111,9 @@ pub struct ExtensionContext {
     pub operator_conditions: operator_conditions::Served,
     /// The ClusterCatalogs resolution reads: those of [`run`]'s catalog watch.
     catalogs: catalogs::CatalogView,
+    /// The installed bundle this process last wrote into each extension's status (the
+    /// watched object may not show it yet when the next reconcile starts).
+    reported: std::sync::Mutex<std::collections::HashMap<String, crate::api::BundleMetadata>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -154,6 +157,7 @@ impl ExtensionContext {
             workers: Workers::new(DEFAULT_MAX_CONCURRENT_RECONCILES),
             operator_conditions: operator_conditions::Served::default(),
             catalogs: catalogs::CatalogView::default(),
+            reported: Default::default(),
         }
     }
 

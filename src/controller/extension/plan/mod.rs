@@ -98,6 +98,10 @@ pub struct Facts {
     /// The reason of the Progressing condition before this reconcile (Events on
     /// rollout transitions).
     pub progressing: Option<String>,
+    /// The bundle the status reported installed before this reconcile (`Some(None)`:
+    /// none; `None`: not looked at). An install whose record was written by a process
+    /// that stopped before its status was gets its Event from the next one.
+    pub reported: Option<Option<crate::api::BundleMetadata>>,
     /// Whether the release being adopted is of the target bundle (`Err`: why not).
     pub upstream_bundle: Option<Result<(), String>>,
     /// The last install's result when it was made of the same ([`fingerprint`]) and
@@ -152,6 +156,7 @@ impl Facts {
             operator_condition: None,
             drifted: None,
             progressing: None,
+            reported: None,
             upstream_bundle: None,
             unchanged: None,
             readiness: None,

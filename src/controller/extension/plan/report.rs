@@ -176,6 +176,16 @@ fn install_events(
                 ));
             }
         }
+        // The record tells of this install, the status never did: the process that made
+        // it stopped before writing the status (e2e/faults.rs kills it so).
+        Some(old) if old == bundle && unreported(facts, bundle).is_some() => {
+            let was = unreported(facts, bundle).flatten();
+            events.push(installed_or_upgraded(
+                was.map(|m| m.version.as_str()),
+                bundle,
+                &by,
+            ));
+        }
         Some(old) if old == bundle => {
             if done.applied_changes > 0 {
                 events.push(normal(
@@ -188,24 +198,43 @@ fn install_events(
                 ));
             }
         }
-        Some(old) => events.push(normal(
+        Some(old) => events.push(installed_or_upgraded(Some(&old.version), bundle, &by)),
+        None => events.push(installed_or_upgraded(None, bundle, &by)),
+    }
+    events
+}
+
+/// The Event of `bundle` installed (`from`: upgraded from that version) as `by` says.
+fn installed_or_upgraded(from: Option<&str>, bundle: &BundleIdentity, by: &str) -> Note {
+    match from {
+        Some(from) => normal(
             "Upgraded",
             "Install",
             format!(
-                "upgraded from {} to {} ({}){by}",
-                old.version, bundle.version, bundle.name
+                "upgraded from {from} to {} ({}){by}",
+                bundle.version, bundle.name
             ),
-        )),
-        None => events.push(normal(
+        ),
+        None => normal(
             "Installed",
             "Install",
             format!(
                 "installed bundle {} version {}{by}",
                 bundle.name, bundle.version
             ),
-        )),
+        ),
     }
-    events
+}
+
+/// When the status before this reconcile did not report `bundle` installed: what it
+/// reported instead (`Some(None)`: nothing). `None` when it did, or was not looked at.
+fn unreported<'a>(
+    facts: &'a Facts,
+    bundle: &BundleIdentity,
+) -> Option<Option<&'a crate::api::BundleMetadata>> {
+    let reported = facts.reported.as_ref()?.as_ref();
+    let same = reported.is_some_and(|r| r.name == bundle.name && r.version == bundle.version);
+    (!same).then_some(reported)
 }
 
 /// The Event of a rollout transition: a revision that was ready and is not any more
