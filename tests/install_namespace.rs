@@ -137,14 +137,48 @@ async fn notes(admin: &kube::Client, name: &str, reason: &str) -> Vec<String> {
         .collect()
 }
 
+/// Deletes the extension and waits until its finalizer let it go: up to 150 s, above the
+/// uninstall's own bound for one phase (`ApplyOptions::delete_timeout`, 120 s: a CRD
+/// goes only after the API server's finalizer removed its custom resources). A timeout
+/// names what the extension still showed, and its Events.
 async fn delete_and_wait(api: &Api<ClusterExtension>, name: &str) {
     api.delete(name, &DeleteParams::default())
         .await
         .expect("delete extension");
-    support::eventually(60, &format!("{name} gone"), || async {
-        matches!(api.get_opt(name).await, Ok(None)).then_some(())
-    })
-    .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(150);
+    while std::time::Instant::now() < deadline {
+        if matches!(api.get_opt(name).await, Ok(None)) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let left = api.get_opt(name).await;
+    let events: Api<Event> = Api::all(support::cluster().admin().await);
+    let selector = format!("involvedObject.name={name}");
+    let told: Vec<String> = events
+        .list(&ListParams::default().fields(&selector))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| {
+            format!(
+                "{}: {}",
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default()
+            )
+        })
+        .collect();
+    let shown = left.map(|o| {
+        o.map(|e| {
+            let conditions = e.status.map(|s| s.conditions).unwrap_or_default();
+            format!(
+                "finalizers {:?}, conditions {conditions:?}",
+                e.metadata.finalizers
+            )
+        })
+    });
+    panic!("{name} not gone 150 s after its deletion: {shown:?}; Events: {told:#?}");
 }
 
 fn template_bundle() -> BundleSpec {
