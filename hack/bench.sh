@@ -9,7 +9,8 @@
 #   hack/bench.sh --markdown bench.md   # the final table as Markdown too (the README's table)
 # Benchmarks: reference (a fixed CPU task: the machine's speed), catalog (ingest + metas),
 # serve (catalog HTTP API, plain/TLS, /all and metas), content, resolve, render, crd (CRD
-# upgrade safety), install (controller on a local control plane), scale (1,000 extensions and ten catalogs, 5 minutes of them idle, ~15 minutes),
+# upgrade safety), install (controller on a local control plane), scale (1,000 extensions
+# and ten catalogs, 5 minutes of them idle, ~15 minutes),
 # lease (the ignored test measure_the_defaults in tests/lease.rs), rollout (100 extensions whose
 # Deployments never become ready: idle API requests over BENCH_ROLLOUT_IDLE seconds, default
 # 300, 20 installs while they roll out, then the readiness latency once one becomes
@@ -29,7 +30,7 @@ while [ $# -gt 0 ]; do
     --skip) skip=",$2,"; shift 2 ;;
     --only) only=",$2,"; shift 2 ;;
     --markdown) markdown=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
