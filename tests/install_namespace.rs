@@ -123,7 +123,8 @@ async fn install(
     api
 }
 
-async fn notes(admin: &kube::Client, name: &str, reason: &str) -> Vec<String> {
+/// The Events about the object `name`.
+async fn events_of(admin: &kube::Client, name: &str) -> Vec<Event> {
     let events: Api<Event> = Api::all(admin.clone());
     let selector = format!("involvedObject.name={name}");
     events
@@ -131,6 +132,11 @@ async fn notes(admin: &kube::Client, name: &str, reason: &str) -> Vec<String> {
         .await
         .expect("events")
         .items
+}
+
+async fn notes(admin: &kube::Client, name: &str, reason: &str) -> Vec<String> {
+    events_of(admin, name)
+        .await
         .into_iter()
         .filter(|e| e.reason.as_deref() == Some(reason))
         .filter_map(|e| e.message)
@@ -152,14 +158,17 @@ async fn delete_and_wait(api: &Api<ClusterExtension>, name: &str) {
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    let left = api.get_opt(name).await;
-    let events: Api<Event> = Api::all(support::cluster().admin().await);
-    let selector = format!("involvedObject.name={name}");
-    let told: Vec<String> = events
-        .list(&ListParams::default().fields(&selector))
+    let shown = match api.get_opt(name).await {
+        Ok(None) => return,
+        Ok(Some(e)) => format!(
+            "finalizers {:?}, conditions {:?}",
+            e.metadata.finalizers,
+            e.status.map(|s| s.conditions).unwrap_or_default()
+        ),
+        Err(e) => format!("reading it: {e}"),
+    };
+    let told: Vec<String> = events_of(&support::cluster().admin().await, name)
         .await
-        .map(|l| l.items)
-        .unwrap_or_default()
         .into_iter()
         .map(|e| {
             format!(
@@ -169,16 +178,7 @@ async fn delete_and_wait(api: &Api<ClusterExtension>, name: &str) {
             )
         })
         .collect();
-    let shown = left.map(|o| {
-        o.map(|e| {
-            let conditions = e.status.map(|s| s.conditions).unwrap_or_default();
-            format!(
-                "finalizers {:?}, conditions {conditions:?}",
-                e.metadata.finalizers
-            )
-        })
-    });
-    panic!("{name} not gone 150 s after its deletion: {shown:?}; Events: {told:#?}");
+    panic!("{name} not gone 150 s after its deletion: {shown}; Events: {told:#?}");
 }
 
 fn template_bundle() -> BundleSpec {
