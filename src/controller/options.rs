@@ -310,9 +310,17 @@ pub struct CatalogServerArgs {
     #[arg(long, value_delimiter = ',', value_parser = parse_curve)]
     pub tls_curves: Vec<String>,
 
-    /// Connections the catalog server serves at once; more wait until one closes.
+    /// Connections the catalog server serves at once; above it a new connection
+    /// evicts the longest idle one (or one stalled on its request past a second), and
+    /// waits only while every connection is busy.
     #[arg(default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..), long = "catalog-server-max-connections")]
     pub max_connections: u32,
+
+    /// Connections to the catalog server from one source address at once; above it
+    /// that address's own idle connections are evicted first, and a new connection is
+    /// closed only when all of them are busy.
+    #[arg(default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..), long = "catalog-server-max-connections-per-peer")]
+    pub max_connections_per_peer: u32,
 
     /// Largest request head (request line and headers) of the catalog server, bytes;
     /// larger requests get 431.
@@ -324,8 +332,13 @@ pub struct CatalogServerArgs {
     #[arg(default_value = "10s", value_parser = parse_positive_seconds, long = "catalog-server-read-header-timeout")]
     pub read_header_timeout: std::time::Duration,
 
+    /// Time a catalog server client gets to send a whole request body once its head
+    /// is in; later requests are answered 408 and their connection closed.
+    #[arg(default_value = "10s", value_parser = parse_positive_seconds, long = "catalog-server-body-timeout")]
+    pub body_timeout: std::time::Duration,
+
     /// Time a keep-alive connection to the catalog server may stay without requests.
-    #[arg(default_value = "120s", value_parser = parse_positive_seconds, long = "catalog-server-idle-timeout")]
+    #[arg(default_value = "30s", value_parser = parse_positive_seconds, long = "catalog-server-idle-timeout")]
     pub idle_timeout: std::time::Duration,
 
     /// Time the catalog server gets to write one response.
@@ -352,10 +365,13 @@ impl CatalogServerArgs {
     pub fn limits(&self) -> crate::server::conn::Limits {
         crate::server::conn::Limits {
             max_connections: self.max_connections as usize,
+            max_connections_per_peer: self.max_connections_per_peer as usize,
             max_header_bytes: self.max_header_bytes as usize,
             header_timeout: self.read_header_timeout,
+            body_timeout: self.body_timeout,
             idle_timeout: self.idle_timeout,
             write_timeout: self.write_timeout,
+            ..crate::server::conn::Limits::default()
         }
     }
 
@@ -707,6 +723,21 @@ mod catalog_server_tests {
         let d = CatalogServerArgs::default().limits();
         assert_eq!(d.max_connections, 512);
         assert_eq!(d.header_timeout, std::time::Duration::from_secs(10));
+        // The flags' defaults are the servers' own (src/server/conn/ `Limits::default`).
+        let own = crate::server::conn::Limits::default();
+        assert_eq!(d.max_connections_per_peer, own.max_connections_per_peer);
+        assert_eq!(d.body_timeout, own.body_timeout);
+        assert_eq!(d.idle_timeout, own.idle_timeout);
+        assert_eq!(d.write_timeout, own.write_timeout);
+        assert_eq!(d.max_header_bytes, own.max_header_bytes);
+        let cli = Cli::try_parse_from([
+            "x",
+            "--catalog-server-max-connections-per-peer=4",
+            "--catalog-server-body-timeout=3s",
+        ])
+        .unwrap();
+        assert_eq!(cli.args.limits().max_connections_per_peer, 4);
+        assert_eq!(cli.args.limits().body_timeout.as_secs(), 3);
         let cli = Cli::try_parse_from([
             "x",
             "--tls-min-version=VersionTLS13",
@@ -728,6 +759,8 @@ mod catalog_server_tests {
             "--tls-min-version=VersionTLS10",
             "--catalog-server-max-connections=0",
             "--catalog-server-read-header-timeout=0",
+            "--catalog-server-max-connections-per-peer=0",
+            "--catalog-server-body-timeout=0",
         ] {
             assert!(Cli::try_parse_from(["x", bad]).is_err(), "{bad}");
         }

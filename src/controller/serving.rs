@@ -123,7 +123,10 @@ pub(super) fn serve_profiling(
 /// catalogd's admission webhook on `listener`: TLS with the certificate files
 /// (re-read when they change, as upstream's certwatcher) and the TLS options of every
 /// server (`--tls-profile` in the catalogd role), HTTP/1.1 only (upstream turns
-/// HTTP/2 off on its webhook and metrics servers); never ends without a listener.
+/// HTTP/2 off on its webhook and metrics servers), within the default connection
+/// limits of every server ([`crate::server::conn::Limits`]: idle connections evicted
+/// when the slots run out, so the API server always gets one); on every address of
+/// the bind address, as before. Never ends without a listener.
 pub(super) fn serve_webhook(
     listener: Option<tokio::net::TcpListener>,
     args: &ControllerArgs,

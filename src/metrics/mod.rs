@@ -559,7 +559,8 @@ pub fn router(metrics: Arc<Metrics>) -> axum::Router {
     )
 }
 
-/// Serves `/metrics` with `protection` until the future is dropped.
+/// Serves `/metrics` with `protection` until the future is dropped, within the
+/// connection limits of every server ([`crate::server::conn::Limits`]).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,

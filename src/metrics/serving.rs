@@ -71,28 +71,32 @@ impl Protection {
         }
     }
 
-    /// Serves `router` on `listener` with this protection until the future is dropped.
+    /// Serves `router` on `listener` with this protection until the future is dropped,
+    /// either way through the bounded accept loop of every server
+    /// ([`crate::server::conn`]: slots with eviction, per-peer limit, header, body and
+    /// idle timeouts, bounded buffers).
     pub async fn serve(
         &self,
         listener: tokio::net::TcpListener,
         router: axum::Router,
     ) -> std::io::Result<()> {
-        match self {
-            Protection::Secure { tls, authorizer } => {
-                let router = router.layer(axum::middleware::from_fn_with_state(
+        let (tls, router) = match self {
+            Protection::Secure { tls, authorizer } => (
+                Some(tls.clone()),
+                router.layer(axum::middleware::from_fn_with_state(
                     authorizer.clone(),
                     require_authorization,
-                ));
-                crate::server::conn::serve(
-                    listener,
-                    Some(tls.clone()),
-                    router,
-                    crate::server::conn::Limits::default(),
-                    std::future::pending(),
-                )
-                .await
-            }
-            Protection::Insecure => axum::serve(listener, router).await,
-        }
+                )),
+            ),
+            Protection::Insecure => (None, router),
+        };
+        crate::server::conn::serve(
+            listener,
+            tls,
+            router,
+            crate::server::conn::Limits::default(),
+            std::future::pending(),
+        )
+        .await
     }
 }

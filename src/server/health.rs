@@ -1,6 +1,7 @@
 //! `/healthz` (the process is alive) and `/readyz` (the controller is started, its
 //! catalog server holds every catalog the leader publishes, and the API server answers)
 //! for kubelet probes: a replica joins the catalog Service only once it can answer.
+//! Served by the bounded accept loop of [`super::conn`], as every server.
 
 use axum::{Router, extract::State, http::StatusCode, routing::get};
 use std::sync::Arc;
@@ -63,11 +64,20 @@ async fn readyz(State(state): State<HealthState>) -> (StatusCode, &'static str) 
     }
 }
 
-/// Serves the probes until the future is dropped.
+/// Serves the probes until the future is dropped, through the bounded accept loop
+/// of every server ([`super::conn`]: slots with eviction, per-peer limit, header, body
+/// and idle timeouts), so that no client can hold the kubelet's probes off.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     readiness: Readiness,
     client: kube::Client,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(readiness, client)).await
+    super::conn::serve(
+        listener,
+        None,
+        router(readiness, client),
+        super::conn::Limits::default(),
+        std::future::pending(),
+    )
+    .await
 }
