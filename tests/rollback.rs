@@ -3,13 +3,16 @@
 //! extension to 1.0.0 with 1.0.0's objects and keeps it there while 1.1.0 is still in
 //! the catalog, until `--clear`; a rollback CRD upgrade safety refuses (1.1.0 added a
 //! stored CRD version 1.0.0 lacks) is terminal with its findings; with
-//! `upgrade-remediation: Rollback` an upgrade whose apply fails goes back to 1.0.0.
+//! `upgrade-remediation: Rollback` an upgrade whose apply fails goes back to 1.0.0; a
+//! revision record an administrator edited to put 1.1.0's digest under 1.0.0 is refused
+//! (by the revision's seal, and for a record without one by what the image holds) and
+//! nothing is applied.
 
 mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use olmv1::api::ClusterExtension;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -317,5 +320,229 @@ async fn remediation_rolls_a_failed_upgrade_back() {
             .lines()
             .any(|l| l.contains("Warning") && l.contains("RolledBack")),
         "{status}"
+    );
+}
+
+/// The revision record of extension `name` in the controller's namespace.
+async fn record_of(name: &str) -> (Api<ConfigMap>, String, olmv1::apply::RevisionHistory) {
+    use olmv1::apply::record::{DATA_KEY, decode, record_name};
+    let api: Api<ConfigMap> = Api::namespaced(support::cluster().admin().await, "olmv1-system");
+    let cm_name = record_name(name);
+    let cm = api.get(&cm_name).await.expect("revision record");
+    let data = cm
+        .binary_data
+        .as_ref()
+        .and_then(|d| d.get(DATA_KEY))
+        .expect("record data");
+    let history = decode(&data.0).expect("decode record");
+    (api, cm_name, history)
+}
+
+/// Writes `history` into record `cm_name` as an administrator would (a merge patch).
+async fn write_record(
+    api: &Api<ConfigMap>,
+    cm_name: &str,
+    history: &olmv1::apply::RevisionHistory,
+) {
+    use olmv1::apply::record::{DATA_KEY, encode};
+    let gz = encode(history).expect("encode record");
+    let b64 = data_encoding::BASE64.encode(&gz);
+    let patch = json!({"binaryData": {DATA_KEY: b64}});
+    api.patch(cm_name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("edit record");
+}
+
+/// What the rollback must leave untouched: the installed version and bundle, the
+/// Deployment's image, whether 1.0.0's extra ConfigMap exists.
+async fn installed_state(
+    api: &Api<ClusterExtension>,
+    name: &str,
+    ns: &str,
+    v1: &BundleSpec,
+) -> (Option<String>, Option<String>, Option<String>, bool) {
+    let admin = support::cluster().admin().await;
+    let e = api.get(name).await.expect("get");
+    let bundle = e
+        .status
+        .as_ref()
+        .and_then(|s| s.install.as_ref())
+        .map(|i| i.bundle.name.clone());
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), ns);
+    let image = deployments
+        .get(&v1.deployment_name())
+        .await
+        .ok()
+        .and_then(|d| d.spec)
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.first().and_then(|c| c.image.clone()));
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin, ns);
+    let extra = configmaps
+        .get_opt(&format!("{}-extra", v1.package))
+        .await
+        .expect("get extra ConfigMap")
+        .is_some();
+    (installed_version(&e), bundle, image, extra)
+}
+
+#[tokio::test]
+async fn a_rollback_to_a_revision_edited_to_hold_another_version_is_refused() {
+    support::controller();
+    let package = support::unique("rbedit");
+    let mut v1 = BundleSpec::new(&package, "1.0.0");
+    v1.extra_configmap = true;
+    let v11 = BundleSpec::new(&package, "1.1.0");
+    let (name, ns, api) = installed_and_upgraded("rbedit", &[v1.clone(), v11.clone()], &[]).await;
+    wait_installed(&api, &name, "1.1.0").await;
+    support::eventually(60, "1.1.0 pruned 1.0.0's ConfigMap", || async {
+        let state = installed_state(&api, &name, &ns, &v1).await;
+        (!state.3).then_some(())
+    })
+    .await;
+    let before = installed_state(&api, &name, &ns, &v1).await;
+    assert!(
+        before.2.as_deref().is_some_and(|i| i.ends_with(":1.1.0")),
+        "{before:?}"
+    );
+
+    // An administrator edits the record: 1.1.0's digest under revision 1 (1.0.0).
+    let (records, cm_name, mut history) = record_of(&name).await;
+    let digest_of = |h: &olmv1::apply::RevisionHistory, v: &str| {
+        h.revisions
+            .iter()
+            .find(|r| r.bundle.version == v)
+            .map(|r| (r.number, r.bundle.image.clone()))
+            .expect("recorded")
+    };
+    let (one, _) = digest_of(&history, "1.0.0");
+    let (_, newer) = digest_of(&history, "1.1.0");
+    assert!(
+        history.revisions.iter().all(|r| r.integrity.is_some()),
+        "sealed when recorded"
+    );
+    for r in &mut history.revisions {
+        if r.number == one {
+            r.bundle.image = newer.clone();
+        }
+    }
+    write_record(&records, &cm_name, &history).await;
+    let record_label =
+        format!("revision {one} of record {cm_name} names bundle {package}.v1.0.0 version 1.0.0");
+
+    // The CLI reads the record and refuses before writing anything.
+    let (ok, out) = olmv1(&["rollback", &name, "--to", "1.0.0"]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "rollback to 1.0.0 refused: {record_label} but fails its integrity check"
+        )),
+        "{out}"
+    );
+    let e = api.get(&name).await.expect("get");
+    assert!(
+        !e.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("olm.operatorframework.io/rollback-to"),
+        "the CLI wrote nothing"
+    );
+
+    // The annotation committed directly (GitOps): the controller refuses, terminal.
+    let annotate = |value: Option<&str>| json!({"metadata": {"annotations": {"olm.operatorframework.io/rollback-to": value}}});
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&annotate(Some("1.0.0"))),
+    )
+    .await
+    .expect("annotate");
+    let e = wait_condition(
+        &api,
+        &name,
+        "Progressing",
+        "Blocked",
+        "fails its integrity check",
+    )
+    .await;
+    let progressing = condition(&e, "Progressing").expect("Progressing");
+    assert_eq!(progressing.status, "False", "terminal");
+    assert!(
+        progressing
+            .message
+            .starts_with(&format!("rollback to 1.0.0 refused: {record_label}")),
+        "{}",
+        progressing.message
+    );
+    assert!(
+        progressing
+            .message
+            .ends_with("the record was edited; roll back to another revision or re-install"),
+        "{}",
+        progressing.message
+    );
+    let rolled = condition(&e, "RolledBack").expect("RolledBack");
+    assert_eq!(
+        (rolled.status.as_str(), rolled.reason.as_str()),
+        ("False", "RollbackRefused")
+    );
+    assert_eq!(
+        installed_state(&api, &name, &ns, &v1).await,
+        before,
+        "nothing applied"
+    );
+
+    // A record without seals (as written before olmv1 sealed revisions): the image
+    // pulled for revision 1 holds 1.1.0, refused before anything is applied.
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&annotate(None)),
+    )
+    .await
+    .expect("remove the annotation");
+    wait_condition(
+        &api,
+        &name,
+        "RolledBack",
+        "UpgradesResumed",
+        "upgrades resume",
+    )
+    .await;
+    let (_, _, mut history) = record_of(&name).await;
+    for r in &mut history.revisions {
+        r.integrity = None;
+    }
+    assert_eq!(digest_of(&history, "1.0.0").1, newer, "still edited");
+    write_record(&records, &cm_name, &history).await;
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&annotate(Some("1.0.0"))),
+    )
+    .await
+    .expect("annotate");
+    let digest = newer.rsplit_once('@').map(|(_, d)| d).expect("digest");
+    let holds = format!(
+        "rollback to 1.0.0 refused: {record_label} but its image {digest} holds {package}.v1.1.0 version 1.1.0 (the bundle name and version disagree): the record was edited; roll back to another revision or re-install"
+    );
+    let e = wait_condition(&api, &name, "Progressing", "Blocked", &holds).await;
+    assert_eq!(
+        condition(&e, "Progressing").map(|c| c.status),
+        Some("False".into())
+    );
+    assert_eq!(
+        condition(&e, "RolledBack").map(|c| c.reason),
+        Some("RollbackRefused".into())
+    );
+    assert_eq!(
+        installed_state(&api, &name, &ns, &v1).await,
+        before,
+        "nothing applied"
+    );
+    // The record is not rewritten as if 1.0.0 had been installed.
+    let (_, _, after) = record_of(&name).await;
+    assert_eq!(
+        after.installed().map(|r| r.bundle.version.as_str()),
+        Some("1.1.0")
     );
 }

@@ -6,7 +6,9 @@
 //! upgrades while the annotation stays. Without `--to`, the newest recorded revision of
 //! another version than the installed one; `--clear` removes the annotation (upgrades
 //! resume). The record is read (when the caller may list ConfigMaps) to check the
-//! version before anything is written; the controller checks again.
+//! version, and the seal of its revision (an edited record is refused,
+//! [`refusal`]), before anything is written; the controller checks again, and checks
+//! what the revision's image holds before it applies anything.
 
 use super::status::{StatusError, kube_client};
 use crate::api::ClusterExtension;
@@ -64,8 +66,8 @@ async fn rollback(args: &RollbackArgs) -> Result<String, StatusError> {
         .and_then(|s| s.install.as_ref())
         .map(|i| i.bundle.version.clone());
     let uid = ext.metadata.uid.clone().unwrap_or_default();
-    let recorded = match record(&client, name, &uid).await {
-        Ok(history) => history.map(|h| versions(&h)),
+    let history = match record(&client, name, &uid).await {
+        Ok(history) => history,
         Err(e) if args.to.is_some() => {
             eprintln!(
                 "note: the revision record could not be read ({e}); the controller checks the version"
@@ -78,12 +80,16 @@ async fn rollback(args: &RollbackArgs) -> Result<String, StatusError> {
             )));
         }
     };
+    let recorded = history.as_ref().map(versions);
     let to = choose(
         installed.as_deref(),
         recorded.as_deref(),
         args.to.as_deref(),
     )
     .map_err(StatusError::Api)?;
+    if let Some(refused) = history.as_ref().and_then(|h| refusal(h, &to)) {
+        return Err(StatusError::Api(refused));
+    }
     api.patch(
         name,
         &PatchParams::default(),
@@ -134,6 +140,18 @@ pub fn versions(history: &RevisionHistory) -> Vec<String> {
     out
 }
 
+/// Why a rollback to `to` is refused: the newest revision of `to` in `history` fails its
+/// seal (the record was edited after it was written); `None` when it passes or has none.
+pub fn refusal(history: &RevisionHistory, to: &str) -> Option<String> {
+    let revision = history
+        .revisions
+        .iter()
+        .rev()
+        .find(|r| r.bundle.version == to)?;
+    let mismatch = history.check_integrity(revision.number).err()?;
+    Some(format!("rollback to {to} refused: {mismatch}"))
+}
+
 /// The version to roll back to: `to` when given (checked against `recorded`, the
 /// record's versions newest first, when it was read), else the newest recorded one
 /// other than `installed`.
@@ -182,5 +200,29 @@ mod tests {
         assert_eq!(choose(None, None, Some("0.9.0")).as_deref(), Ok("0.9.0"));
         assert!(choose(Some("1.1.0"), Some(&recorded[..1]), None).is_err());
         assert!(choose(None, None, None).is_err());
+    }
+
+    #[test]
+    fn a_revision_edited_after_it_was_recorded_is_refused() {
+        let mut h = RevisionHistory::new(&crate::apply::Owner::new("foo", "u"));
+        for v in ["1.0.0", "1.1.0"] {
+            let b = crate::api::BundleIdentity {
+                package: "foo".into(),
+                name: format!("foo.v{v}"),
+                version: v.into(),
+                release: None,
+                image: format!("r/foo@sha256:{v}"),
+            };
+            let n = h.begin(b, &[serde_json::json!({"kind": "ConfigMap", "v": v})]);
+            h.complete(n);
+        }
+        assert_eq!(refusal(&h, "1.0.0"), None);
+        assert_eq!(refusal(&h, "0.9.0"), None, "not recorded: choose says so");
+        h.revisions[0].bundle.image = "r/foo@sha256:1.1.0".into();
+        let refused = refusal(&h, "1.0.0").expect("edited");
+        assert!(
+            refused.starts_with("rollback to 1.0.0 refused: revision 1 of record olmv1-revision-foo names bundle foo.v1.0.0 version 1.0.0 but fails its integrity check"),
+            "{refused}"
+        );
     }
 }

@@ -4,7 +4,8 @@
 //! the record and a rollback CRD upgrade safety refuses are terminal; with
 //! `upgrade-remediation: Rollback` a failed upgrade goes back to the installed revision
 //! and is not retried until the catalog or the spec changes. Without the annotations
-//! nothing changes (an unsafe CRD or a failed apply is retried as before).
+//! nothing changes (an unsafe CRD or a failed apply is retried as before). A revision
+//! edited after it was recorded is not gone back to (its seal fails).
 
 use super::*;
 use crate::controller::extension::plan::notice::REASON_ROLLED_BACK;
@@ -504,4 +505,82 @@ fn a_rollback_after_the_deadline_starts_the_deadline_clock_over() {
     assert!(!reasons(&back).contains(&"ProgressDeadlineExceeded"));
     let tally = back.tally.borrow().expect("tally");
     assert!(tally.pending && tally.restart, "{tally:?}");
+}
+
+/// `record` edited by an administrator: revision 1 (1.0.0) names 1.1.0's image.
+fn with_edited_digest(
+    record: Option<Result<Option<RevisionHistory>, String>>,
+) -> Option<Result<Option<RevisionHistory>, String>> {
+    let mut h = record?.ok()??;
+    h.revisions[0].bundle.image = "registry/p@sha256:1.1.0".into();
+    Some(Ok(Some(h)))
+}
+
+#[test]
+fn a_rollback_to_an_edited_revision_is_refused_before_anything_is_pulled() {
+    let asked = annotated(ext(), ANNOTATION_ROLLBACK_TO, "1.0.0");
+    let fake = Fake {
+        record: with_edited_digest(history(&["1.0.0", "1.1.0"], None)),
+        resolution: Some(resolved("1.1.0", None)),
+        install: Some(Ok(pulled("1.0.0"))),
+        ..Fake::default()
+    };
+    assert_eq!(run(&asked, &fake), Action::await_change(), "terminal");
+    assert!(installs(&fake).is_empty(), "{:?}", fake.calls());
+    assert!(fake.installed_target.borrow().is_none(), "nothing pulled");
+    let Outcome::Blocked { reason, message } = fake.outcome() else {
+        panic!("not blocked: {:?}", fake.outcome());
+    };
+    assert_eq!(reason, REASON_BLOCKED);
+    assert!(
+        message.starts_with(
+            "rollback to 1.0.0 refused: revision 1 of record olmv1-revision-e names bundle p.v1.0.0 version 1.0.0 but fails its integrity check: its bundle, version, image (registry/p@sha256:1.1.0) and objects hash to"
+        ) && message.ends_with("the record was edited; roll back to another revision or re-install"),
+        "{message}"
+    );
+    assert_eq!(reasons(&fake), ["RollbackRefused"]);
+    assert_eq!(
+        rolled_back(&fake).map(|c| (c.status, c.reason)),
+        Some((false, REASON_ROLLBACK_REFUSED))
+    );
+    let status = fake.status.borrow().clone().expect("status");
+    assert_eq!(
+        status.installed.map(|b| b.version).as_deref(),
+        Some("1.1.0")
+    );
+}
+
+#[test]
+fn remediation_does_not_go_back_to_an_edited_revision() {
+    let opted = annotated(ext(), ANNOTATION_UPGRADE_REMEDIATION, "Rollback");
+    let fake = Fake {
+        record: with_edited_digest(history(&["1.0.0"], None)),
+        resolution: Some(resolved("1.1.0", None)),
+        install: Some(Err(InstallFailure::Apply("boom".into()))),
+        remedy: Some(Ok(pulled("1.0.0"))),
+        ..Fake::default()
+    };
+    assert_eq!(run(&opted, &fake), Action::await_change(), "terminal");
+    assert_eq!(installs(&fake), ["install 1.1.0"], "1.0.0 not applied");
+    let Outcome::Blocked { message, .. } = fake.outcome() else {
+        panic!("not blocked: {:?}", fake.outcome());
+    };
+    assert!(
+        message.starts_with("upgrade to 1.1.0 failed: ")
+            && message.contains(
+                "; the rollback to 1.0.0 (olm.operatorframework.io/upgrade-remediation: Rollback) was refused: revision 1 of record olmv1-revision-e names bundle p.v1.0.0 version 1.0.0 but fails its integrity check"
+            ),
+        "{message}"
+    );
+    assert_eq!(reasons(&fake), ["InstallFailed", "RollbackRefused"]);
+    assert_eq!(
+        rolled_back(&fake).map(|c| c.reason),
+        Some(REASON_ROLLBACK_REFUSED)
+    );
+    let status = fake.status.borrow().clone().expect("status");
+    assert_eq!(
+        status.installed.map(|b| b.version).as_deref(),
+        Some("1.0.0"),
+        "the installed bundle stays reported"
+    );
 }

@@ -11,14 +11,24 @@
 //! resolution picks another bundle than the failed one or the spec changes (the failed
 //! bundle and the generation are kept in the `RolledBack` condition, read back by
 //! [`failed`]). [`attach`] ends the condition once nothing holds any more.
+//!
+//! The revision gone back to must be what it names: its seal is checked before its
+//! image is pulled, and what the pulled image holds (its CSV's name and version, its
+//! package, its digest) before anything is applied ([`verify`];
+//! `crate::apply::record::RevisionHistory::check_pulled`). A revision that fails either
+//! was edited after it was recorded: the rollback is refused, terminal like the other
+//! refusals (Progressing `Blocked`, RolledBack `False`/`RollbackRefused`), and the
+//! installed bundle stays reported.
 
 use super::control::Before;
 use super::{
-    Apply, Facts, Install, InstallFailure, Next, Plan, Report, classify, deprecation, end,
-    enforcement, fingerprint, observe, warning,
+    Apply, Facts, Install, InstallFailure, Next, Plan, Rendered, Report, classify, deprecation,
+    end, enforcement, fingerprint, observe, warning,
 };
 use crate::api::conditions::REASON_BLOCKED;
 use crate::api::{BundleIdentity, ClusterExtensionSpec};
+use crate::apply::Revision;
+use crate::apply::record::RevisionMismatch;
 use crate::controller::extension::rollout::Readiness;
 use crate::controller::extension::status::Outcome;
 use std::time::Duration;
@@ -57,6 +67,8 @@ pub struct Rollback {
     pub condition: RolledBack,
     /// Why (the Event when it is applied).
     pub why: String,
+    /// The number of the recorded revision it installs (checked by [`verify`]).
+    pub revision: Option<u64>,
 }
 
 /// An upgrade the remediation rolled back from, as the RolledBack condition keeps it.
@@ -113,7 +125,7 @@ pub(super) fn target(
     let failed = failed(facts.controls.rolled_back_before.as_ref(), facts.generation)?;
     let resolved = resolved?;
     let history = facts.history()?;
-    let mut installed = &history.installed()?.bundle;
+    let mut revision = history.installed()?;
     if (&resolved.name, &resolved.version, &resolved.image)
         != (&failed.name, &failed.version, &failed.image)
     {
@@ -126,10 +138,17 @@ pub(super) fn target(
         .is_some_and(|r| r.state != crate::apply::record::RevisionState::Installed);
     // The failed upgrade is installed (its rollout outlasted the deadline): back to the
     // revision before it.
-    if installed.version == failed.version {
-        let mut earlier = history.revisions.iter().rev().map(|r| &r.bundle);
-        installed = earlier.find(|b| b.version != failed.version)?;
+    if revision.bundle.version == failed.version {
+        let mut earlier = history.revisions.iter().rev();
+        revision = earlier.find(|r| r.bundle.version != failed.version)?;
         unfinished = true;
+    }
+    let installed = &revision.bundle;
+    if let Err(mismatch) = history.check_integrity(revision.number) {
+        return Some(Err(Box::new(refusal(
+            facts,
+            remediation_refused(&installed.version, &mismatch),
+        ))));
     }
     let before = facts.controls.rolled_back_before.as_ref()?;
     let rollback = Rollback {
@@ -141,6 +160,7 @@ pub(super) fn target(
             message: before.message.clone(),
         },
         why: format!("the upgrade to {} failed", failed.version),
+        revision: Some(revision.number),
     };
     Some(Ok(install(installed.clone(), rollback)))
 }
@@ -153,8 +173,7 @@ fn requested(
     resolved: Option<&BundleIdentity>,
 ) -> Result<Install, Box<Report>> {
     let history = facts.history();
-    let Some((history, installed)) = history.and_then(|h| h.installed().map(|r| (h, &r.bundle)))
-    else {
+    let Some((history, current)) = history.and_then(|h| h.installed().map(|r| (h, r))) else {
         return Err(Box::new(refused(
             facts,
             to,
@@ -175,12 +194,15 @@ fn requested(
         ),
     };
     let why = format!("annotation {ANNOTATION_ROLLBACK_TO}: {to}");
+    let installed = &current.bundle;
     if installed.version == to {
+        sealed(facts, history, current, to)?;
         let rollback = Rollback {
             from: None,
             holds,
             condition,
             why,
+            revision: Some(current.number),
         };
         return Ok(install(installed.clone(), rollback));
     }
@@ -201,13 +223,58 @@ fn requested(
         );
         return Err(Box::new(refused(facts, to, &why)));
     };
+    sealed(facts, history, revision, to)?;
     let rollback = Rollback {
         from: Some(installed.version.clone()),
         holds,
         condition,
         why,
+        revision: Some(revision.number),
     };
     Ok(install(revision.bundle.clone(), rollback))
+}
+
+/// Before its image is pulled: `revision` (of `to`, asked by `rollback-to`) still carries
+/// the seal it was recorded with, or the refusal.
+fn sealed(
+    facts: &Facts,
+    history: &crate::apply::RevisionHistory,
+    revision: &Revision,
+    to: &str,
+) -> Result<(), Box<Report>> {
+    history
+        .check_integrity(revision.number)
+        .map_err(|mismatch| Box::new(refusal(facts, requested_refused(to, &mismatch))))
+}
+
+/// The refusal of `rollback-to: <to>` to a revision that is not what it names.
+fn requested_refused(to: &str, mismatch: &RevisionMismatch) -> String {
+    format!("rollback to {to} refused: {mismatch}")
+}
+
+/// The refusal of a remediation's rollback to `to`, a revision that is not what it names.
+fn remediation_refused(to: &str, mismatch: &RevisionMismatch) -> String {
+    format!("rollback to {to} ({ANNOTATION_UPGRADE_REMEDIATION}: Rollback) refused: {mismatch}")
+}
+
+/// Before a rollback's rendered bundle is applied: the image pulled for the revision it
+/// returns to holds the bundle the revision names (package, bundle name and version from
+/// the image's own metadata, the recorded digest); the terminal refusal when it does not.
+/// `None` for any other install, or when they agree.
+pub(super) fn verify(facts: &Facts, install: &Install, rendered: &Rendered) -> Option<Box<Report>> {
+    let number = install.rollback.as_ref()?.revision?;
+    let history = facts.history()?;
+    let checked = history
+        .check_integrity(number)
+        .and_then(|()| history.check_pulled(number, rendered.pulled.as_ref(), &rendered.image));
+    let mismatch = checked.err()?;
+    let to = &install.target.version;
+    let message = if facts.controls.rollback_to.is_some() {
+        requested_refused(to, &mismatch)
+    } else {
+        remediation_refused(to, &mismatch)
+    };
+    Some(Box::new(refusal(facts, message)))
 }
 
 fn install(target: BundleIdentity, rollback: Rollback) -> Install {
@@ -311,12 +378,25 @@ pub(super) fn remediate(
     if !facts.controls.remediation || !upgrade || !matches!(failure, InstallFailure::Apply(_)) {
         return None;
     }
-    let installed = facts.history()?.installed()?;
+    let history = facts.history()?;
+    let installed = history.installed()?;
     let back = &installed.bundle;
     if (&back.name, &back.version) == (&install.target.name, &install.target.version) {
         return None;
     }
     let account = facts.installer.as_ref().ok()?;
+    // The revision gone back to is what it names: sealed before its image is pulled,
+    // holding its bundle before it is applied.
+    let checked = match &facts.remedy {
+        Some(Ok(rendered)) => history.check_integrity(installed.number).and_then(|()| {
+            history.check_pulled(installed.number, rendered.pulled.as_ref(), &rendered.image)
+        }),
+        _ => history.check_integrity(installed.number),
+    };
+    if let Err(mismatch) = checked {
+        let report = remediation_mismatch(facts, install, failure, back, &mismatch);
+        return Some(end(spec, facts, report));
+    }
     let result = match &facts.remedy {
         None => return Some(Plan::RenderRollback(back.clone())),
         Some(Err(e)) => Err(e.clone()),
@@ -341,6 +421,37 @@ pub(super) fn remediate(
     Some(end(spec, facts, report))
 }
 
+/// What the upgrade's failure says (its first Event, the start of the refusal).
+fn upgrade_failure(failure: &InstallFailure, failed: &BundleIdentity) -> String {
+    let (outcome, _) = classify(failure.clone(), failed);
+    match &outcome {
+        Outcome::Retrying(m) | Outcome::Blocked { message: m, .. } => m.clone(),
+        _ => failure.message().to_string(),
+    }
+}
+
+/// The report of a remediation whose revision to go back to is not what it names: the
+/// upgrade's failure, then the refusal (terminal; nothing was applied).
+fn remediation_mismatch(
+    facts: &Facts,
+    install: &Install,
+    failure: &InstallFailure,
+    back: &BundleIdentity,
+    mismatch: &RevisionMismatch,
+) -> Report {
+    let failed = &install.target;
+    let first = upgrade_failure(failure, failed);
+    let mut events = vec![warning("InstallFailed", "Install", first.clone())];
+    let message = format!(
+        "upgrade to {} failed: {first}; the rollback to {} ({ANNOTATION_UPGRADE_REMEDIATION}: Rollback) was refused: {mismatch}",
+        failed.version, back.version
+    );
+    let mut report = refusal(facts, message);
+    events.append(&mut report.events);
+    report.events = events;
+    report
+}
+
 /// The report of a remediation: the upgrade's failure, then what going back did.
 fn remediated(
     spec: &ClusterExtensionSpec,
@@ -351,11 +462,7 @@ fn remediated(
     result: Result<super::Installed, InstallFailure>,
 ) -> Report {
     let failed = &install.target;
-    let (outcome, _) = classify(failure.clone(), failed);
-    let first = match &outcome {
-        Outcome::Retrying(m) | Outcome::Blocked { message: m, .. } => m.clone(),
-        _ => failure.message().to_string(),
-    };
+    let first = upgrade_failure(failure, failed);
     let mut events = vec![warning("InstallFailed", "Install", first.clone())];
     let to = &back.version;
     let done = match result {
@@ -520,6 +627,162 @@ pub(super) fn attach(facts: &Facts, report: &mut Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apply::record::{PulledBundle, RevisionHistory};
+    use crate::apply::{Owner, RevisionState};
+    use crate::controller::extension::status::Outcome;
+
+    fn digest(c: char) -> String {
+        format!("registry/p@sha256:{}", c.to_string().repeat(64))
+    }
+
+    /// The record of extension `e`: 1.0.0 (digest `a`), then 1.1.0 (digest `b`) installed.
+    fn recorded() -> RevisionHistory {
+        let mut h = RevisionHistory::new(&Owner::new("e".to_string(), "u1".to_string()));
+        for (v, d) in [("1.0.0", 'a'), ("1.1.0", 'b')] {
+            let b = BundleIdentity {
+                package: "p".into(),
+                name: format!("p.v{v}"),
+                version: v.into(),
+                release: None,
+                image: digest(d),
+            };
+            let n = h.begin(b, &[serde_json::json!({"kind": "ConfigMap", "v": v})]);
+            h.complete(n);
+        }
+        h
+    }
+
+    /// `h` edited by an administrator: 1.1.0's digest under 1.0.0.
+    fn edited(mut h: RevisionHistory) -> RevisionHistory {
+        h.revisions[0].bundle.image = digest('b');
+        h
+    }
+
+    fn asking(h: RevisionHistory, to: &str) -> Facts {
+        let mut facts = Facts::new(Some(3), false, true, Err("unused".into()));
+        facts.validation = Some(Vec::new());
+        facts.record = Some(Ok(Some(h)));
+        facts.controls.rollback_to = Some(to.to_string());
+        facts
+    }
+
+    fn rendered(d: char, v: &str) -> Rendered {
+        Rendered {
+            image: digest(d),
+            pulled: Some(PulledBundle {
+                package: "p".into(),
+                name: format!("p.v{v}"),
+                version: v.into(),
+            }),
+            ..Rendered::default()
+        }
+    }
+
+    fn blocked(report: &Report) -> String {
+        match &report.observation.outcome {
+            Outcome::Blocked { reason, message } => {
+                assert_eq!(*reason, REASON_BLOCKED);
+                message.clone()
+            }
+            other => panic!("not blocked: {other:?}"),
+        }
+    }
+
+    /// A refusal: terminal, the installed bundle still reported, RolledBack
+    /// False/RollbackRefused and its Warning Event.
+    fn assert_refused(report: &Report) {
+        assert_eq!(
+            (report.error, report.next),
+            (Some("RollbackRefused"), Next::Failed)
+        );
+        let installed = report
+            .observation
+            .installed
+            .as_ref()
+            .map(|b| b.version.as_str());
+        assert_eq!(installed, Some("1.1.0"), "nothing went back");
+        let rolled = report.observation.control.rolled_back.as_ref();
+        assert_eq!(
+            rolled.map(|r| (r.status, r.reason)),
+            Some((false, REASON_ROLLBACK_REFUSED))
+        );
+        let events: Vec<_> = report
+            .events
+            .iter()
+            .map(|n| (n.warning, n.reason))
+            .collect();
+        assert_eq!(events, [(true, "RollbackRefused")]);
+    }
+
+    #[test]
+    fn a_rollback_applies_only_the_bundle_its_revision_names() {
+        // Consistent: the revision's image holds its bundle.
+        let facts = asking(recorded(), "1.0.0");
+        let Some(Ok(install)) = target(&facts, None) else {
+            panic!("no rollback");
+        };
+        assert_eq!(install.rollback.as_ref().and_then(|r| r.revision), Some(1));
+        assert_eq!(install.target.image, digest('a'));
+        assert!(verify(&facts, &install, &rendered('a', "1.0.0")).is_none());
+        let upgrade = Install {
+            rollback: None,
+            ..install.clone()
+        };
+        assert!(
+            verify(&facts, &upgrade, &rendered('b', "1.1.0")).is_none(),
+            "not a rollback"
+        );
+
+        // Edited under its seal: refused before its image is pulled.
+        let facts = asking(edited(recorded()), "1.0.0");
+        let Some(Err(refused)) = target(&facts, None) else {
+            panic!("not refused");
+        };
+        let message = blocked(&refused);
+        assert!(
+            message.starts_with(
+                "rollback to 1.0.0 refused: revision 1 of record olmv1-revision-e names bundle p.v1.0.0 version 1.0.0 but fails its integrity check: "
+            ) && message.ends_with(": the record was edited; roll back to another revision or re-install"),
+            "{message}"
+        );
+        assert_refused(&refused);
+
+        // A record written before revisions were sealed: the pulled image's own metadata
+        // refuses it before anything is applied.
+        let mut legacy = edited(recorded());
+        for r in &mut legacy.revisions {
+            r.integrity = None;
+        }
+        let facts = asking(legacy, "1.0.0");
+        let Some(Ok(install)) = target(&facts, None) else {
+            panic!("no rollback");
+        };
+        let refused = verify(&facts, &install, &rendered('b', "1.1.0")).expect("refused");
+        assert_eq!(
+            blocked(&refused),
+            format!(
+                "rollback to 1.0.0 refused: revision 1 of record olmv1-revision-e names bundle p.v1.0.0 version 1.0.0 but its image sha256:{} holds p.v1.1.0 version 1.1.0 (the bundle name and version disagree): the record was edited; roll back to another revision or re-install",
+                "b".repeat(64)
+            )
+        );
+        assert_refused(&refused);
+    }
+
+    #[test]
+    fn the_installed_revision_asked_for_again_is_checked_too() {
+        let mut h = recorded();
+        h.revisions[1].bundle.version = "1.2.0".into();
+        h.revisions[1].state = RevisionState::Installed;
+        let facts = asking(h, "1.2.0");
+        let Some(Err(refused)) = target(&facts, None) else {
+            panic!("not refused");
+        };
+        assert!(
+            blocked(&refused).contains("revision 2 of record olmv1-revision-e names bundle p.v1.1.0 version 1.2.0 but fails its integrity check"),
+            "{}",
+            blocked(&refused)
+        );
+    }
 
     #[test]
     fn the_failed_bundle_is_read_back_from_its_condition_of_the_same_generation() {

@@ -35,6 +35,9 @@ pub struct Rendered {
     /// What the bundle suggests for its namespace (created only on opt-in,
     /// [`crate::controller::extension::namespace`]).
     pub suggested_namespace: crate::controller::extension::namespace::Suggestion,
+    /// What the pulled image holds, from its own metadata (`None`: not read), checked
+    /// against the revision a rollback returns to ([`super::rollback::verify`]).
+    pub pulled: Option<crate::apply::record::PulledBundle>,
 }
 
 /// How the rendered bundle is applied.
@@ -206,6 +209,9 @@ fn steps(spec: &ClusterExtensionSpec, facts: &Facts, install: Install) -> Plan {
         Some(Err(failure)) => return finish(install, Err(failure.clone())),
         Some(Ok(rendered)) => rendered,
     };
+    if let Some(refused) = super::rollback::verify(facts, &install, rendered) {
+        return end(spec, facts, *refused);
+    }
     if let Some(release) = &install.adopt {
         match &facts.upstream_objects {
             None => return Plan::CompareUpstream,
