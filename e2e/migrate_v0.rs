@@ -980,7 +980,8 @@ async fn an_interrupted_convert_finishes_against_olm_v0_and_the_next_upgrade_goe
     };
 
     // Stopped after 7 steps: backup, installer, Subscription and InstallPlan deleted,
-    // three objects untied; the CSV and its finalizer still there.
+    // the CRD handed over, the first objects untied (and handed over); the CSV and its
+    // finalizer still there.
     let (code, out, err) = convert(&["--stop-after", "7"]);
     println!("[v0stop] convert --stop-after 7:\n{out}{err}");
     assert_eq!(code, 0, "{err}\n{out}");

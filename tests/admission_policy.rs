@@ -15,6 +15,7 @@ use olmv1::api::ClusterExtension;
 use olmv1::testenv::manifests;
 use serde_json::{Value, json};
 use std::path::Path;
+use support::user_client;
 
 const POLICY_FILE: &str = "config/admission/installer_impersonation.yaml";
 
@@ -31,19 +32,6 @@ async fn install_policy(admin: &kube::Client) {
     manifests::apply_objects(admin, &objects)
         .await
         .expect("the API server accepts the policy and binding");
-}
-
-/// A client acting as user `name` (the admin impersonating it; groups: authenticated).
-async fn user_client(name: &str) -> kube::Client {
-    let path = &support::cluster().admin_kubeconfig;
-    let kc = kube::config::Kubeconfig::read_from(path).expect("admin kubeconfig");
-    let mut config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .expect("config");
-    config.auth_info.impersonate = Some(name.to_string());
-    config.auth_info.impersonate_groups = Some(vec!["system:authenticated".into()]);
-    kube::Client::try_from(config).expect("client")
 }
 
 fn rule(verbs: &[&str], group: &str, resource: &str, names: &[&str]) -> PolicyRule {

@@ -2,7 +2,8 @@
 //! reference in `docs/reference/` is what the binary's clap definition gives now (a flag
 //! or subcommand missing from it fails), every relative link in the README, SECURITY.md
 //! and `docs/**/*.md` reaches an existing file and heading, and the README stays a front
-//! door of at most 200 lines that names the two commands.
+//! door of at most 200 lines that names the two commands; SECURITY.md's table of the
+//! controller's rights is the one `config/rbac/` gives (every rule, with its comment).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -236,4 +237,120 @@ fn headings(text: &str) -> BTreeSet<String> {
         *count += 1;
     }
     out
+}
+
+/// One rule of `config/rbac/`'s roles, as SECURITY.md's table shows it.
+fn rbac_rows(file: &str, scope: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(project().join(file)).expect("role");
+    let list = |line: &str| {
+        line.split_once('[')
+            .and_then(|(_, rest)| rest.rsplit_once(']'))
+            .map(|(inside, _)| {
+                inside
+                    .split(',')
+                    .map(|v| v.trim().trim_matches('"'))
+                    .map(|v| if v.is_empty() { "core" } else { v })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    let mut rows = Vec::new();
+    let mut comment: Vec<String> = Vec::new();
+    let mut in_comment = false;
+    let mut rule: Option<[String; 3]> = None;
+    let flush = |rule: &mut Option<[String; 3]>, why: &str, rows: &mut Vec<String>| {
+        if let Some([groups, resources, verbs]) = rule.take() {
+            rows.push(format!(
+                "| {scope} | {groups} | {resources} | {verbs} | {why} |"
+            ));
+        }
+    };
+    let mut why = String::new();
+    for line in text.lines() {
+        if let Some(c) = line.strip_prefix('#') {
+            if !in_comment {
+                comment.clear();
+            }
+            in_comment = true;
+            comment.push(c.trim().to_string());
+            continue;
+        }
+        if line.starts_with("- apiGroups:") {
+            flush(&mut rule, &why, &mut rows);
+            if in_comment {
+                // The comment's first sentence says why.
+                let joined = comment.join(" ");
+                why = joined
+                    .split_once(". ")
+                    .map_or(joined.clone(), |(first, _)| format!("{first}."));
+            }
+            rule = Some([list(line), String::new(), String::new()]);
+        } else if let Some(r) = rule.as_mut() {
+            let line = line.trim_start();
+            if line.starts_with("resources:") {
+                r[1] = list(line);
+            } else if line.starts_with("resourceNames:") {
+                r[1] = format!("{} ({})", r[1], list(line));
+            } else if line.starts_with("verbs:") {
+                r[2] = list(line);
+            }
+        }
+        in_comment = false;
+    }
+    flush(&mut rule, &why, &mut rows);
+    rows
+}
+
+const RIGHTS_START: &str =
+    "<!-- controller-rights: generated from config/rbac/ by tests/docs.rs -->";
+const RIGHTS_END: &str = "<!-- end of controller-rights -->";
+
+/// SECURITY.md lists every right the controller's roles give it, and why (the comment
+/// above each rule in `config/rbac/`): a rule added, widened or dropped there without
+/// SECURITY.md changing fails, with the table to paste. `OLMV1_WRITE_DOCS=1` writes it.
+#[test]
+fn security_md_lists_every_right_the_controller_holds() {
+    let mut table = vec![
+        RIGHTS_START.to_string(),
+        "| scope | API groups | resources | verbs | why (config/rbac/) |".to_string(),
+        "|---|---|---|---|---|".to_string(),
+    ];
+    table.extend(rbac_rows("config/rbac/cluster_role.yaml", "cluster"));
+    table.extend(rbac_rows(
+        "config/rbac/role.yaml",
+        "the controller's namespace",
+    ));
+    table.push(RIGHTS_END.to_string());
+    let table = table.join("\n");
+    let path = project().join("SECURITY.md");
+    let text = std::fs::read_to_string(&path).expect("SECURITY.md");
+    let (Some(start), Some(end)) = (text.find(RIGHTS_START), text.find(RIGHTS_END)) else {
+        panic!(
+            "SECURITY.md has no generated table of the controller's rights ({RIGHTS_START} … {RIGHTS_END})"
+        );
+    };
+    let committed = &text[start..end + RIGHTS_END.len()];
+    if committed != table {
+        if std::env::var_os("OLMV1_WRITE_DOCS").is_some() {
+            let updated = format!(
+                "{}{table}{}",
+                &text[..start],
+                &text[end + RIGHTS_END.len()..]
+            );
+            std::fs::write(&path, updated).expect("write SECURITY.md");
+            return;
+        }
+        panic!(
+            "SECURITY.md's table of the controller's rights is not what config/rbac/ gives; \
+             rewrite it with `OLMV1_WRITE_DOCS=1 cargo test --test docs security_md` (or paste):\n{table}"
+        );
+    }
+    // No ConfigMap is readable by the controller outside its namespace (SECURITY.md,
+    // "Takeovers": a tenant's extension must not make it read one).
+    let cluster = rbac_rows("config/rbac/cluster_role.yaml", "cluster");
+    assert!(
+        !cluster.iter().any(|r| r.contains("configmaps")),
+        "{cluster:#?}"
+    );
 }

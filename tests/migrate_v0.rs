@@ -21,6 +21,9 @@ use support::extensions::{create_catalog, publish};
 use support::olm_v0::{self, Installation};
 use support::olm_v0_flow::{olmv1, wait_serving};
 
+/// The mark `migrate convert` writes on what it hands over.
+const ADOPTABLE_BY: &str = "olm.operatorframework.io/adoptable-by";
+
 #[tokio::test]
 async fn check_says_eligible_with_the_extension_or_names_each_blocker() {
     support::controller();
@@ -577,8 +580,18 @@ async fn v0_made(admin: &kube::Client, spec: &BundleSpec, ns: &str) -> (Vec<Valu
     let csv = spec.bundle_name();
     let mut crd = find("CustomResourceDefinition");
     crd["metadata"]["labels"] = json!({"olm.managed": "true"});
+    let crd_name = crd["metadata"]["name"].clone();
     let crd = olm_v0::create_any(admin, crd).await;
     let csvs = olm_v0::api(admin, "v1alpha1", "ClusterServiceVersion", ns);
+    // The CSV owns its CRD, as every real CSV lists it (what convert hands over).
+    csvs.patch(
+        &csv,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&json!({"spec": {"customresourcedefinitions": {
+            "owned": [{"name": crd_name, "version": "v1", "kind": "Widget"}]}}})),
+    )
+    .await
+    .expect("the CSV owns its CRD");
     let csv_uid = csvs.get(&csv).await.expect("CSV").metadata.uid;
     let owner = json!([{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
         "name": csv, "uid": csv_uid, "controller": false, "blockOwnerDeletion": false}]);
@@ -694,6 +707,33 @@ async fn the_controller_takes_the_v0_installation_over_only_for_the_installed_bu
     let (code, out, err) = olmv1(&args, &kubeconfig);
     println!("{out}");
     assert_eq!(code, 0, "{err}\n{out}");
+    // Convert handed the objects over: each carries the mark naming the extension and
+    // the backup's UID (the controller adopts nothing else).
+    let backups: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(admin.clone(), &ns);
+    let backup_uid = backups
+        .get("olmv1-migration-take")
+        .await
+        .expect("backup")
+        .metadata
+        .uid
+        .expect("uid");
+    let mark = format!("take/{backup_uid}");
+    let marked = deployments.get(&name).await.expect("Deployment");
+    assert_eq!(
+        marked
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ADOPTABLE_BY)),
+        Some(&mark)
+    );
+    for object in &made[..2] {
+        let live = olm_v0::read_again(&admin, object).await.expect("there");
+        assert_eq!(
+            live["metadata"]["annotations"][ADOPTABLE_BY], mark,
+            "{live:#}"
+        );
+    }
 
     // The catalog's newest bundle (1.1.0) is not the installed CSV: refused, untouched.
     let exts: Api<ClusterExtension> = Api::all(admin.clone());
@@ -721,7 +761,10 @@ async fn the_controller_takes_the_v0_installation_over_only_for_the_installed_bu
             .and_then(|l| l.get("olm.operatorframework.io/owner-name").cloned())
     };
     assert_eq!(owner_name(&live), None, "refused, yet taken: {live:?}");
-    assert_eq!(live.metadata.generation, before.metadata.generation);
+    // The mark is an annotation, and a Deployment's generation counts annotation
+    // changes (copied to its ReplicaSets) as well as its spec's: the generation after
+    // the convert is the one to keep.
+    assert_eq!(live.metadata.generation, marked.metadata.generation);
 
     // Pinned to the installed version: taken over in place.
     exts.patch(
@@ -746,7 +789,7 @@ async fn the_controller_takes_the_v0_installation_over_only_for_the_installed_bu
     // v0 annotations, OPERATOR_CONDITION_NAME): the pod template is unchanged, so no
     // rollout — the same generation, one ReplicaSet.
     assert_eq!(
-        after.metadata.generation, before.metadata.generation,
+        after.metadata.generation, marked.metadata.generation,
         "a rollout"
     );
     let template = |d: &k8s_openapi::api::apps::v1::Deployment| {
@@ -1159,4 +1202,291 @@ async fn the_fence_refuses_exactly_the_writes_that_tie_an_object_to_the_csv_agai
         }
     })
     .await;
+}
+
+/// What a tenant's forged takeover must leave exactly as it was: identity, version,
+/// labels and owners.
+fn fingerprint(v: &Value) -> Value {
+    json!({
+        "uid": v["metadata"]["uid"],
+        "resourceVersion": v["metadata"]["resourceVersion"],
+        "labels": v["metadata"]["labels"],
+        "ownerReferences": v["metadata"]["ownerReferences"],
+    })
+}
+
+/// The attacker of SECURITY.md ("Takeovers"): a tenant who may create and delete
+/// ClusterExtensions, write ConfigMaps in its own namespace and `use` (not
+/// impersonate) the least-privilege installer an administrator bound there for the
+/// bundle, under the shipped admission policy. It forges a migration backup naming the
+/// bundle it resolves, and an extension pointing at it; another team made the bundle's
+/// CRD, ClusterRole and ClusterRoleBinding by hand and keeps a Widget. The takeover is
+/// refused naming the rule (no object carries the mark convert writes), nothing of the
+/// other team changes — UIDs, resourceVersions, labels and owners before and after —
+/// and deleting the tenant's extension deletes none of it. A backup named outside the
+/// extension's namespace is refused before anything is read: the status says the
+/// same whether a ConfigMap of that name exists there or not.
+#[tokio::test]
+async fn a_forged_migration_backup_takes_over_nothing_of_another_team() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use olmv1::api::ClusterExtension;
+    support::controller();
+    let admin = support::cluster().admin().await;
+    let policy = "config/admission/installer_impersonation.yaml";
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(policy))
+        .expect("policy file");
+    let objects = olmv1::testenv::manifests::parse_objects(policy, &text).expect("policy");
+    olmv1::testenv::manifests::apply_objects(&admin, &objects)
+        .await
+        .expect("the admission policy");
+
+    let spec = BundleSpec::new(&support::unique("forge"), "1.0.0");
+    let catalog = support::unique("forgecat");
+    let image = publish(&catalog, &spec.package, std::slice::from_ref(&spec)).await;
+    create_catalog(&catalog, &image).await;
+    wait_serving(&admin, &catalog).await;
+    let tenant_ns = support::namespace(&admin, "tenant").await;
+    let team_ns = support::namespace(&admin, "team-b").await;
+    let ext = support::unique("forged");
+    let rendered = support::bundles::render(&spec, &tenant_ns);
+
+    // The other team's objects, made by hand with the names the bundle renders.
+    let mut theirs = Vec::new();
+    for kind in [
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+    ] {
+        for object in rendered.iter().filter(|o| o["kind"] == kind) {
+            let mut object = object.clone();
+            object["metadata"]["labels"] = json!({"team": "b"});
+            if kind == "ClusterRoleBinding" {
+                object["subjects"] =
+                    json!([{"kind": "ServiceAccount", "name": "default", "namespace": team_ns}]);
+            }
+            theirs.push(olm_v0::create_any(&admin, object).await);
+        }
+    }
+    assert!(
+        theirs.len() >= 3,
+        "a CRD, a ClusterRole and a ClusterRoleBinding"
+    );
+    let widgets = ApiResource::from_gvk(&GroupVersionKind::gvk(&spec.group(), "v1", "Widget"));
+    let api_version = format!("{}/v1", spec.group());
+    let widget = support::eventually(30, "their Widget", || {
+        let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), &team_ns, &widgets);
+        let api_version = api_version.clone();
+        async move {
+            let w: DynamicObject = serde_json::from_value(json!({"apiVersion": api_version,
+                "kind": "Widget", "metadata": {"name": "theirs"}}))
+            .ok()?;
+            api.create(&PostParams::default(), &w).await.ok()
+        }
+    })
+    .await;
+    theirs.push(serde_json::to_value(&widget).expect("json"));
+    // As they are once the API server has settled the CRD's status (Established): the
+    // resourceVersions to compare with.
+    let mut settled = Vec::new();
+    for object in &theirs {
+        settled.push(olm_v0::read_again(&admin, object).await.expect("theirs"));
+    }
+    let theirs = settled;
+    let before: Vec<Value> = theirs.iter().map(fingerprint).collect();
+    println!(
+        "the other team's objects before: {:#}",
+        Value::Array(before.clone())
+    );
+
+    // The installer the administrator bound for the bundle (`olmv1 rbac`'s rules), and
+    // in the worst case for the takeover rule the right to read the tenant's backup.
+    support::extensions::grant_installer(&tenant_ns, &ext, std::slice::from_ref(&rendered)).await;
+    let account = format!("{ext}-installer");
+    let tenant = support::unique("tenant");
+    let rbac = "rbac.authorization.k8s.io/v1";
+    let role = support::unique("tenant-author");
+    for object in [
+        json!({"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": role},
+            "rules": [{"apiGroups": ["olm.operatorframework.io"], "resources": ["clusterextensions"],
+                "verbs": ["create", "get", "list", "watch", "update", "patch", "delete"]}]}),
+        json!({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "User", "name": tenant, "apiGroup": "rbac.authorization.k8s.io"}]}),
+        json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": "tenant", "namespace": tenant_ns},
+            "rules": [
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "list"]},
+                {"apiGroups": [""], "resources": ["serviceaccounts"], "resourceNames": [account], "verbs": ["use"]}]}),
+        json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": "tenant", "namespace": tenant_ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+            "subjects": [{"kind": "User", "name": tenant, "apiGroup": "rbac.authorization.k8s.io"}]}),
+        // What `olmv1 rbac` adds where OperatorCondition is served (it is here: OLM v0's
+        // CRDs): the bundle's OperatorCondition, its Role and RoleBinding.
+        json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": "installer-condition", "namespace": tenant_ns},
+            "rules": [
+                {"apiGroups": ["operators.coreos.com"], "resources": ["operatorconditions"],
+                    "verbs": ["create", "list", "watch", "get", "patch", "update", "delete"]},
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+                    "verbs": ["create", "list", "watch", "get", "patch", "update", "delete"]}]}),
+        json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": "installer-condition", "namespace": tenant_ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "installer-condition"},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": tenant_ns}]}),
+        json!({"apiVersion": rbac, "kind": "Role", "metadata": {"name": "installer-reads", "namespace": tenant_ns},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
+        json!({"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": "installer-reads", "namespace": tenant_ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "installer-reads"},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": tenant_ns}]}),
+    ] {
+        olm_v0::create_any(&admin, object).await;
+    }
+    let as_tenant = support::user_client(&tenant).await;
+
+    // The forged backup, in the tenant's namespace, as convert would have written it.
+    let subscription = format!("{tenant_ns}/{ext}");
+    let backup_name = format!("olmv1-migration-{ext}");
+    let forged: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": backup_name, "namespace": tenant_ns,
+            "labels": {"olm.operatorframework.io/migration-backup": "true"}},
+        "data": {
+            "subscription.json": json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+                "metadata": {"name": ext, "namespace": tenant_ns}, "spec": {"name": spec.package}}).to_string(),
+            "installedCSV": spec.bundle_name(),
+            "version": "1.0.0",
+            "clusterExtension.json": "{}",
+            "installer.json": "[]",
+        }
+    }))
+    .expect("ConfigMap");
+    let tenant_cms: Api<ConfigMap> = Api::namespaced(as_tenant.clone(), &tenant_ns);
+    tenant_cms
+        .create(&PostParams::default(), &forged)
+        .await
+        .expect("the tenant writes ConfigMaps in its namespace");
+    let extension = |name: &str, backup: &str| -> ClusterExtension {
+        let mut e = support::extensions::extension(
+            name,
+            &tenant_ns,
+            &spec.package,
+            json!({"version": "1.0.0"}),
+        );
+        e.spec.service_account = Some(olmv1::api::ServiceAccountReference {
+            name: account.clone(),
+        });
+        e.metadata.annotations = Some(
+            [
+                (
+                    "olm.operatorframework.io/migrated-from-subscription".to_string(),
+                    subscription.clone(),
+                ),
+                (
+                    "olm.operatorframework.io/migration-backup".to_string(),
+                    backup.to_string(),
+                ),
+            ]
+            .into(),
+        );
+        e
+    };
+    let tenant_exts: Api<ClusterExtension> = Api::all(as_tenant.clone());
+    tenant_exts
+        .create(
+            &PostParams::default(),
+            &extension(&ext, &format!("{tenant_ns}/{backup_name}")),
+        )
+        .await
+        .expect("admitted: the tenant may use the installer");
+
+    let exts: Api<ClusterExtension> = Api::all(admin.clone());
+    let refused = support::extensions::wait_progressing_message(
+        &exts,
+        &ext,
+        "not taking over OLM v0's installation",
+    )
+    .await;
+    let message = support::extensions::condition(&refused, "Progressing")
+        .expect("Progressing")
+        .message;
+    println!("refused: {message}");
+    assert!(
+        message.contains(&format!(
+            "(Subscription {subscription}): refusing to take over"
+        )),
+        "{message}"
+    );
+    for object in &theirs[..theirs.len() - 1] {
+        let named = format!(
+            "{}/{} (not managed by a ClusterExtension, and not handed over to this one: it lacks the annotation {ADOPTABLE_BY}={ext}/",
+            object["kind"].as_str().unwrap_or_default(),
+            object["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        assert!(message.contains(&named), "{named} in {message}");
+    }
+    assert!(message.ends_with("nothing was changed"), "{message}");
+    let unchanged = |when: &'static str| {
+        let admin = admin.clone();
+        let theirs = theirs.clone();
+        let before = before.clone();
+        async move {
+            let mut after = Vec::new();
+            for object in &theirs {
+                let live = olm_v0::read_again(&admin, object)
+                    .await
+                    .unwrap_or_else(|| panic!("{when}: {} deleted", object["metadata"]["name"]));
+                after.push(fingerprint(&live));
+            }
+            assert_eq!(after, before, "{when}");
+            after
+        }
+    };
+    unchanged("refused").await;
+
+    // A backup named outside the extension's namespace is refused unread: the same
+    // words whether a ConfigMap of that name exists there (kube-system's
+    // extension-apiserver-authentication does) or not.
+    let mut seen = Vec::new();
+    for (suffix, cm) in [
+        ("x", "extension-apiserver-authentication"),
+        ("y", "no-such-configmap"),
+    ] {
+        let name = format!("{ext}-{suffix}");
+        tenant_exts
+            .create(
+                &PostParams::default(),
+                &extension(&name, &format!("kube-system/{cm}")),
+            )
+            .await
+            .expect("admitted");
+        let e = support::extensions::wait_progressing_message(
+            &exts,
+            &name,
+            "outside the extension's namespace",
+        )
+        .await;
+        let message = support::extensions::condition(&e, "Progressing")
+            .expect("Progressing")
+            .message;
+        assert!(
+            !message.contains("not found") && !message.contains("data."),
+            "{message}"
+        );
+        seen.push(message.replace(cm, "<name>"));
+        tenant_exts
+            .delete(&name, &Default::default())
+            .await
+            .expect("the tenant deletes its extension");
+    }
+    assert_eq!(seen[0], seen[1]);
+
+    // The tenant deletes its extension: nothing of the other team goes with it.
+    tenant_exts
+        .delete(&ext, &Default::default())
+        .await
+        .expect("the tenant deletes its extension");
+    support::eventually(60, "the tenant's extension gone", || {
+        let exts = exts.clone();
+        let ext = ext.clone();
+        async move { exts.get_opt(&ext).await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+    let after = unchanged("after the tenant's extension was deleted").await;
+    println!("the other team's objects after: {:#}", Value::Array(after));
 }

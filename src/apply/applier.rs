@@ -103,9 +103,10 @@ pub struct ApplyOptions {
     /// release; unset once olmv1's record exists or while adopting.
     pub refuse_helm_managed: bool,
     /// Take over existing objects no ClusterExtension owns
-    /// ([`Ownership::Unmanaged`], without Helm's release annotation): set only while
-    /// taking over an OLM v0 installation (docs/how-to/switch-from-olm-v0.md).
-    pub adopt_unmanaged: bool,
+    /// ([`Ownership::Unmanaged`], without Helm's release annotation) that carry this
+    /// mark ([`super::ownership::adoption_mark`]): set only while taking over an OLM v0
+    /// installation (docs/how-to/switch-from-olm-v0.md, "The takeover").
+    pub adopt_unmanaged: Option<String>,
     /// The (group, kind)s whose objects [`ApplyReport::observed`] returns as the API
     /// server answered the apply (a CRD: as read once Established), so that a verdict
     /// right after the apply (readiness) needs no second read. `None`: none kept.
@@ -120,7 +121,7 @@ impl Default for ApplyOptions {
             concurrency: 16,
             poll: Duration::from_millis(100),
             refuse_helm_managed: false,
-            adopt_unmanaged: false,
+            adopt_unmanaged: None,
             observe: None,
         }
     }
@@ -464,7 +465,7 @@ async fn check_takeover(
 ) -> Result<HashMap<usize, Option<String>>, ApplyError> {
     let concurrency = opts.concurrency;
     let refuse_helm = opts.refuse_helm_managed;
-    let adopt_unmanaged = opts.adopt_unmanaged;
+    let adopt_unmanaged = opts.adopt_unmanaged.as_deref();
     let found: Vec<Option<(usize, Option<String>, Ownership)>> =
         futures::stream::iter(refs.iter().cloned().enumerate())
             .map(|(i, r)| {
@@ -484,8 +485,8 @@ async fn check_takeover(
                         if refuse_helm {
                             ownership = helm_managed(ownership, annotations);
                         }
-                        if adopt_unmanaged {
-                            ownership = unmanaged_adopted(ownership, annotations);
+                        if let Some(mark) = adopt_unmanaged {
+                            ownership = unmanaged_adopted(ownership, annotations, mark);
                         }
                         let owners = o.metadata.owner_references.as_deref().unwrap_or_default();
                         ownership = operator_condition_rbac_adopted(ownership, r, owners);

@@ -11,6 +11,21 @@ pub const OWNER_KIND: &str = "ClusterExtension";
 pub const OWNER_API_VERSION: &str = "olm.operatorframework.io/v1";
 /// Helm's annotation on every object of a release (upstream OLM v1 installs through Helm).
 pub const HELM_RELEASE_NAME_ANNOTATION: &str = "meta.helm.sh/release-name";
+/// The consent to a takeover (docs/how-to/switch-from-olm-v0.md, "The takeover"): an
+/// object OLM v0 made carries it once `olmv1 migrate convert`, run by a party allowed to
+/// write that object, handed it over ([`adoption_mark`]). The controller adopts an
+/// existing object no ClusterExtension owns only when its value is exactly the mark of
+/// the extension and its backup ([`unmanaged_adopted`]).
+pub const ADOPTABLE_BY_ANNOTATION: &str = "olm.operatorframework.io/adoptable-by";
+
+/// The value of [`ADOPTABLE_BY_ANNOTATION`] that hands an object over to
+/// ClusterExtension `extension` for the migration whose backup ConfigMap has UID
+/// `backup_uid`: `<extension>/<backup-uid>`. The UID is the API server's, so no other
+/// ConfigMap (one a tenant wrote) can carry it, and a mark left after a rollback (whose
+/// backup is deleted) matches no backup again.
+pub fn adoption_mark(extension: &str, backup_uid: &str) -> String {
+    format!("{extension}/{backup_uid}")
+}
 
 /// The ClusterExtension that owns what is applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +130,9 @@ pub enum Ownership {
     /// Labelled as this extension's, but installed by upstream OLM v1's Helm release of
     /// that name, and not being adopted ([`helm_managed`]).
     HelmRelease(String),
+    /// Not managed by any ClusterExtension, and not handed over to this one by the
+    /// migration it is taking over ([`unmanaged_adopted`]): the mark it should carry.
+    NotHandedOver(String),
 }
 
 /// Upstream OLM v1 labels its objects as olmv1 does; an object that also carries Helm's
@@ -134,16 +152,24 @@ pub fn helm_managed(
     }
 }
 
-/// Taking over an OLM v0 installation (docs/how-to/switch-from-olm-v0.md): an existing
-/// object no ClusterExtension owns, and that Helm did not install, becomes this
-/// extension's; every other ownership stays as it is.
+/// Taking over an OLM v0 installation (docs/how-to/switch-from-olm-v0.md, "The
+/// takeover"): an existing object no ClusterExtension owns, that Helm did not install,
+/// and that carries exactly `mark` ([`ADOPTABLE_BY_ANNOTATION`], [`adoption_mark`])
+/// becomes this extension's. Without that mark it is refused: its owner did not hand
+/// it over, whatever the extension's annotations or backup claim. Every other
+/// ownership stays as it is.
 pub fn unmanaged_adopted(
     ownership: Ownership,
     annotations: Option<&std::collections::BTreeMap<String, String>>,
+    mark: &str,
 ) -> Ownership {
     let helm = annotations.is_some_and(|a| a.contains_key(HELM_RELEASE_NAME_ANNOTATION));
+    let marked = annotations
+        .and_then(|a| a.get(ADOPTABLE_BY_ANNOTATION))
+        .is_some_and(|m| m == mark);
     match ownership {
-        Ownership::Unmanaged if !helm => Ownership::Ours,
+        Ownership::Unmanaged if !helm && marked => Ownership::Ours,
+        Ownership::Unmanaged if !helm => Ownership::NotHandedOver(mark.to_string()),
         ownership => ownership,
     }
 }
@@ -204,6 +230,10 @@ pub fn conflict_message(conflicts: &[Conflict]) -> String {
             }
             Ownership::HelmRelease(release) => format!(
                 "{} (installed by upstream OLM v1, Helm release {release:?}, without a release olmv1 can adopt)",
+                c.object
+            ),
+            Ownership::NotHandedOver(mark) => format!(
+                "{} (not managed by a ClusterExtension, and not handed over to this one: it lacks the annotation {ADOPTABLE_BY_ANNOTATION}={mark} that `olmv1 migrate convert` writes on the objects it hands over)",
                 c.object
             ),
             _ => format!("{} (not managed by a ClusterExtension)", c.object),
@@ -291,28 +321,68 @@ mod tests {
     }
 
     #[test]
-    fn only_unmanaged_objects_without_a_helm_release_are_adopted() {
-        let mut helm = BTreeMap::new();
+    fn only_unmanaged_objects_marked_for_this_extension_and_backup_are_adopted() {
+        let mark = adoption_mark("ext", "uid-1");
+        let annotated = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let marked = annotated(&[(ADOPTABLE_BY_ANNOTATION, "ext/uid-1")]);
+        assert_eq!(
+            unmanaged_adopted(Ownership::Unmanaged, Some(&marked), &mark),
+            Ownership::Ours
+        );
+        // No mark, another extension's, another backup's (a forged one, or one deleted
+        // by a rollback): refused, naming the mark it lacks.
+        let refused = Ownership::NotHandedOver(mark.clone());
+        for other in [
+            annotated(&[]),
+            annotated(&[(ADOPTABLE_BY_ANNOTATION, "other/uid-1")]),
+            annotated(&[(ADOPTABLE_BY_ANNOTATION, "ext/uid-2")]),
+            annotated(&[(ADOPTABLE_BY_ANNOTATION, "ext")]),
+        ] {
+            assert_eq!(
+                unmanaged_adopted(Ownership::Unmanaged, Some(&other), &mark),
+                refused,
+                "{other:?}"
+            );
+        }
+        assert_eq!(
+            unmanaged_adopted(Ownership::Unmanaged, None, &mark),
+            refused
+        );
+        // Helm's objects and other owners' stay as they are, marked or not.
+        let mut helm = marked.clone();
         helm.insert(HELM_RELEASE_NAME_ANNOTATION.to_string(), "r".to_string());
         assert_eq!(
-            unmanaged_adopted(Ownership::Unmanaged, None),
-            Ownership::Ours
-        );
-        assert_eq!(
-            unmanaged_adopted(Ownership::Unmanaged, Some(&BTreeMap::new())),
-            Ownership::Ours
-        );
-        assert_eq!(
-            unmanaged_adopted(Ownership::Unmanaged, Some(&helm)),
+            unmanaged_adopted(Ownership::Unmanaged, Some(&helm), &mark),
             Ownership::Unmanaged
         );
         assert_eq!(
-            unmanaged_adopted(Ownership::OtherExtension("x".into()), None),
+            unmanaged_adopted(Ownership::OtherExtension("x".into()), Some(&marked), &mark),
             Ownership::OtherExtension("x".into())
         );
         assert_eq!(
-            unmanaged_adopted(Ownership::HelmRelease("r".into()), Some(&helm)),
+            unmanaged_adopted(Ownership::HelmRelease("r".into()), Some(&helm), &mark),
             Ownership::HelmRelease("r".into())
+        );
+        let message = conflict_message(&[Conflict {
+            object: ObjectRef {
+                group: "apiextensions.k8s.io".into(),
+                version: "v1".into(),
+                kind: "CustomResourceDefinition".into(),
+                namespace: String::new(),
+                name: "widgets.example.com".into(),
+            },
+            ownership: refused,
+        }]);
+        assert!(
+            message.contains(
+                "(not managed by a ClusterExtension, and not handed over to this one: it lacks the annotation olm.operatorframework.io/adoptable-by=ext/uid-1"
+            ),
+            "{message}"
         );
     }
 

@@ -454,6 +454,20 @@ pub fn controller_with(
     })
 }
 
+/// A client acting as user `name` (the admin impersonating it; groups:
+/// authenticated): a tenant or an extension author of SECURITY.md's threat model.
+pub async fn user_client(name: &str) -> kube::Client {
+    let path = &cluster().admin_kubeconfig;
+    let kc = kube::config::Kubeconfig::read_from(path).expect("admin kubeconfig");
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .expect("config");
+    config.auth_info.impersonate = Some(name.to_string());
+    config.auth_info.impersonate_groups = Some(vec!["system:authenticated".into()]);
+    kube::Client::try_from(config).expect("client")
+}
+
 /// Polls `check` every 100 ms until it returns `Some`, or panics after `seconds`.
 pub async fn eventually<T, F, Fut>(seconds: u64, what: &str, mut check: F) -> T
 where

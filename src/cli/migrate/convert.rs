@@ -174,7 +174,11 @@ async fn read(kc: Option<&Path>, ns: &str, name: &str) -> Result<Observed, Strin
         namespace: ns.into(),
         name: configmap_name(name),
     };
-    let backup = k::get(c, &cm).await?.map(|v| Backup::from_configmap(&v));
+    let live_backup = k::get(c, &cm).await?;
+    let backup_uid = live_backup
+        .as_ref()
+        .and_then(|v| crate::migrate::olm_v0::read::text(v, "/metadata/uid"));
+    let backup = live_backup.map(|v| Backup::from_configmap(&v));
     let subscription = k::get(c, &v0("Subscription", "v1alpha1", ns, name)).await?;
     let csv_name = match (&backup, &subscription) {
         (Some(Ok(b)), _) => Some(b.installed_csv.clone()),
@@ -192,6 +196,7 @@ async fn read(kc: Option<&Path>, ns: &str, name: &str) -> Result<Observed, Strin
         name: name.into(),
         subscription,
         backup,
+        backup_uid,
         extension: k::get(c, &ext).await?,
         ..Observed::default()
     };
@@ -244,6 +249,17 @@ async fn read_csv(c: &kube::Client, o: &mut Observed, csv: &str) -> Result<(), S
             .extend(k::list(c, api_version, kind, &ns, None).await?);
     }
     o.tied.retain(|obj| convert::untie(obj, csv, &ns).is_some());
+    if let Some(live) = &o.csv {
+        for name in convert::owned_crd_names(live) {
+            let crd = Target {
+                api_version: "apiextensions.k8s.io/v1".into(),
+                kind: "CustomResourceDefinition".into(),
+                namespace: String::new(),
+                name,
+            };
+            o.owned_crds.extend(k::get(c, &crd).await?);
+        }
+    }
     Ok(())
 }
 
@@ -466,6 +482,17 @@ async fn perform(c: &kube::Client, step: &Step) -> Result<(), String> {
             k::delete(c, target, false).await
         }
         Step::Untie { .. } => untie(c, step).await,
+        Step::MarkForAdoption {
+            target,
+            extension,
+            backup,
+        } => {
+            let mark = adoption_mark(c, extension, backup).await?;
+            let patch = json!({"metadata": {"annotations": {
+                crate::apply::ownership::ADOPTABLE_BY_ANNOTATION: mark}}});
+            // Gone meanwhile (garbage collection): nothing to hand over (`merge_patch`).
+            k::merge_patch(c, target, &patch).await
+        }
         Step::RemoveCsvFinalizer { target } => {
             remove_finalizers(c, target, Some(CSV_FINALIZER)).await
         }
@@ -477,7 +504,21 @@ async fn perform(c: &kube::Client, step: &Step) -> Result<(), String> {
     }
 }
 
-/// Removes the labels and ownerReferences an [`Step::Untie`] names, guarded by the
+/// The mark handing an object over to `extension`, naming the live backup's UID.
+async fn adoption_mark(
+    c: &kube::Client,
+    extension: &str,
+    backup: &Target,
+) -> Result<String, String> {
+    let uid = k::get(c, backup)
+        .await?
+        .and_then(|b| crate::migrate::olm_v0::read::text(&b, "/metadata/uid"))
+        .ok_or_else(|| format!("the backup {backup} is gone: run convert again"))?;
+    Ok(crate::apply::ownership::adoption_mark(extension, &uid))
+}
+
+/// Removes the labels and ownerReferences an [`Step::Untie`] names (and hands the
+/// object over in the same patch), guarded by the
 /// resourceVersion read; when the object changed meanwhile (a status update), it is read
 /// again and what still ties it is removed (three attempts).
 async fn untie(c: &kube::Client, step: &Step) -> Result<(), String> {
@@ -489,12 +530,18 @@ async fn untie(c: &kube::Client, step: &Step) -> Result<(), String> {
             keep_owner_references,
             resource_version,
             csv: (csv, csv_namespace),
+            hand_over,
             ..
         } = &step
         else {
             return Ok(());
         };
+        let hand_over = hand_over.clone();
         let mut meta = json!({"resourceVersion": resource_version});
+        if let Some((extension, backup)) = &hand_over {
+            let mark = adoption_mark(c, extension, backup).await?;
+            meta["annotations"] = json!({crate::apply::ownership::ADOPTABLE_BY_ANNOTATION: mark});
+        }
         if !labels.is_empty() {
             let nulls: serde_json::Map<String, Value> =
                 labels.iter().map(|l| (l.clone(), Value::Null)).collect();
@@ -509,7 +556,12 @@ async fn untie(c: &kube::Client, step: &Step) -> Result<(), String> {
                     return Ok(());
                 };
                 match convert::untie(&live, csv, csv_namespace) {
-                    Some(again) => step = again,
+                    Some(again) => {
+                        step = match &hand_over {
+                            Some(to) => convert::with_hand_over(again, to),
+                            None => again,
+                        }
+                    }
                     None => return Ok(()),
                 }
             }

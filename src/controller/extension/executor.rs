@@ -95,6 +95,17 @@ impl KubeExecutor<'_> {
         prefetched.upstream = Some(upstream);
     }
 
+    /// The installer account and a client acting as it.
+    fn installer_client(&self) -> Result<(&InstallerAccount, kube::Client), String> {
+        let account = self.installer.as_ref().map_err(Clone::clone)?;
+        let client = self
+            .ctx
+            .installers
+            .get(&account.namespace, &account.name)
+            .map_err(|e| e.to_string())?;
+        Ok((account, client))
+    }
+
     fn prefetched(&self) -> std::sync::MutexGuard<'_, Prefetched> {
         self.prefetched
             .lock()
@@ -210,13 +221,25 @@ impl Executor for KubeExecutor<'_> {
     }
 
     async fn load_v0_backup(&self, migration: &Migration) -> Result<V0Takeover, String> {
-        // Read as the controller (`get` on ConfigMaps, config/rbac/cluster_role.yaml):
-        // the installer account is not granted its backup.
-        let (namespace, name) = migration::split_reference(&migration.backup)?;
-        let configmap = Api::<ConfigMap>::namespaced(self.ctx.client.clone(), namespace)
+        // Read in the extension's own namespace only, as its installer account (convert
+        // grants it `get` on its backup): the controller reads nothing a ClusterExtension
+        // names on its author's behalf, so status never echoes what the author's
+        // installer could not read (SECURITY.md, "Takeovers").
+        let (namespace, name) = migration::backup_location(migration)?;
+        let (account, client) = self.installer_client()?;
+        let configmap = Api::<ConfigMap>::namespaced(client, namespace)
             .get_opt(name)
             .await
-            .map_err(|e| format!("getting backup ConfigMap {}: {e}", migration.backup))?
+            .map_err(|e| match e {
+                kube::Error::Api(ae) if ae.code == 403 => format!(
+                    "the installer account {}/{} may not read the backup ConfigMap {} (get configmaps {name} in {namespace}; `olmv1 migrate convert` grants it with a Role {})",
+                    account.namespace,
+                    account.name,
+                    migration.backup,
+                    crate::migrate::olm_v0::backup::reader_role_name(&account.name),
+                ),
+                e => format!("getting backup ConfigMap {}: {e}", migration.backup),
+            })?
             .ok_or_else(|| format!("backup ConfigMap {} not found", migration.backup))?;
         let value = serde_json::to_value(&configmap)
             .map_err(|e| format!("backup ConfigMap {}: {e}", migration.backup))?;
@@ -231,12 +254,7 @@ impl Executor for KubeExecutor<'_> {
     }
 
     async fn read_operator_condition(&self, name: &str) -> Result<(), String> {
-        let account = self.installer.as_ref().map_err(Clone::clone)?;
-        let client = self
-            .ctx
-            .installers
-            .get(&account.namespace, &account.name)
-            .map_err(|e| e.to_string())?;
+        let (_, client) = self.installer_client()?;
         super::operator_conditions::read(&client, &self.ext.spec.namespace, name).await
     }
 

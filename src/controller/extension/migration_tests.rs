@@ -29,6 +29,7 @@ fn backup(version: &str) -> Option<Result<V0Takeover, String>> {
         backup: "ns/olmv1-migration-sub".into(),
         csv: format!("p.v{version}"),
         version: version.into(),
+        mark: "e/backup-uid".into(),
     }))
 }
 

@@ -36,11 +36,13 @@ pub(crate) async fn render(
 ) -> Result<Rendered, InstallFailure> {
     let (loaded, image) = pull(ctx, ext, target, epoch).await?;
     let suggested_namespace = namespace::suggestion(&loaded.csv);
+    let pulled = Some(apply::record::PulledBundle::of(&loaded));
     let objects = render_bundle(ctx, ext, loaded).await?;
     Ok(Rendered {
         image,
         objects,
         suggested_namespace,
+        pulled,
     })
 }
 
@@ -75,7 +77,7 @@ pub(crate) async fn apply(
         .map_err(|e| InstallFailure::Retry(e.to_string()))?;
     let options = apply::ApplyOptions {
         refuse_helm_managed: step.refuse_helm_managed,
-        adopt_unmanaged: step.adopt_v0.is_some(),
+        adopt_unmanaged: step.adopt_v0.as_ref().map(|v0| v0.mark.clone()),
         // The readiness below is judged from the objects as the apply returned them.
         observe: ctx
             .settings

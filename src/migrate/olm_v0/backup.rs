@@ -176,6 +176,38 @@ impl Backup {
     }
 }
 
+/// The name of the Role (and RoleBinding) that lets installer account `account` read
+/// its backup ConfigMap ([`backup_reader`]).
+pub fn reader_role_name(account: &str) -> String {
+    let mut name = format!("{account}-migration-backup");
+    name.truncate(253);
+    name
+}
+
+/// The Role and RoleBinding that let the installer account `account` of namespace
+/// `namespace` read (`get`) the backup ConfigMap `configmap` there, and nothing else:
+/// the controller reads a ClusterExtension's backup as its installer, never as itself
+/// (SECURITY.md, "Takeovers").
+pub fn backup_reader(namespace: &str, account: &str, configmap: &str) -> [Value; 2] {
+    let name = reader_role_name(account);
+    [
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                "resourceNames": [configmap], "verbs": ["get"]}],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        }),
+    ]
+}
+
 /// The backup a first convert writes, from `check` of the live Subscription `sub` and
 /// the installer account's objects; the error says what is missing.
 pub fn propose(
@@ -195,6 +227,12 @@ pub fn propose(
             check.subscription
         ));
     };
+    let mut installer = installer;
+    let namespace = text(sub, "/metadata/namespace").unwrap_or_default();
+    let name = text(sub, "/metadata/name").unwrap_or_default();
+    if let Some(account) = text(&check.cluster_extension, "/spec/serviceAccount/name") {
+        installer.extend(backup_reader(&namespace, &account, &configmap_name(&name)));
+    }
     Ok(Backup {
         subscription: subscription_snapshot(sub),
         installed_csv: installed_csv.clone(),

@@ -8,7 +8,12 @@
 //! The order follows what OLM v0 deletes (olm-v0 reference §1.4): the backup first
 //! (the way back, [`super::backup`]); the installer account; the Subscription and its
 //! InstallPlans (the catalog-operator stops: no upgrade and no re-created CSV from here
-//! on); then, right before the CSV goes, every object tied to the CSV is untied — the
+//! on); the CRDs the CSV owns are marked as adoptable by the ClusterExtension and the
+//! backup ([`crate::apply::ownership::adoption_mark`]: the consent the controller's
+//! takeover requires, written by whoever runs the convert and may write those objects);
+//! then, right before the CSV goes, every object tied to the CSV is untied and marked
+//! the same way in one write (so that no full update by OLM v0 between two writes can
+//! drop the mark of an object already untied) — the
 //! `olm.owner*` labels the `operators.coreos.com/csv-cleanup` finalizer selects
 //! ClusterRoles, ClusterRoleBindings and webhook configurations by, and the
 //! ownerReferences garbage collection follows — and the finalizer itself is removed;
@@ -21,6 +26,7 @@ use super::backup::{BACKUP_ANNOTATION, Backup, configmap_name};
 use super::read::text;
 use super::target::MIGRATED_FROM_ANNOTATION;
 use super::{BlockerCode, Check};
+use crate::apply::ownership::{ADOPTABLE_BY_ANNOTATION, adoption_mark};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -95,6 +101,15 @@ pub enum Step {
     DeleteInstallPlan {
         target: Target,
     },
+    /// Hand an object OLM v0 ties to nothing (a CRD the CSV owns) over to the
+    /// ClusterExtension: annotate it with [`ADOPTABLE_BY_ANNOTATION`] naming
+    /// `extension` and the UID of the backup ConfigMap `backup` (read when the step
+    /// runs: a first run writes the backup in an earlier step).
+    MarkForAdoption {
+        target: Target,
+        extension: String,
+        backup: Target,
+    },
     /// Remove the labels and ownerReferences that tie an object to the CSV.
     #[serde(rename_all = "camelCase")]
     Untie {
@@ -110,6 +125,10 @@ pub enum Step {
         /// The CSV and its namespace (to read the object again after a conflict).
         #[serde(skip)]
         csv: (String, String),
+        /// The ClusterExtension the object is handed over to and the backup whose UID
+        /// the mark names, written in the same patch ([`Step::MarkForAdoption`]).
+        #[serde(skip)]
+        hand_over: Option<(String, Target)>,
     },
     RemoveCsvFinalizer {
         target: Target,
@@ -151,10 +170,16 @@ impl Step {
                 format!("delete {target} (OLM v0 stops upgrading and re-creating the CSV)")
             }
             Step::DeleteInstallPlan { target } => format!("delete {target}"),
+            Step::MarkForAdoption {
+                target, extension, ..
+            } => format!(
+                "hand {target} over to ClusterExtension {extension} (annotation {ADOPTABLE_BY_ANNOTATION})"
+            ),
             Step::Untie {
                 target,
                 labels,
                 owner_references,
+                hand_over,
                 ..
             } => {
                 let mut what = Vec::new();
@@ -164,7 +189,14 @@ impl Step {
                 if !owner_references.is_empty() {
                     what.push(format!("ownerReference {}", owner_references.join(", ")));
                 }
-                format!("untie {target} from the CSV: remove {}", what.join(" and "))
+                let mut text =
+                    format!("untie {target} from the CSV: remove {}", what.join(" and "));
+                if let Some((extension, _)) = hand_over {
+                    text.push_str(&format!(
+                        ", and hand it over to ClusterExtension {extension} (annotation {ADOPTABLE_BY_ANNOTATION})"
+                    ));
+                }
+                text
             }
             Step::RemoveCsvFinalizer { target } => {
                 format!("remove finalizer {CSV_FINALIZER} from {target}")
@@ -194,6 +226,8 @@ pub struct Observed {
     pub check: Option<Check>,
     /// The live backup, read back (`Err`: it exists but is unreadable).
     pub backup: Option<Result<Backup, String>>,
+    /// The live backup's UID (what the adoption marks name).
+    pub backup_uid: Option<String>,
     /// The backup a first run would write (from `check` and the installer RBAC).
     pub proposed: Option<Result<Backup, String>>,
     /// Objects of the installer account that do not exist yet.
@@ -206,6 +240,9 @@ pub struct Observed {
     pub install_plans: Vec<Value>,
     /// Objects still carrying the CSV's owner labels or an ownerReference to it.
     pub tied: Vec<Value>,
+    /// The live CRDs the CSV owns (`spec.customresourcedefinitions.owned`): OLM v0 ties
+    /// them to nothing, and convert hands them over too.
+    pub owned_crds: Vec<Value>,
     /// The live ClusterExtension named like the Subscription.
     pub extension: Option<Value>,
     /// The live OperatorCondition named like the CSV.
@@ -282,7 +319,7 @@ pub fn again(o: &Observed) -> Vec<Step> {
         .steps
         .into_iter()
         .filter(|s| match s {
-            Step::DeleteInstallPlan { .. } => true,
+            Step::DeleteInstallPlan { .. } | Step::MarkForAdoption { .. } => true,
             Step::Untie { .. }
             | Step::RemoveCsvFinalizer { .. }
             | Step::DeleteCsv { .. }
@@ -479,10 +516,13 @@ fn stop_v0(o: &Observed, backup: &Backup) -> Vec<Step> {
             target: Target::v0("InstallPlan", "v1alpha1", ns, &name_of(ip)),
         });
     }
+    steps.extend(marks(o, backup));
+    let hand_over = (extension_name(o, backup), backup_target(backup));
     steps.extend(
         o.tied
             .iter()
-            .filter_map(|obj| untie(obj, &backup.installed_csv, ns)),
+            .filter_map(|obj| untie(obj, &backup.installed_csv, ns))
+            .map(|step| with_hand_over(step, &hand_over)),
     );
     let csv_target = Target::v0(
         "ClusterServiceVersion",
@@ -512,6 +552,69 @@ fn stop_v0(o: &Observed, backup: &Backup) -> Vec<Step> {
         });
     }
     steps
+}
+
+/// The ClusterExtension convert creates (named like the Subscription).
+fn extension_name(o: &Observed, backup: &Backup) -> String {
+    text(&backup.extension, "/metadata/name").unwrap_or_else(|| o.name.clone())
+}
+
+/// The backup ConfigMap of `backup`.
+fn backup_target(backup: &Backup) -> Target {
+    Target {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: backup.namespace(),
+        name: configmap_name(&backup.name()),
+    }
+}
+
+/// `step` (an untie) handing its object over as well.
+pub fn with_hand_over(mut step: Step, to: &(String, Target)) -> Step {
+    if let Step::Untie { hand_over, .. } = &mut step {
+        *hand_over = Some(to.clone());
+    }
+    step
+}
+
+/// The CRDs the CSV owns that do not carry the mark yet (module documentation);
+/// before the backup exists (a first run) every one of them is marked. What is tied to
+/// the CSV is marked by its untie.
+fn marks(o: &Observed, backup: &Backup) -> Vec<Step> {
+    let extension = extension_name(o, backup);
+    let wanted = o
+        .backup_uid
+        .as_deref()
+        .map(|uid| adoption_mark(&extension, uid));
+    o.owned_crds
+        .iter()
+        .filter(|obj| {
+            let mark = obj
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(ADOPTABLE_BY_ANNOTATION))
+                .and_then(Value::as_str);
+            wanted.is_none() || mark != wanted.as_deref()
+        })
+        .map(|obj| Step::MarkForAdoption {
+            target: Target::of(obj),
+            extension: extension.clone(),
+            backup: backup_target(backup),
+        })
+        .collect()
+}
+
+/// The names of the CRDs the CSV `csv` owns.
+pub fn owned_crd_names(csv: &Value) -> Vec<String> {
+    csv.pointer("/spec/customresourcedefinitions/owned")
+        .and_then(Value::as_array)
+        .map(|owned| {
+            owned
+                .iter()
+                .filter_map(|c| c.get("name").and_then(Value::as_str))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn name_of(v: &Value) -> String {
@@ -596,5 +699,6 @@ pub fn untie(obj: &Value, csv: &str, namespace: &str) -> Option<Step> {
         keep_owner_references: (!removed.is_empty()).then_some(kept),
         resource_version: text(obj, "/metadata/resourceVersion"),
         csv: (csv.to_string(), namespace.to_string()),
+        hand_over: None,
     })
 }

@@ -77,7 +77,9 @@ fn fresh() -> Observed {
         installer_missing: installer(),
         catalog_exists: true,
         csv: Some(json!({"metadata": {"name": CSV, "namespace": "ops",
-            "finalizers": [CSV_FINALIZER]}})),
+            "finalizers": [CSV_FINALIZER]},
+            "spec": {"customresourcedefinitions": {"owned": [{"name": "widgets.example.com"}],
+                "required": [{"name": "gadgets.example.com"}]}}})),
         copied_csvs: vec![json!({"metadata": {"name": CSV, "namespace": "team-a"}})],
         install_plans: vec![json!({"metadata": {"name": "install-abcde", "namespace": "ops"}})],
         tied: vec![
@@ -90,10 +92,26 @@ fn fresh() -> Observed {
                 "metadata": {"name": "demo-controller-service", "namespace": "ops", "resourceVersion": "13",
                     "labels": {"olm.managed": "true"}, "ownerReferences": [csv_ref()]}}),
         ],
+        owned_crds: vec![json!({"apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com", "labels": {"olm.managed": "true"}}})],
+        backup_uid: None,
         extension: None,
         operator_condition: None,
     }
 }
+
+/// The adoption mark of the backup `done` writes ([`done`]: UID `backup-uid`).
+const MARK: &str = "demo/backup-uid";
+
+/// `obj` as `migrate convert` hands it over.
+fn marked(obj: &Value) -> Value {
+    let mut obj = obj.clone();
+    obj["metadata"]["annotations"] = json!({ADOPTABLE_BY: MARK});
+    obj
+}
+
+const ADOPTABLE_BY: &str = crate::apply::ownership::ADOPTABLE_BY_ANNOTATION;
 
 fn kinds(steps: &[Step]) -> Vec<String> {
     steps
@@ -117,6 +135,14 @@ fn done(o: &mut Observed, step: &Step) {
         Step::CreateClusterCatalog { .. } => o.catalog_exists = true,
         Step::WriteBackup { manifest } => {
             o.backup = Some(Backup::from_configmap(manifest));
+            o.backup_uid = Some("backup-uid".into());
+        }
+        Step::MarkForAdoption { target, .. } => {
+            for obj in o.owned_crds.iter_mut() {
+                if Target::of(obj) == *target {
+                    *obj = marked(obj);
+                }
+            }
         }
         Step::CreateInstaller { .. } => o.installer_missing.clear(),
         Step::DeleteSubscription { .. } => o.subscription = None,
@@ -144,6 +170,7 @@ fn convert_orders_backup_installer_subscription_untie_finalizer_csv_extension() 
             "createInstaller",
             "deleteSubscription",
             "deleteInstallPlan",
+            "markForAdoption",
             "untie",
             "untie",
             "untie",
@@ -154,19 +181,49 @@ fn convert_orders_backup_installer_subscription_untie_finalizer_csv_extension() 
         ]
     );
     let text: Vec<String> = p.steps.iter().map(Step::describe).collect();
+    // The CRD the CSV owns (not the one it requires) is handed over on its own, every
+    // object tied to the CSV by its untie, naming the extension and the backup.
     assert_eq!(
         text[4],
-        "untie ClusterRole demo-operator.v1.2.0-abc from the CSV: remove labels olm.owner, olm.owner.kind, olm.owner.namespace"
+        "hand CustomResourceDefinition widgets.example.com over to ClusterExtension demo (annotation olm.operatorframework.io/adoptable-by)"
+    );
+    let Step::MarkForAdoption { backup, .. } = &p.steps[4] else {
+        panic!("mark")
+    };
+    assert_eq!(backup.to_string(), "ConfigMap ops/olmv1-migration-demo");
+    let handed: Vec<Option<String>> = p
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Untie { hand_over, .. } => Some(
+                hand_over
+                    .as_ref()
+                    .map(|(extension, backup)| format!("{extension} {backup}")),
+            ),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        handed,
+        vec![Some("demo ConfigMap ops/olmv1-migration-demo".to_string()); 3]
+    );
+    assert_eq!(
+        convert::owned_crd_names(fresh().csv.as_ref().unwrap()),
+        ["widgets.example.com"]
     );
     assert_eq!(
         text[5],
-        "untie Deployment ops/demo-controller from the CSV: remove labels olm.owner, olm.owner.kind, olm.owner.namespace and ownerReference ClusterServiceVersion/demo-operator.v1.2.0"
+        "untie ClusterRole demo-operator.v1.2.0-abc from the CSV: remove labels olm.owner, olm.owner.kind, olm.owner.namespace, and hand it over to ClusterExtension demo (annotation olm.operatorframework.io/adoptable-by)"
     );
     assert_eq!(
-        text[8],
+        text[6],
+        "untie Deployment ops/demo-controller from the CSV: remove labels olm.owner, olm.owner.kind, olm.owner.namespace and ownerReference ClusterServiceVersion/demo-operator.v1.2.0, and hand it over to ClusterExtension demo (annotation olm.operatorframework.io/adoptable-by)"
+    );
+    assert_eq!(
+        text[9],
         "delete ClusterServiceVersion ops/demo-operator.v1.2.0 (propagationPolicy Orphan: its objects stay)"
     );
-    let Step::CreateClusterExtension { manifest } = &p.steps[10] else {
+    let Step::CreateClusterExtension { manifest } = &p.steps[11] else {
         panic!("last step")
     };
     let annotations = &manifest["metadata"]["annotations"];
@@ -180,7 +237,7 @@ fn convert_orders_backup_installer_subscription_untie_finalizer_csv_extension() 
         keep_owner_references,
         resource_version,
         ..
-    } = &p.steps[5]
+    } = &p.steps[6]
     else {
         panic!("untie")
     };

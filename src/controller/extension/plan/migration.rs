@@ -2,24 +2,33 @@
 //! "The takeover"): a ClusterExtension `olmv1 migrate convert` created carries the
 //! annotations naming the Subscription it replaces and the backup ConfigMap convert
 //! wrote ([`Migration::of`]). While nothing is installed yet, the backup is read (a
-//! fact, [`super::Facts::v0_backup`]) and the install adopts the existing objects that
-//! no ClusterExtension owns only when the resolved bundle is exactly the backed-up CSV
-//! (name and version, [`takeover`]); otherwise the reconcile reports the difference
-//! (Progressing `Retrying`, a Warning Event `AdoptionRefused`) and touches nothing.
-//! Later reconciles that keep the backed-up CSV installed adopt such objects too
-//! ([`kept_on_v0_csv`]). Pure.
+//! fact, [`super::Facts::v0_backup`]: in the extension's own namespace only, as its
+//! installer account, never as the controller) and the install adopts existing objects
+//! that no ClusterExtension owns only when the resolved bundle is exactly the
+//! backed-up CSV (name and version, [`takeover`]) and only those objects that carry
+//! the mark convert wrote on what it handed over, naming this extension and the
+//! backup's UID ([`crate::apply::ownership::adoption_mark`]): a backup proves nothing
+//! about the objects, only their marks do (SECURITY.md, "Takeovers"). Otherwise the
+//! reconcile reports the difference (Progressing `Retrying`, a Warning Event
+//! `AdoptionRefused`) and touches nothing. Later reconciles that keep the backed-up
+//! CSV installed adopt such objects too ([`kept_on_v0_csv`]). Pure.
 
 use super::{Facts, Plan, deprecation, end, failed_report, warning};
 use crate::api::{BundleIdentity, ClusterExtension, ClusterExtensionSpec};
+use crate::apply::ownership::adoption_mark;
 use crate::controller::extension::status::Outcome;
 use crate::migrate::olm_v0::MIGRATED_FROM_ANNOTATION;
-use crate::migrate::olm_v0::backup::{BACKUP_ANNOTATION, Backup};
+use crate::migrate::olm_v0::backup::{BACKUP_ANNOTATION, BACKUP_LABEL, Backup};
 use kube::ResourceExt;
 use serde_json::Value;
 
 /// The extension's migration annotations.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Migration {
+    /// The ClusterExtension's name (what the objects' marks must name).
+    pub extension: String,
+    /// Its install namespace (`spec.namespace`): the only place its backup may be.
+    pub namespace: String,
     /// The Subscription replaced (`<namespace>/<name>`).
     pub subscription: String,
     /// The backup ConfigMap (`<namespace>/<name>`; empty when the annotation is missing).
@@ -32,6 +41,8 @@ impl Migration {
         let annotations = ext.annotations();
         let subscription = annotations.get(MIGRATED_FROM_ANNOTATION)?;
         Some(Migration {
+            extension: ext.name_any(),
+            namespace: ext.spec.namespace.clone(),
             subscription: subscription.clone(),
             backup: annotations
                 .get(BACKUP_ANNOTATION)
@@ -52,11 +63,30 @@ pub struct V0Takeover {
     pub csv: String,
     /// Its version.
     pub version: String,
+    /// The mark an object must carry to be adopted ([`adoption_mark`]: this extension
+    /// and the backup's UID).
+    pub mark: String,
 }
 
 /// Reads the backup ConfigMap `configmap` (as JSON) of `migration`; the error says
-/// what is wrong with it.
+/// what is wrong with it. The backup must be convert's (its label), in the extension's
+/// namespace, of a Subscription of that namespace.
 pub fn from_backup(migration: &Migration, configmap: &Value) -> Result<V0Takeover, String> {
+    let at = |path: &str| configmap.pointer(path).and_then(Value::as_str);
+    if at(&format!(
+        "/metadata/labels/{}",
+        BACKUP_LABEL.replace('/', "~1")
+    )) != Some("true")
+    {
+        return Err(format!(
+            "ConfigMap {} is not a migration backup (label {BACKUP_LABEL}=true, written by `olmv1 migrate convert`)",
+            migration.backup
+        ));
+    }
+    let uid = at("/metadata/uid").unwrap_or_default();
+    if uid.is_empty() {
+        return Err(format!("backup ConfigMap {} has no uid", migration.backup));
+    }
     let backup = Backup::from_configmap(configmap)
         .map_err(|e| format!("backup ConfigMap {}: {e}", migration.backup))?;
     let of = format!("{}/{}", backup.namespace(), backup.name());
@@ -66,12 +96,33 @@ pub fn from_backup(migration: &Migration, configmap: &Value) -> Result<V0Takeove
             migration.backup, migration.subscription
         ));
     }
+    if backup.namespace() != migration.namespace {
+        return Err(format!(
+            "backup ConfigMap {} is of Subscription {of}, outside the extension's namespace {}: a migration takes over an installation of its own namespace only",
+            migration.backup, migration.namespace
+        ));
+    }
     Ok(V0Takeover {
         subscription: migration.subscription.clone(),
         backup: migration.backup.clone(),
         csv: backup.installed_csv,
         version: backup.version,
+        mark: adoption_mark(&migration.extension, uid),
     })
+}
+
+/// Where the backup of `migration` is read: `(namespace, name)`, the namespace the
+/// extension's own (`spec.namespace`, where convert writes it); a reference elsewhere
+/// is refused before anything is read.
+pub fn backup_location(migration: &Migration) -> Result<(&str, &str), String> {
+    let (namespace, name) = split_reference(&migration.backup)?;
+    if namespace != migration.namespace {
+        return Err(format!(
+            "annotation {BACKUP_ANNOTATION} names {}, outside the extension's namespace {}: the backup of a migration is read in that namespace only, as the installer account",
+            migration.backup, migration.namespace
+        ));
+    }
+    Ok((namespace, name))
 }
 
 /// `<namespace>/<name>` of a backup reference.
@@ -164,13 +215,16 @@ mod tests {
 
     fn migration() -> Migration {
         Migration {
+            extension: "demo".into(),
+            namespace: "ops".into(),
             subscription: "ops/demo".into(),
             backup: "ops/olmv1-migration-demo".into(),
         }
     }
 
     fn configmap(sub_ns: &str) -> Value {
-        json!({"data": {
+        json!({"metadata": {"uid": "b-uid", "labels": {BACKUP_LABEL: "true"}},
+            "data": {
             "subscription.json": json!({"metadata": {"name": "demo", "namespace": sub_ns}}).to_string(),
             "installedCSV": "demo.v1.0.0", "version": "1.0.0",
             "clusterExtension.json": "{}", "installer.json": "[]"}})
@@ -180,18 +234,55 @@ mod tests {
     fn the_backup_names_the_installed_csv_of_its_subscription() {
         let v0 = from_backup(&migration(), &configmap("ops")).expect("backup");
         assert_eq!(
-            (v0.csv.as_str(), v0.version.as_str()),
-            ("demo.v1.0.0", "1.0.0")
+            (v0.csv.as_str(), v0.version.as_str(), v0.mark.as_str()),
+            ("demo.v1.0.0", "1.0.0", "demo/b-uid")
         );
         let other = from_backup(&migration(), &configmap("dev")).expect_err("other");
         assert!(
             other.contains("is of Subscription dev/demo, not ops/demo"),
             "{other}"
         );
-        let broken = from_backup(&migration(), &json!({"data": {}})).expect_err("broken");
+        let broken = from_backup(
+            &migration(),
+            &json!({"metadata": {"uid": "u", "labels": {BACKUP_LABEL: "true"}}, "data": {}}),
+        )
+        .expect_err("broken");
         assert!(
             broken.starts_with("backup ConfigMap ops/olmv1-migration-demo: data."),
             "{broken}"
+        );
+        // Not convert's: no backup label.
+        let mut unlabelled = configmap("ops");
+        unlabelled["metadata"]["labels"] = json!({});
+        let why = from_backup(&migration(), &unlabelled).expect_err("unlabelled");
+        assert!(why.contains("is not a migration backup"), "{why}");
+        // A backup of another namespace's Subscription, named by an extension of that
+        // other namespace's Subscription but installing elsewhere.
+        let elsewhere = Migration {
+            namespace: "tenant".into(),
+            ..migration()
+        };
+        let why = from_backup(&elsewhere, &configmap("ops")).expect_err("elsewhere");
+        assert!(
+            why.contains("outside the extension's namespace tenant"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn the_backup_is_read_in_the_extensions_namespace_only() {
+        assert_eq!(
+            backup_location(&migration()),
+            Ok(("ops", "olmv1-migration-demo"))
+        );
+        let other = Migration {
+            backup: "kube-system/cm".into(),
+            ..migration()
+        };
+        let why = backup_location(&other).expect_err("elsewhere");
+        assert!(
+            why.contains("names kube-system/cm, outside the extension's namespace ops"),
+            "{why}"
         );
     }
 
