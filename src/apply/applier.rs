@@ -7,8 +7,7 @@ pub use super::establish::established;
 use super::establish::{Establishing, overlaps_establishment};
 use super::order::{PhaseKind, apply_stages, phase_of};
 use super::ownership::{
-    Conflict, Owner, Ownership, classify, conflict_message, helm_managed,
-    operator_condition_rbac_adopted, unmanaged_adopted, with_ownership,
+    Conflict, Owner, Ownership, conflict_message, existing_ownership, with_ownership,
 };
 use super::types::{FIELD_MANAGER, ObjectRef};
 use futures::FutureExt;
@@ -480,16 +479,13 @@ async fn check_takeover(
                         .await
                         .map_err(kube_err("reading", r))?;
                     Ok::<_, ApplyError>(existing.map(|o| {
-                        let annotations = o.metadata.annotations.as_ref();
-                        let mut ownership = classify(o.metadata.labels.as_ref(), &owner.name);
-                        if refuse_helm {
-                            ownership = helm_managed(ownership, annotations);
-                        }
-                        if let Some(mark) = adopt_unmanaged {
-                            ownership = unmanaged_adopted(ownership, annotations, mark);
-                        }
-                        let owners = o.metadata.owner_references.as_deref().unwrap_or_default();
-                        ownership = operator_condition_rbac_adopted(ownership, r, owners);
+                        let ownership = existing_ownership(
+                            &o.metadata,
+                            r,
+                            &owner.name,
+                            refuse_helm,
+                            adopt_unmanaged,
+                        );
                         (i, o.metadata.resource_version.clone(), ownership)
                     }))
                 }

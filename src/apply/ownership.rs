@@ -200,6 +200,32 @@ pub fn operator_condition_rbac_adopted(
     }
 }
 
+/// Whose the existing object `r` (its `meta`) is for extension `extension`: its owner
+/// labels ([`classify`]); with `refuse_helm`, upstream's Helm objects reported
+/// ([`helm_managed`]); OLM v0's OperatorCondition RBAC of the same name adopted
+/// ([`operator_condition_rbac_adopted`]) — before the migration rule, since OLM v0 may
+/// re-create it after a convert handed everything over; and with `adopt_mark`, what a
+/// migration handed over adopted and nothing else ([`unmanaged_adopted`]).
+pub fn existing_ownership(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    r: &ObjectRef,
+    extension: &str,
+    refuse_helm: bool,
+    adopt_mark: Option<&str>,
+) -> Ownership {
+    let annotations = meta.annotations.as_ref();
+    let mut ownership = classify(meta.labels.as_ref(), extension);
+    if refuse_helm {
+        ownership = helm_managed(ownership, annotations);
+    }
+    let owners = meta.owner_references.as_deref().unwrap_or_default();
+    ownership = operator_condition_rbac_adopted(ownership, r, owners);
+    if let Some(mark) = adopt_mark {
+        ownership = unmanaged_adopted(ownership, annotations, mark);
+    }
+    ownership
+}
+
 /// Classifies an existing object's `metadata.labels` for extension `extension`.
 pub fn classify(
     labels: Option<&std::collections::BTreeMap<String, String>>,
@@ -383,6 +409,44 @@ mod tests {
                 "(not managed by a ClusterExtension, and not handed over to this one: it lacks the annotation olm.operatorframework.io/adoptable-by=ext/uid-1"
             ),
             "{message}"
+        );
+    }
+
+    #[test]
+    fn a_migration_adopts_olm_v0s_operator_condition_rbac_without_a_mark() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+        let role = ObjectRef {
+            group: "rbac.authorization.k8s.io".into(),
+            version: "v1".into(),
+            kind: "Role".into(),
+            namespace: "ops".into(),
+            name: "demo.v1.0.0".into(),
+        };
+        let of_condition = ObjectMeta {
+            owner_references: Some(vec![OwnerReference {
+                api_version: "operators.coreos.com/v2".into(),
+                kind: "OperatorCondition".into(),
+                name: "demo.v1.0.0".into(),
+                uid: "u".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        // Re-created by OLM v0 after the convert: no mark, still this extension's.
+        assert_eq!(
+            existing_ownership(&of_condition, &role, "ext", false, Some("ext/uid")),
+            Ownership::Ours
+        );
+        // Anything else without the mark is refused during a migration, and left
+        // unmanaged (refused as such) otherwise.
+        let plain = ObjectMeta::default();
+        assert_eq!(
+            existing_ownership(&plain, &role, "ext", false, Some("ext/uid")),
+            Ownership::NotHandedOver("ext/uid".into())
+        );
+        assert_eq!(
+            existing_ownership(&plain, &role, "ext", false, None),
+            Ownership::Unmanaged
         );
     }
 

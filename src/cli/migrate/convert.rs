@@ -40,6 +40,9 @@ const NAMESPACED: [(&str, &str); 7] = [
     ("v1", "ConfigMap"),
 ];
 
+/// Where OLM v0 puts an aggregated API server's auth-reader RoleBinding.
+const KUBE_SYSTEM: &str = "kube-system";
+
 fn v0(kind: &str, version: &str, ns: &str, name: &str) -> Target {
     Target {
         api_version: format!("operators.coreos.com/{version}"),
@@ -247,6 +250,18 @@ async fn read_csv(c: &kube::Client, o: &mut Observed, csv: &str) -> Result<(), S
     for (api_version, kind) in NAMESPACED {
         o.tied
             .extend(k::list(c, api_version, kind, &ns, None).await?);
+    }
+    // An aggregated API server's `<service>-auth-reader` RoleBinding lives in
+    // kube-system, tied by the owner labels only (olm-v0 reference §1.2).
+    if ns != KUBE_SYSTEM {
+        let bindings = k::list(
+            c,
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            KUBE_SYSTEM,
+            Some(&selector),
+        );
+        o.tied.extend(bindings.await?);
     }
     o.tied.retain(|obj| convert::untie(obj, csv, &ns).is_some());
     if let Some(live) = &o.csv {
