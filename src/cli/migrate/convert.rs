@@ -251,19 +251,26 @@ async fn read_csv(c: &kube::Client, o: &mut Observed, csv: &str) -> Result<(), S
         o.tied
             .extend(k::list(c, api_version, kind, &ns, None).await?);
     }
-    // An aggregated API server's `<service>-auth-reader` RoleBinding lives in
-    // kube-system, tied by the owner labels only (olm-v0 reference §1.2).
-    if ns != KUBE_SYSTEM {
-        let bindings = k::list(
-            c,
-            "rbac.authorization.k8s.io/v1",
-            "RoleBinding",
-            KUBE_SYSTEM,
-            Some(&selector),
-        );
-        o.tied.extend(bindings.await?);
-    }
     o.tied.retain(|obj| convert::untie(obj, csv, &ns).is_some());
+    // An aggregated API server's `<service>-auth-reader` RoleBinding in kube-system:
+    // OLM v0 ties it to nothing (olm-v0 reference §1.2); named after the Service of an
+    // APIService tied to the CSV.
+    let readers: Vec<String> = o
+        .tied
+        .iter()
+        .filter(|t| t["kind"] == "APIService")
+        .filter_map(|t| t.pointer("/spec/service/name").and_then(Value::as_str))
+        .map(|service| format!("{service}-auth-reader"))
+        .collect();
+    for name in readers {
+        let binding = Target {
+            api_version: "rbac.authorization.k8s.io/v1".into(),
+            kind: "RoleBinding".into(),
+            namespace: KUBE_SYSTEM.into(),
+            name,
+        };
+        o.untied_handed_over.extend(k::get(c, &binding).await?);
+    }
     if let Some(live) = &o.csv {
         for name in convert::owned_crd_names(live) {
             let crd = Target {
@@ -272,7 +279,7 @@ async fn read_csv(c: &kube::Client, o: &mut Observed, csv: &str) -> Result<(), S
                 namespace: String::new(),
                 name,
             };
-            o.owned_crds.extend(k::get(c, &crd).await?);
+            o.untied_handed_over.extend(k::get(c, &crd).await?);
         }
     }
     Ok(())

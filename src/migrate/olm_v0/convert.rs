@@ -240,9 +240,10 @@ pub struct Observed {
     pub install_plans: Vec<Value>,
     /// Objects still carrying the CSV's owner labels or an ownerReference to it.
     pub tied: Vec<Value>,
-    /// The live CRDs the CSV owns (`spec.customresourcedefinitions.owned`): OLM v0 ties
-    /// them to nothing, and convert hands them over too.
-    pub owned_crds: Vec<Value>,
+    /// What convert hands over that OLM v0 ties to nothing, live: the CRDs the CSV owns
+    /// (`spec.customresourcedefinitions.owned`) and an aggregated API server's
+    /// `<service>-auth-reader` RoleBinding in kube-system.
+    pub untied_handed_over: Vec<Value>,
     /// The live ClusterExtension named like the Subscription.
     pub extension: Option<Value>,
     /// The live OperatorCondition named like the CSV.
@@ -586,7 +587,7 @@ fn marks(o: &Observed, backup: &Backup) -> Vec<Step> {
         .backup_uid
         .as_deref()
         .map(|uid| adoption_mark(&extension, uid));
-    o.owned_crds
+    o.untied_handed_over
         .iter()
         .filter(|obj| {
             let mark = obj

@@ -92,7 +92,7 @@ fn fresh() -> Observed {
                 "metadata": {"name": "demo-controller-service", "namespace": "ops", "resourceVersion": "13",
                     "labels": {"olm.managed": "true"}, "ownerReferences": [csv_ref()]}}),
         ],
-        owned_crds: vec![json!({"apiVersion": "apiextensions.k8s.io/v1",
+        untied_handed_over: vec![json!({"apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
             "metadata": {"name": "widgets.example.com", "labels": {"olm.managed": "true"}}})],
         backup_uid: None,
@@ -138,7 +138,7 @@ fn done(o: &mut Observed, step: &Step) {
             o.backup_uid = Some("backup-uid".into());
         }
         Step::MarkForAdoption { target, .. } => {
-            for obj in o.owned_crds.iter_mut() {
+            for obj in o.untied_handed_over.iter_mut() {
                 if Target::of(obj) == *target {
                     *obj = marked(obj);
                 }
