@@ -299,10 +299,17 @@ fn upstream_webhook_configuration(name: &str, port: u16, dir: &Path, selector: &
     })
 }
 
-#[tokio::test]
-async fn catalogd_labels_clustercatalogs_at_admission() {
-    let _serial = serial().await;
-    let admin = support::cluster().admin().await;
+/// catalogd started with upstream's arguments and its webhook registered with
+/// upstream's MutatingWebhookConfiguration for catalogs labelled `selector`.
+struct WebhookCatalogd {
+    process: support::upstream::Upstream,
+    port: u16,
+    dir: std::path::PathBuf,
+    selector: String,
+    hooks: Api<DynamicObject>,
+}
+
+async fn catalogd_with_webhook(admin: &kube::Client) -> WebhookCatalogd {
     let dir = prepare("catalogd", "tls.crt");
     let (health, catalogs) = (free_port(), free_port());
     let (args, port) = catalogd_args(&dir, health, catalogs, &[]);
@@ -325,15 +332,34 @@ async fn catalogd_labels_clustercatalogs_at_admission() {
         .create(&PostParams::default(), &config)
         .await
         .expect("create the MutatingWebhookConfiguration");
+    WebhookCatalogd {
+        process,
+        port,
+        dir,
+        selector,
+        hooks,
+    }
+}
 
-    let catalogs_api: Api<ClusterCatalog> = Api::all(admin.clone());
-    let name = support::unique("labelled");
-    let catalog: ClusterCatalog = serde_json::from_value(json!({
+/// A ClusterCatalog named `name` that `w`'s webhook admits.
+fn webhook_catalog(w: &WebhookCatalogd, name: &str) -> ClusterCatalog {
+    serde_json::from_value(json!({
         "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog",
-        "metadata": {"name": name, "labels": {"olmv1-test/webhook": selector}},
+        "metadata": {"name": name, "labels": {"olmv1-test/webhook": w.selector}},
         "spec": {"source": {"type": "Image", "image": {"ref": "registry.invalid/none:latest"}}},
     }))
-    .expect("catalog");
+    .expect("catalog")
+}
+
+#[tokio::test]
+async fn catalogd_labels_clustercatalogs_at_admission() {
+    let _serial = serial().await;
+    let admin = support::cluster().admin().await;
+    let w = catalogd_with_webhook(&admin).await;
+    let (process, hooks, selector) = (&w.process, &w.hooks, &w.selector);
+    let catalogs_api: Api<ClusterCatalog> = Api::all(admin.clone());
+    let name = support::unique("labelled");
+    let catalog = webhook_catalog(&w, &name);
     let label = |c: &ClusterCatalog| c.metadata.labels.as_ref()?.get(LABEL).cloned();
     // The API server sees a new configuration within a moment: dry runs until it calls.
     let dry = PostParams {
@@ -374,13 +400,218 @@ async fn catalogd_labels_clustercatalogs_at_admission() {
         }
     };
     assert_eq!(label(&updated).as_deref(), Some(name.as_str()));
-    let _ = hooks.delete(&selector, &Default::default()).await;
+    let _ = hooks.delete(selector, &Default::default()).await;
     let _ = catalogs_api.delete(&name, &Default::default()).await;
     let log = process.log_text();
     assert!(
         log.contains("serving the ClusterCatalog mutating admission webhook"),
         "{log}"
     );
+}
+
+/// A thousand hostile clients on catalogd's webhook port (more than its 512 connection
+/// slots; ten source addresses, each under the per-peer cap of 128): a third connect
+/// and send nothing, a third send the first bytes of a TLS ClientHello, a third finish
+/// the handshake and send half a request head; each reconnects when closed. Meanwhile
+/// the real API server keeps calling the webhook (`failurePolicy: Fail`) for
+/// ClusterCatalog writes: every write is admitted and labelled within the webhook's
+/// 10 s timeout, and catalogd's peak resident memory stays bounded
+/// (docs/reference/limits.md, "Connections").
+#[tokio::test]
+async fn catalogd_admits_clustercatalogs_while_a_thousand_connections_flood_its_webhook() {
+    let _serial = serial().await;
+    let admin = support::cluster().admin().await;
+    let w = catalogd_with_webhook(&admin).await;
+    let catalogs_api: Api<ClusterCatalog> = Api::all(admin.clone());
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let labelled = |c: &ClusterCatalog| {
+        c.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(LABEL))
+    };
+    let probe = webhook_catalog(&w, &support::unique("probe"));
+    support::eventually(30, "the webhook called at admission", || async {
+        let answer = catalogs_api.create(&dry, &probe).await.ok()?;
+        labelled(&answer).then_some(())
+    })
+    .await;
+    let pid = w.process.child.id();
+    let rss_before = proc_status_kib(pid, "VmRSS:");
+    let held = 1000usize;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tls = flood::tls_connector(&w.dir.join("certs/ca.crt"));
+    let target = std::net::SocketAddr::from(([127, 0, 0, 1], w.port));
+    let attackers: Vec<_> = (0..held)
+        .map(|i| {
+            let from = 10 + (i % 10) as u8;
+            tokio::spawn(flood::hostile(
+                target,
+                from,
+                i % 3,
+                tls.clone(),
+                stop.clone(),
+            ))
+        })
+        .collect();
+    // Past the eviction grace of the first hostile connections: a full server under a
+    // reconnect storm.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let (mut admitted, mut took, mut refusals) = (0usize, Vec::new(), Vec::new());
+    let writes = 30;
+    for i in 0..writes {
+        let catalog = webhook_catalog(&w, &format!("{}-{i}", w.selector));
+        let started = std::time::Instant::now();
+        match catalogs_api.create(&dry, &catalog).await {
+            Ok(c) if labelled(&c) => admitted += 1,
+            Ok(_) => refusals.push("admitted without the label".to_string()),
+            Err(e) => refusals.push(e.to_string()),
+        }
+        took.push(started.elapsed());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let rss_flood = proc_status_kib(pid, "VmRSS:");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut connections = 0;
+    for a in attackers {
+        connections += tokio::time::timeout(std::time::Duration::from_secs(10), a)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or(0);
+    }
+    let peak = proc_status_kib(pid, "VmHWM:");
+    took.sort();
+    let (median, slowest) = (took[took.len() / 2], took[took.len() - 1]);
+    println!(
+        "{held} hostile clients ({connections} connections in all); ClusterCatalog writes \
+         admitted {admitted}/{writes}, median {median:?}, slowest {slowest:?}; catalogd RSS \
+         {rss_before} KiB before, {rss_flood} KiB during the flood, peak {peak} KiB"
+    );
+    let _ = w.hooks.delete(&w.selector, &Default::default()).await;
+    assert!(
+        connections >= held,
+        "the flood did not connect: {connections}"
+    );
+    assert_eq!(admitted, writes, "refused: {refusals:?}");
+    assert!(slowest < std::time::Duration::from_secs(10), "{slowest:?}");
+    // What 512 connection slots with bounded buffers cost, with a wide margin.
+    assert!(peak < 256 << 10, "catalogd's peak RSS {peak} KiB");
+}
+
+/// A field of `/proc/<pid>/status` in KiB (`VmRSS:`, `VmHWM:`).
+fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with(field))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// The hostile clients of the webhook flood.
+mod flood {
+    use std::net::SocketAddr;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    /// A TLS client trusting `ca` (the webhook's certificate).
+    pub fn tls_connector(ca: &Path) -> tokio_rustls::TlsConnector {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_file_iter(ca).expect("ca") {
+            roots.add(cert.expect("ca certificate")).expect("root");
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+    }
+
+    async fn connect_from(addr: SocketAddr, from: u8) -> std::io::Result<TcpStream> {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::from(([127, 0, 0, from], 0)))?;
+        socket.connect(addr).await
+    }
+
+    /// Reads until the server closes `io` (bounded: 60 × 250 ms) or `stop`.
+    async fn hold<T: tokio::io::AsyncRead + Unpin>(io: &mut T, stop: &AtomicBool) {
+        let mut buf = [0u8; 1024];
+        for _ in 0..60 {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            match tokio::time::timeout(Duration::from_millis(250), io.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return,
+                _ => {}
+            }
+        }
+    }
+
+    /// One hostile client of `kind` (0: nothing sent; 1: the first bytes of a TLS
+    /// ClientHello; 2: a TLS handshake and half a request head), reconnecting each time
+    /// the server closes it until `stop`. Returns its number of connections.
+    pub async fn hostile(
+        addr: SocketAddr,
+        from: u8,
+        kind: usize,
+        tls: tokio_rustls::TlsConnector,
+        stop: Arc<AtomicBool>,
+    ) -> usize {
+        let mut connections = 0;
+        while !stop.load(Ordering::Relaxed) {
+            // A moment between reconnects: the storm shares two cores with the API
+            // server and etcd it is measured through.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let Ok(mut tcp) = connect_from(addr, from).await else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            connections += 1;
+            match kind {
+                0 => hold(&mut tcp, &stop).await,
+                1 => {
+                    // A handshake record header and the start of a ClientHello.
+                    if tcp
+                        .write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
+                        .await
+                        .is_ok()
+                    {
+                        hold(&mut tcp, &stop).await;
+                    }
+                }
+                _ => {
+                    let name =
+                        rustls::pki_types::ServerName::try_from("127.0.0.1").expect("server name");
+                    let Ok(Ok(mut session)) =
+                        tokio::time::timeout(Duration::from_secs(10), tls.connect(name, tcp)).await
+                    else {
+                        continue;
+                    };
+                    if session
+                        .write_all(b"POST /mutate-olm-operatorframework-io-v1-clustercatalog HTTP/1.1\r\nHost: x\r\n")
+                        .await
+                        .is_ok()
+                    {
+                        hold(&mut session, &stop).await;
+                    }
+                }
+            }
+        }
+        connections
+    }
 }
 
 #[tokio::test]

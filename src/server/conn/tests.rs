@@ -2,9 +2,12 @@
 
 use super::*;
 use crate::fbc::store;
+use bytes::Bytes;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 const CAT: &str = "{\"schema\":\"olm.package\",\"name\":\"p\"}\n";
 const REQUEST: &[u8] = b"GET /catalogs/cat/api/v1/all HTTP/1.1\r\nHost: x\r\n\r\n";

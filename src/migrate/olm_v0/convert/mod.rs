@@ -21,14 +21,27 @@
 //! last, annotated as the migration of the Subscription. The OperatorCondition stays,
 //! untied like the rest: the operator's pods still name it (`OPERATOR_CONDITION_NAME`)
 //! until the ClusterExtension's own revision replaces them.
+//!
+//! Where a convert starts from (module `start`), what ties an object to the CSV and how
+//! it is handed over (module `hand_over`), and the OperatorCondition restored once the
+//! CSV is gone (module `restore`) live in modules of their own.
 
+use super::Check;
 use super::backup::{BACKUP_ANNOTATION, Backup, configmap_name};
 use super::read::text;
 use super::target::MIGRATED_FROM_ANNOTATION;
-use super::{BlockerCode, Check};
-use crate::apply::ownership::{ADOPTABLE_BY_ANNOTATION, adoption_mark};
+use crate::apply::ownership::ADOPTABLE_BY_ANNOTATION;
 use serde::Serialize;
 use serde_json::{Value, json};
+
+mod hand_over;
+mod restore;
+mod start;
+
+use hand_over::{backup_target, extension_name, marks};
+pub use hand_over::{labelled_for, owned_crd_names, owner_labels, untie, with_hand_over};
+pub use restore::{Restore, restore_operator_condition};
+use start::{Start, foreign_extension, start};
 
 /// OLM v0's finalizer on a CSV (olm-v0 reference §1.1, §1.4).
 pub const CSV_FINALIZER: &str = "operators.coreos.com/csv-cleanup";
@@ -330,163 +343,6 @@ pub fn again(o: &Observed) -> Vec<Step> {
         .collect()
 }
 
-/// What a finished convert does about the OperatorCondition (after the CSV is gone).
-#[derive(Clone, Debug, PartialEq)]
-pub enum Restore {
-    /// Nothing to restore: nothing was set in it, or it is still the same object.
-    Nothing,
-    /// It is gone and something was set in it: wait until the takeover re-creates it.
-    Wait,
-    /// It was re-created without what was set in it: this JSON merge patch puts back
-    /// `spec.overrides` and `spec.conditions` as backed up (only the missing ones).
-    Patch(Value),
-}
-
-/// Whether the OperatorCondition `live` lost what the backup kept of it (`backed_up`,
-/// [`super::backup::operator_condition_snapshot`]): OLM v0's garbage collection may
-/// delete it during the convert and the takeover re-create it empty.
-pub fn restore_operator_condition(backed_up: Option<&Value>, live: Option<&Value>) -> Restore {
-    let Some(kept) = backed_up
-        .and_then(|b| b.get("spec"))
-        .and_then(Value::as_object)
-    else {
-        return Restore::Nothing;
-    };
-    if kept.is_empty() {
-        return Restore::Nothing;
-    }
-    let Some(live) = live else {
-        return Restore::Wait;
-    };
-    // Still pointing at the CSV (being deleted or gone): garbage collection may delete
-    // it yet, or OLM v0 re-created it.
-    let tied = live
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .is_some_and(|refs| refs.iter().any(|r| r["kind"] == "ClusterServiceVersion"));
-    if tied {
-        return Restore::Wait;
-    }
-    let uid = |v: &Value| v.pointer("/metadata/uid").cloned();
-    if backed_up.and_then(|b| b.get("uid")).cloned() == uid(live) {
-        return Restore::Nothing;
-    }
-    let missing: serde_json::Map<String, Value> = kept
-        .iter()
-        .filter(|(key, _)| {
-            live.pointer(&format!("/spec/{key}"))
-                .and_then(Value::as_array)
-                .is_none_or(Vec::is_empty)
-        })
-        .map(|(key, v)| (key.clone(), v.clone()))
-        .collect();
-    if missing.is_empty() {
-        return Restore::Nothing;
-    }
-    Restore::Patch(json!({"spec": missing}))
-}
-
-enum Start {
-    Refused(String),
-    /// Only a ClusterCatalog is missing: create it (if not yet), then wait.
-    Catalog(Option<Box<Step>>, String),
-}
-
-/// The backup to work from (live, else the one to write first) and the first steps.
-fn start(o: &Observed) -> Result<(Backup, Vec<Step>), Start> {
-    let subscription = format!("{}/{}", o.namespace, o.name);
-    match &o.backup {
-        Some(Ok(b)) => return Ok((b.clone(), Vec::new())),
-        Some(Err(e)) => {
-            return Err(Start::Refused(format!(
-                "the backup ConfigMap {}/{} is unreadable ({e}): restore it or delete it if no convert of {subscription} is in progress",
-                o.namespace,
-                configmap_name(&o.name)
-            )));
-        }
-        None => {}
-    }
-    if o.subscription.is_none() {
-        return Err(Start::Refused(format!(
-            "Subscription {subscription} not found, and no backup of a convert in progress ({}/{})",
-            o.namespace,
-            configmap_name(&o.name)
-        )));
-    }
-    let Some(check) = &o.check else {
-        return Err(Start::Refused(format!(
-            "Subscription {subscription} was not checked"
-        )));
-    };
-    if let Some(refusal) = blocked(check, o.catalog_exists) {
-        return Err(refusal);
-    }
-    let backup = match &o.proposed {
-        Some(Ok(b)) => b.clone(),
-        Some(Err(e)) => return Err(Start::Refused(e.clone())),
-        None => return Err(Start::Refused("the backup could not be prepared".into())),
-    };
-    let steps = vec![Step::WriteBackup {
-        manifest: backup.configmap(),
-    }];
-    Ok((backup, steps))
-}
-
-/// A convert only starts from an eligible Subscription; when the one blocker is a
-/// missing ClusterCatalog that `check` can create, the convert creates it and waits.
-fn blocked(check: &Check, catalog_exists: bool) -> Option<Start> {
-    if check.eligible {
-        return None;
-    }
-    let only_catalog = check
-        .blockers
-        .iter()
-        .all(|b| b.code == BlockerCode::NotInCatalog);
-    match &check.cluster_catalog {
-        Some(c) if only_catalog && !c.reused => {
-            let step = c
-                .manifest
-                .clone()
-                .filter(|_| !catalog_exists)
-                .map(|manifest| Box::new(Step::CreateClusterCatalog { manifest }));
-            Some(Start::Catalog(
-                step,
-                format!(
-                    "run convert again once ClusterCatalog {} is Serving the package",
-                    c.name
-                ),
-            ))
-        }
-        _ => {
-            let list: Vec<String> = check
-                .blockers
-                .iter()
-                .map(|b| format!("{} (what to do: {})", b.message, b.action))
-                .collect();
-            Some(Start::Refused(format!(
-                "Subscription {} is not eligible: {}",
-                check.subscription,
-                list.join("; ")
-            )))
-        }
-    }
-}
-
-/// A ClusterExtension of that name that is not this Subscription's migration.
-fn foreign_extension(o: &Observed, subscription: &str) -> Option<String> {
-    let ext = o.extension.as_ref()?;
-    let from = ext
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(MIGRATED_FROM_ANNOTATION))
-        .and_then(Value::as_str);
-    (from != Some(subscription)).then(|| {
-        format!(
-            "ClusterExtension {} already exists and is not the migration of Subscription {subscription} (annotation {MIGRATED_FROM_ANNOTATION}): rename or remove it first",
-            o.name
-        )
-    })
-}
-
 /// The ClusterExtension to create: the backup's, naming its backup.
 fn extension_manifest(backup: &Backup) -> Value {
     let mut ext = backup.extension.clone();
@@ -555,69 +411,6 @@ fn stop_v0(o: &Observed, backup: &Backup) -> Vec<Step> {
     steps
 }
 
-/// The ClusterExtension convert creates (named like the Subscription).
-fn extension_name(o: &Observed, backup: &Backup) -> String {
-    text(&backup.extension, "/metadata/name").unwrap_or_else(|| o.name.clone())
-}
-
-/// The backup ConfigMap of `backup`.
-fn backup_target(backup: &Backup) -> Target {
-    Target {
-        api_version: "v1".into(),
-        kind: "ConfigMap".into(),
-        namespace: backup.namespace(),
-        name: configmap_name(&backup.name()),
-    }
-}
-
-/// `step` (an untie) handing its object over as well.
-pub fn with_hand_over(mut step: Step, to: &(String, Target)) -> Step {
-    if let Step::Untie { hand_over, .. } = &mut step {
-        *hand_over = Some(to.clone());
-    }
-    step
-}
-
-/// The CRDs the CSV owns that do not carry the mark yet (module documentation);
-/// before the backup exists (a first run) every one of them is marked. What is tied to
-/// the CSV is marked by its untie.
-fn marks(o: &Observed, backup: &Backup) -> Vec<Step> {
-    let extension = extension_name(o, backup);
-    let wanted = o
-        .backup_uid
-        .as_deref()
-        .map(|uid| adoption_mark(&extension, uid));
-    o.untied_handed_over
-        .iter()
-        .filter(|obj| {
-            let mark = obj
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(ADOPTABLE_BY_ANNOTATION))
-                .and_then(Value::as_str);
-            wanted.is_none() || mark != wanted.as_deref()
-        })
-        .map(|obj| Step::MarkForAdoption {
-            target: Target::of(obj),
-            extension: extension.clone(),
-            backup: backup_target(backup),
-        })
-        .collect()
-}
-
-/// The names of the CRDs the CSV `csv` owns.
-pub fn owned_crd_names(csv: &Value) -> Vec<String> {
-    csv.pointer("/spec/customresourcedefinitions/owned")
-        .and_then(Value::as_array)
-        .map(|owned| {
-            owned
-                .iter()
-                .filter_map(|c| c.get("name").and_then(Value::as_str))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn name_of(v: &Value) -> String {
     text(v, "/metadata/name").unwrap_or_default()
 }
@@ -637,69 +430,4 @@ pub fn finalizers(v: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Whether an ownerReference points at the CSV `csv` (any UID: a CSV re-created under
-/// the same name is the same owner to OLM v0).
-fn is_csv_reference(r: &Value, csv: &str) -> bool {
-    r["kind"] == "ClusterServiceVersion"
-        && r["apiVersion"]
-            .as_str()
-            .is_some_and(|a| a.starts_with("operators.coreos.com/"))
-        && r["name"] == csv
-}
-
-/// OLM v0's labels tying an object to the CSV `csv` of namespace `namespace`
-/// ([`OWNER_LABELS`]).
-pub fn owner_labels(csv: &str, namespace: &str) -> Value {
-    serde_json::json!({OWNER_LABELS[0]: csv, OWNER_LABELS[1]: "ClusterServiceVersion",
-        OWNER_LABELS[2]: namespace})
-}
-
-/// Whether `obj` carries OLM v0's labels for the CSV `csv` of namespace `namespace`.
-pub fn labelled_for(obj: &Value, csv: &str, namespace: &str) -> bool {
-    let wanted = owner_labels(csv, namespace);
-    OWNER_LABELS
-        .iter()
-        .all(|k| obj.pointer(&format!("/metadata/labels/{k}")) == wanted.get(*k))
-}
-
-/// What ties `obj` to the CSV `csv` of namespace `namespace`: the `olm.owner*` labels
-/// naming it, ownerReferences to it. `None` when nothing does.
-pub fn untie(obj: &Value, csv: &str, namespace: &str) -> Option<Step> {
-    let label = |k: &str| text(obj, &format!("/metadata/labels/{k}"));
-    let labelled = labelled_for(obj, csv, namespace);
-    let labels: Vec<String> = if labelled {
-        OWNER_LABELS
-            .iter()
-            .filter(|k| label(k).is_some())
-            .map(|k| k.to_string())
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let refs = obj
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let in_namespace = text(obj, "/metadata/namespace").as_deref() == Some(namespace);
-    let (removed, kept): (Vec<Value>, Vec<Value>) = refs
-        .into_iter()
-        .partition(|r| in_namespace && is_csv_reference(r, csv));
-    if labels.is_empty() && removed.is_empty() {
-        return None;
-    }
-    Some(Step::Untie {
-        target: Target::of(obj),
-        labels,
-        owner_references: removed
-            .iter()
-            .map(|r| format!("{}/{}", r["kind"].as_str().unwrap_or(""), csv))
-            .collect(),
-        keep_owner_references: (!removed.is_empty()).then_some(kept),
-        resource_version: text(obj, "/metadata/resourceVersion"),
-        csv: (csv.to_string(), namespace.to_string()),
-        hand_over: None,
-    })
 }
