@@ -6,8 +6,7 @@
 //! server marks the APIService Available and proxies `widgets` requests to it, and the
 //! ClusterExtension reports the rollout done. Then the uninstall removes the APIService.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};

@@ -5,8 +5,7 @@
 //! file and line, and a ClusterExtension that names a channel resolves and installs
 //! from it.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use kube::api::{Api, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension, conditions};

@@ -5,8 +5,7 @@
 //! `kubectl apply` does), the controller Deployment rolls out with the leader-election
 //! timings the values set, and a ClusterExtension installs an operator that runs.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;

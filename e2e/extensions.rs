@@ -2,8 +2,7 @@
 //! kube-controller-manager, real registry, the controller as its own ServiceAccount,
 //! bundle content applied as the installer ServiceAccount.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use support::extensions::{
     condition, create_catalog, extension, grant_installer, publish, wait_installed,

@@ -9,8 +9,7 @@
 //! `support::controller()` is never started here), and the tests take turns
 //! ([`SERIAL`]) because each runs its own controller without leader election.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};

@@ -5,8 +5,7 @@
 //! Real kube-apiserver (RBAC enforced) and kube-controller-manager, real registry, the
 //! controller as its own ServiceAccount, bundle content applied as the installer.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use support::extensions::{condition, create_catalog, extension, wait_progressing_message};
 

@@ -13,8 +13,7 @@
 //! The tests take turns ([`SERIAL`]): a fault hits the whole control plane, and each
 //! test runs its own controller without leader election.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;

@@ -7,8 +7,7 @@
 //! Only the spawned controller reconciles in this test binary (the in-process one of
 //! `support::controller()` is never started here).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ServiceAccount;

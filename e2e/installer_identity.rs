@@ -5,8 +5,7 @@
 //! account shows `source: ServiceAccount` there.
 //! (Refusal without a default is in e2e/extensions.rs, whose controller has none.)
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use kube::api::{Api, ListParams, PostParams};
 use olmv1::api::ClusterExtension;

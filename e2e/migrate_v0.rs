@@ -8,8 +8,7 @@
 //! everything alone for 60 s. `olmv1 migrate rollback` hands it back to OLM v0: the
 //! Subscription AtLatestKnown, the CSV Succeeded, still the same pod.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role};

@@ -12,8 +12,7 @@
 //! take turns (`olm_v0_run::serial`): one restarts the API server, the other sees
 //! every Subscription.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::events::v1::Event;

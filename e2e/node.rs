@@ -7,8 +7,7 @@
 //! opt-in install namespace created from the bundle's template (Pod Security label
 //! enforced on the real pods) and removed with the extension.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;

@@ -6,8 +6,7 @@
 //! controller goes back to the previous revision from its record, whose pods really run
 //! again, and the version gone back to is not reported as ProgressDeadlineExceeded.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams, PostParams};

@@ -9,8 +9,7 @@
 //! workload loses availability, and `ProgressDeadlineExceeded` when that lasts longer
 //! than `progressDeadlineMinutes` (one "minute" is a second in the tests).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};

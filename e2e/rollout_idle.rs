@@ -7,8 +7,7 @@
 //! e2e/rollout.rs does; kube-controller-manager turns the pods' status into the
 //! Deployment's).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, PostParams};

@@ -16,8 +16,7 @@
 //! are served over TLS with a certificate from that ClusterIssuer (one registry without
 //! auth, one with), both over the storage of a plain-HTTP registry the test pushes to.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};

@@ -6,8 +6,7 @@
 //! pod starts with the certificate mounted, and the API server really calls the three
 //! webhooks. Then the uninstall removes what olmv1 installed.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,

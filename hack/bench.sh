@@ -186,7 +186,7 @@ else wanted scale && failed=1; fi
 
 if wanted lease; then
   echo "   (lease: about 4 minutes, mostly waiting)"
-  if run lease cargo test --quiet --release --test lease measure_the_defaults -- --ignored --nocapture; then
+  if run lease cargo test --quiet --release --test integration lease::measure_the_defaults -- --ignored --nocapture; then
     l=$logs/lease.log
     row lease "idle requests, leader + standby" "$(first '^FIGURE idle: .* = ([0-9.]+ requests\/s).*' "$l")" "≤ 0.066 req/s (upstream)"
     row lease "takeover after SIGKILL, median" "$(first '^FIGURE takeover median: (.*)$' "$l")" "≤ 27 s (lease duration)"

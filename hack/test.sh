@@ -1,90 +1,201 @@
 #!/usr/bin/env bash
-# The project's whole test suite, as CI runs it (.ci/run calls exactly this):
-# formatting and lints, then every unit, integration and end-to-end test. The
-# integration and end-to-end tests start their own real control plane (etcd,
+# The project's whole test suite, as CI runs it (.ci/run calls exactly this), or one
+# tier of it (docs/design/tests.md):
+#
+#   hack/test.sh               everything: fmt, clippy, cargo-deny, then every tier
+#   hack/test.sh unit          the unit tests (`--lib --bins`): Rust only, no registry, no Go
+#   hack/test.sh integration   tests/ (one binary): a real control plane, registries, cert-manager, OLM v0
+#   hack/test.sh e2e           e2e/ (one binary): the above and a real node
+#
+# The integration and end-to-end tests start their own real control plane (etcd,
 # kube-apiserver, kube-controller-manager) and OCI registries on loopback; the node
-# suite (e2e/node.rs) also a real node (containerd + runc, kubelet, kube-scheduler,
-# kube-proxy, CoreDNS: hack/build-node.sh builds and installs them, once).
+# tests also a real node (containerd + runc, kubelet, kube-scheduler, kube-proxy,
+# CoreDNS: hack/build-node.sh builds and installs them, once). Each area of tests/ and
+# e2e/ (one module: tests/<area>.rs, e2e/<area>.rs) runs in a process of its own, with
+# the control plane and controller of that process, as a test binary of its own did.
+# At the end: each tier's and each area's wall time, and the slowest tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 
+tier="${1:-all}"
+case "$tier" in
+  all | unit | integration | e2e) ;;
+  -h | --help)
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  *)
+    echo "error: unknown tier '$tier': hack/test.sh [all|unit|integration|e2e]" >&2
+    exit 2
+    ;;
+esac
+
 # Everything the tests need besides the source, checked (and installed, once) before
-# the long builds: Debian packages, cargo-deny; Rust and Go are checked.
-hack/prereqs.sh test
-hack/build-kube.sh
-hack/build-node.sh
-hack/build-cert-manager.sh
-# OLM v0's olm-operator, catalog-operator and opm for e2e/migrate_v0.rs (first run about
-# 6 minutes on 2 cores, then cached by version).
-hack/build-olm-v0.sh
-hack/build-argo-health.sh >/dev/null
-# helm v3 for tests/chart.rs, e2e/chart.rs and e2e/upstream_chart.rs (first run about
-# 2.5 minutes on 2 cores), and upstream OLM v1's own chart for the last.
-hack/build-helm.sh >/dev/null
-hack/upstream-chart.sh >/dev/null
-export OLMV1_ETCD="$(hack/etcd-path.sh)"
+# the long builds: Debian packages, cargo-deny; Rust and Go are checked. The unit tier
+# needs Rust only.
+if [ "$tier" != unit ]; then
+  hack/prereqs.sh test
+  hack/build-kube.sh
+  [ "$tier" = integration ] || hack/build-node.sh
+  hack/build-cert-manager.sh
+  # OLM v0's olm-operator, catalog-operator and opm (tests/migrate_v0.rs, e2e/migrate_v0.rs;
+  # first run about 6 minutes on 2 cores, then cached by version).
+  hack/build-olm-v0.sh
+  hack/build-argo-health.sh >/dev/null
+  # helm v3 for tests/chart.rs, e2e/chart.rs and e2e/upstream_chart.rs (first run about
+  # 2.5 minutes on 2 cores), and upstream OLM v1's own chart for the last.
+  hack/build-helm.sh >/dev/null
+  hack/upstream-chart.sh >/dev/null
+  OLMV1_ETCD="$(hack/etcd-path.sh)"
+  export OLMV1_ETCD
+fi
+
+# The Rust build is kept between checkouts on this machine, as the Go builds are in
+# ~/.cache/olmv1: a fresh clone (CI's) rebuilds only this crate, not its dependencies.
+# CARGO_TARGET_DIR=target keeps it in the checkout. One run at a time uses it: the
+# test binaries of two checkouts have the same names there.
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/olmv1"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$cache/target}"
+mkdir -p "$CARGO_TARGET_DIR"
+pidfile="$CARGO_TARGET_DIR/.hack-test.pid"
+if [ -s "$pidfile" ] && other=$(cat "$pidfile") && [ "$other" != $$ ] && kill -0 "$other" 2>/dev/null &&
+  grep -q "hack/test.sh" "/proc/$other/cmdline" 2>/dev/null; then
+  echo "error: another hack/test.sh (pid $other) is using $CARGO_TARGET_DIR; wait for it, or give this run a target directory of its own (CARGO_TARGET_DIR=target hack/test.sh)" >&2
+  exit 1
+fi
+echo $$ >"$pidfile"
+echo "Rust build: $CARGO_TARGET_DIR"
+# The tests' logs (target/tmp/testenv-logs/: runs with a failure are kept) stay in the
+# checkout wherever the build goes.
+export OLMV1_TEST_TMPDIR="${OLMV1_TEST_TMPDIR:-$PWD/target/tmp}"
+mkdir -p "$OLMV1_TEST_TMPDIR"
 # One build of each test binary, kept whole: incremental-compilation caches would add
 # gigabytes to a cold build (CI's) and speed up nothing here.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
-# Disk: the debug build of every test binary takes about 14 GB the first time (without
+# Disk: the debug build of the test binaries takes about 5 GB the first time (without
 # incremental caches), and the tests' control planes, registries and node a few more.
 # A disk that fills half-way fails dozens of tests for no visible reason (etcd dies,
 # kubeconfigs vanish): say so first.
-target_dir="${CARGO_TARGET_DIR:-target}"
-mkdir -p "$target_dir"
 need_gb=5
-[ -d "$target_dir/debug/deps" ] || need_gb=20
-for dir in "$target_dir" "${TMPDIR:-/tmp}"; do
+[ -d "$CARGO_TARGET_DIR/debug/deps" ] || need_gb=12
+for dir in "$CARGO_TARGET_DIR" "${TMPDIR:-/tmp}"; do
   free_gb=$(df -Pk "$dir" | awk 'NR == 2 {print int($4 / 1048576)}')
   if [ "${free_gb:-0}" -lt "$need_gb" ]; then
-    echo "error: $free_gb GB free on the file system of $dir; the tests need about $need_gb GB there (the debug build of every test binary takes about 14 GB the first time). Free some space (e.g. cargo clean in other checkouts) or point CARGO_TARGET_DIR / TMPDIR at a larger disk" >&2
+    echo "error: $free_gb GB free on the file system of $dir; the tests need about $need_gb GB there (the first debug build of the test binaries takes about 10 GB with its dependencies). Free some space (e.g. cargo clean in other checkouts) or point CARGO_TARGET_DIR / TMPDIR at a larger disk" >&2
     exit 1
   fi
 done
 
-echo "== cargo fmt --check"
-cargo fmt --all -- --check
-if [ ! -d "${CARGO_TARGET_DIR:-target}/debug/deps" ]; then
-  echo "== cargo clippy --all-targets -- -D warnings (first run: compiles every dependency, about 10 minutes on 2 cores)"
-else
-  echo "== cargo clippy --all-targets -- -D warnings"
+timing=$(mktemp -d)
+trap 'rm -rf "$timing"; rm -f "$pidfile"' EXIT
+status=0
+
+if [ "$tier" = all ]; then
+  lint_start=$(date +%s)
+  echo "== cargo fmt --check"
+  cargo fmt --all -- --check
+  if [ ! -d "$CARGO_TARGET_DIR/debug/deps" ]; then
+    echo "== cargo clippy --all-targets -- -D warnings (first run: compiles every dependency, about 10 minutes on 2 cores)"
+  else
+    echo "== cargo clippy --all-targets -- -D warnings"
+  fi
+  cargo clippy --quiet --all-targets -- -D warnings
+  echo "== cargo clippy --lib --bins -- -D warnings (without the testenv and fuzzing features, as shipped)"
+  cargo clippy --quiet --lib --bins -- -D warnings
+  # Dependencies: licenses, duplicate versions, sources (deny.toml). The advisories
+  # check needs the RustSec database from GitHub: it runs with OLMV1_DENY_ADVISORIES=1,
+  # or offline when a database is already on disk.
+  echo "== cargo deny check licenses bans sources"
+  cargo deny --log-level error check licenses bans sources
+  advisory_dbs="${CARGO_HOME:-$HOME/.cargo}/advisory-dbs"
+  if [ "${OLMV1_DENY_ADVISORIES:-0}" = 1 ]; then
+    echo "== cargo deny check advisories"
+    cargo deny --log-level error check advisories
+  elif [ -n "$(ls -A "$advisory_dbs" 2>/dev/null)" ]; then
+    echo "== cargo deny check advisories (offline, database in $advisory_dbs)"
+    cargo deny --log-level error check --disable-fetch advisories
+  else
+    echo "(cargo deny advisories skipped: no RustSec database here; OLMV1_DENY_ADVISORIES=1 fetches it)"
+  fi
+  echo "lint $(($(date +%s) - lint_start))" >>"$timing/tiers"
 fi
-cargo clippy --quiet --all-targets -- -D warnings
 
-echo "== cargo clippy --lib --bins -- -D warnings (without the testenv and fuzzing features, as shipped)"
-cargo clippy --quiet --lib --bins -- -D warnings
+# The test binaries of the tier: `<kind> <name> <path>` per line, from cargo's build
+# messages. The examples (benchmarks) are not linked: clippy --all-targets compiles
+# them, and no test runs them.
+case "$tier" in
+  unit) targets=(--lib --bins) ;;
+  integration) targets=(--lib --test integration) ;;
+  e2e) targets=(--test e2e) ;;
+  all) targets=(--lib --bins --tests) ;;
+esac
+echo "== cargo test --no-run ${targets[*]}"
+build_start=$(date +%s)
+cargo test --no-run "${targets[@]}"
+cargo test --no-run --message-format=json "${targets[@]}" 2>/dev/null |
+  grep -E '"profile":\{[^}]*"test":true' |
+  sed -nE 's/.*"target":\{"kind":\["([a-z-]+)"\][^}]*"name":"([^"]+)".*"executable":"([^"]+)".*/\1 \2 \3/p' \
+    >"$timing/binaries"
+echo "build $(($(date +%s) - build_start))" >>"$timing/tiers"
 
-# Dependencies: licenses, duplicate versions, sources (deny.toml). The advisories check
-# needs the RustSec database from GitHub: it runs with OLMV1_DENY_ADVISORIES=1, or
-# offline when a database is already on disk.
-echo "== cargo deny check licenses bans sources"
-cargo deny --log-level error check licenses bans sources
-advisory_dbs="${CARGO_HOME:-$HOME/.cargo}/advisory-dbs"
-if [ "${OLMV1_DENY_ADVISORIES:-0}" = 1 ]; then
-  echo "== cargo deny check advisories"
-  cargo deny --log-level error check advisories
-elif [ -n "$(ls -A "$advisory_dbs" 2>/dev/null)" ]; then
-  echo "== cargo deny check advisories (offline, database in $advisory_dbs)"
-  cargo deny --log-level error check --disable-fetch advisories
-else
-  echo "(cargo deny advisories skipped: no RustSec database here; OLMV1_DENY_ADVISORIES=1 fetches it)"
-fi
+# Runs one test process: `run <tier> <label> <exe> [test names...]`, its output shown
+# and kept, its wall time and per-test times recorded. libtest's per-test times
+# (`--report-time`) are an unstable option: RUSTC_BOOTSTRAP=1 allows it for the test
+# process only (nothing is compiled with it).
+run() {
+  local tier="$1" label="$2" exe="$3"
+  shift 3
+  local out="$timing/out.$tier.$label" begun rc=0
+  echo "== $tier: $label"
+  begun=$(date +%s)
+  RUSTC_BOOTSTRAP=1 "$exe" -Z unstable-options --report-time "$@" 2>&1 | tee "$out" || rc=$?
+  echo "$tier $label $(($(date +%s) - begun))" >>"$timing/areas"
+  sed -nE 's/^test ([^ ]+) \.\.\. (ok|FAILED) <([0-9.]+)s>$/\3 \1/p' "$out" >>"$timing/tests"
+  cat "$out" >>"$timing/log"
+  if [ "$rc" -ne 0 ]; then
+    status=1
+    echo "$tier $label" >>"$timing/failed-processes"
+  fi
+}
 
-echo "== cargo test"
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-set +e
-# The examples (benchmarks) are not linked here: clippy --all-targets above already
-# compiles them, and no test runs them (nine large debug binaries fewer to link).
-cargo test --lib --bins --tests --no-fail-fast 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
-set -e
-passed=$(grep -aEo '^test result: .* ([0-9]+) passed' "$log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
-failed=$(grep -aEo '^test result: .*; ([0-9]+) failed' "$log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
-ignored=$(grep -aEo '; ([0-9]+) ignored' "$log" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print s+0}')
-# Fuzzing: `cargo test` above already ran every fuzz target un-instrumented over its
+# Each area (the first segment of a test's path) of a shared binary in a process of its
+# own, in the order of the area names.
+run_by_area() {
+  local tier="$1" exe="$2" area
+  "$exe" --list --format terse 2>/dev/null | sed -n 's/: test$//p' >"$timing/list.$tier"
+  for area in $(cut -d: -f1 "$timing/list.$tier" | sort -u); do
+    # shellcheck disable=SC2046
+    run "$tier" "$area" "$exe" --exact $(grep "^$area::" "$timing/list.$tier")
+  done
+}
+
+run_tier() {
+  local tier="$1" begun kind name exe
+  begun=$(date +%s)
+  while read -r kind name exe; do
+    case "$tier:$kind:$name" in
+      # The library's tests that need a docker-registry process (modules named
+      # `with_registry`) belong to the integration tier.
+      unit:lib:*) run unit "$kind-$name" "$exe" --skip ::with_registry:: ;;
+      unit:bin:*) run unit "$kind-$name" "$exe" ;;
+      integration:lib:*) run integration "$kind-$name-with-registry" "$exe" ::with_registry:: ;;
+      integration:test:integration | e2e:test:e2e) run_by_area "$tier" "$exe" ;;
+      # Another test target (Cargo.toml lists these two): a process of its own.
+      e2e:test:e2e*) run e2e "$name" "$exe" ;;
+      integration:test:*) run integration "$name" "$exe" ;;
+    esac
+  done <"$timing/binaries"
+  echo "$tier $(($(date +%s) - begun))" >>"$timing/tiers"
+}
+
+case "$tier" in
+  all) for t in unit integration e2e; do run_tier "$t"; done ;;
+  *) run_tier "$tier" ;;
+esac
+
+# Fuzzing: the tests above already ran every fuzz target un-instrumented over its
 # seeds, regression inputs and a few seconds of mutations (tests/fuzz_replay.rs). The
 # libFuzzer smoke run is off by default: the instrumented build of every dependency
 # takes 15-45 minutes the first time, more than CI can give; OLMV1_FUZZ_SMOKE=1 turns
@@ -93,8 +204,27 @@ if [ "${OLMV1_FUZZ_SMOKE:-0}" = 1 ]; then
   echo "== fuzz smoke (each fuzz target over its seed corpus)"
   hack/fuzz.sh --smoke || status=1
 fi
+
+log="$timing/log"
+touch "$log" "$timing/areas" "$timing/tests"
+passed=$(grep -aEo '^test result: .* ([0-9]+) passed' "$log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
+failed=$(grep -aEo '^test result: .*; ([0-9]+) failed' "$log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
+ignored=$(grep -aEo '; ([0-9]+) ignored' "$log" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print s+0}')
 echo
-echo "wall time: $(( $(date +%s) - start ))s"
+echo "== timing (seconds)"
+echo "tiers:"
+awk '{printf "  %-12s %6d\n", $1, $2}' "$timing/tiers"
+echo "test processes, slowest first:"
+sort -k3,3nr "$timing/areas" | awk '{printf "  %-12s %-28s %6d\n", $1, $2, $3}'
+echo "slowest 15 tests:"
+sort -k1,1gr "$timing/tests" | head -15 | awk '{printf "  %8.1f  %s\n", $1, $2}'
+if [ -s "$timing/failed-processes" ]; then
+  echo "failed test processes (their logs: $OLMV1_TEST_TMPDIR/testenv-logs/):"
+  sed 's/^/  /' "$timing/failed-processes"
+  grep -aE '^test .* \.\.\. FAILED' "$log" | sed 's/^/  /' || true
+fi
+echo
+echo "wall time: $(($(date +%s) - start))s"
 echo "tests: $passed passed, $failed failed, $ignored skipped"
 echo "$passed passed, $failed failed"
 if [ "$status" -ne 0 ] || [ "$failed" -ne 0 ] || [ "$passed" -eq 0 ]; then

@@ -3,7 +3,7 @@
 //! and rejected, with upstream's messages; defaults; immutability; printer columns;
 //! and the `config/` manifests and samples being accepted.
 
-mod support;
+use crate::support;
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension};

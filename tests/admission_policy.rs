@@ -5,7 +5,7 @@
 //! cluster-admin passes. Users are the admin's impersonated identities, so each test
 //! works with its own user names, namespaces and roles.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,

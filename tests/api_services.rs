@@ -6,7 +6,7 @@
 //! with olmv1's owner labels, applied by an installer holding only the generated
 //! least-privilege RBAC; deleted ones are restored; uninstalling removes them.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};

@@ -4,7 +4,7 @@
 //! takeover is refused, pruning, uninstall (with and without keeping CRDs, with the
 //! installer account gone), the revision record, and idempotent re-apply.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;

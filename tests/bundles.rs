@@ -5,7 +5,7 @@
 //! type, catalog image, sub-directories, no CSV, hostile tar entries) fail with a clear
 //! error that names the image without writing outside the cache directory.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{

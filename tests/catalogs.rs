@@ -2,7 +2,7 @@
 //! kube-apiserver, a real `docker-registry`, and the controller running as its own
 //! non-admin ServiceAccount.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};

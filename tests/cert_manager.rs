@@ -3,7 +3,7 @@
 //! ValidatingWebhookConfiguration and a CRD's conversion webhook annotated with
 //! `cert-manager.io/inject-ca-from` — the objects olmv1 renders for webhook bundles.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;

@@ -7,7 +7,7 @@
 //! grant. The built `olmv1` binary is run as users run it, also as the kubectl plugin
 //! through the real kubectl.
 
-mod support;
+use crate::support;
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use olmv1::api::ClusterExtension;

@@ -6,7 +6,7 @@
 //!
 //! Every test uses its own CRD group, so the tests run in parallel on one control plane.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};

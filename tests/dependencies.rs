@@ -9,7 +9,7 @@
 //! the dependency ClusterExtension itself (labelled as the dependent's), and deleting
 //! the dependent leaves it installed and says so in an Event.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};

@@ -2,7 +2,7 @@
 //! least-privilege identity, the `olmv1 controller` process (health probes, SIGTERM,
 //! bad kubeconfigs), and the harness's process teardown.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,

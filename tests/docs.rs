@@ -343,7 +343,7 @@ fn security_md_lists_every_right_the_controller_holds() {
         }
         panic!(
             "SECURITY.md's table of the controller's rights is not what config/rbac/ gives; \
-             rewrite it with `OLMV1_WRITE_DOCS=1 cargo test --test docs security_md` (or paste):\n{table}"
+             rewrite it with `OLMV1_WRITE_DOCS=1 cargo test --test integration docs::security_md` (or paste):\n{table}"
         );
     }
     // No ConfigMap is readable by the controller outside its namespace (SECURITY.md,

@@ -7,7 +7,7 @@
 //! The catalog is created without polling so that no catalog status change re-reconciles
 //! the extension: only the drift watches can restore what is deleted here.
 
-mod support;
+use crate::support;
 
 use support::extensions::{grant_installer, publish, wait_installed};
 

@@ -231,7 +231,7 @@ fn measure(family: &Family, size: usize) -> Result<Cost, String> {
     let out = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
         .args([
             "--exact",
-            "cost_child",
+            "fuzz_cost::cost_child",
             "--nocapture",
             "--test-threads",
             "1",

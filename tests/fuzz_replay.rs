@@ -233,7 +233,7 @@ fn layer_seeds() -> Vec<(String, Vec<u8>)> {
 
 /// Writes a failing input where it can be replayed; returns the path.
 fn save_failure(target: &str, input: &[u8]) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fuzz-failures");
+    let dir = crate::support::tmp_dir().join("fuzz-failures");
     let _ = std::fs::create_dir_all(&dir);
     let path = dir.join(format!(
         "{target}-{:016x}",

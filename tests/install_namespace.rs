@@ -13,7 +13,7 @@
 //! serves `operator.openshift.io/v1` `ServiceCA` (a stand-in CRD here: the service-ca
 //! controller itself, which would issue the Secret and inject the CA, does not run).
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};

@@ -4,7 +4,7 @@
 //! the leader the standby takes over within the lease duration, after SIGTERM at once
 //! (the leader released the lease). Inconsistent timings stop the process at start
 //! with an error naming the flags.
-mod support;
+use crate::support;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -198,7 +198,7 @@ async fn inconsistent_timings_stop_the_process_at_start() {
     );
 }
 
-/// The figures of the defaults (`cargo test --test lease -- --ignored --nocapture`):
+/// The figures of the defaults (`cargo test --test integration lease:: -- --ignored --nocapture`):
 /// idle requests/s of leader + standby over 120 s, and the takeover time after SIGKILL
 /// of the leader, three times (killed at varying points of the renewal period).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

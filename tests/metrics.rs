@@ -6,7 +6,7 @@
 //! the same checks; without it nothing more listens; an open profiling address without
 //! TLS and authorization is refused at start.
 
-mod support;
+use crate::support;
 
 use std::io::Read;
 use support::metrics::{METRICS_READER, get, reader_token, token};

@@ -11,7 +11,7 @@
 //! `rollback` run on such installations too, and the controller's takeover of a
 //! converted one: refused while another bundle resolves, then in place (no rollout).
 
-mod support;
+use crate::support;
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};

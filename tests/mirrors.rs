@@ -7,7 +7,7 @@
 //! so). A registry that registries.conf blocks gives terminal `Blocked` conditions
 //! naming the registry and the file. The `olmv1` CLI pulls through the same file.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, PostParams};

@@ -7,7 +7,7 @@
 //! lease is taken exits non-zero. The standby serves the same catalog content as the
 //! leader (its catalog follower), drops the content of deleted catalogs, and after the
 //! takeover serves on without a gap, re-ingesting nothing and leaving the status as it was.
-mod support;
+use crate::support;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;

@@ -9,7 +9,7 @@
 //! removed while an upgrade is held lifts the hold (the next revision's
 //! OperatorCondition is created).
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};

@@ -4,7 +4,7 @@
 //! image>` finds the bundle's image and pulls it; `--diff <version>` through the
 //! catalog prints only the rules the upgrade adds; the errors name the problem.
 
-mod support;
+use crate::support;
 
 use clap::Parser;
 use olmv1::cli::rbac::{RbacArgs, execute};

@@ -63,7 +63,7 @@ async fn fresh_control_plane(name: &str) -> ControlPlane {
     ControlPlane::start(Options {
         binaries,
         data_dir,
-        log_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        log_dir: crate::support::tmp_dir()
             .join("testenv-logs")
             .join(format!("release-{name}-{}", std::process::id())),
         controller_manager: false,

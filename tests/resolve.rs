@@ -3,7 +3,7 @@
 //! client reading it over HTTP (`status.urls.base`), and `olmv1 resolve --catalog`
 //! with a ClusterCatalog name and an image reference.
 
-mod support;
+use crate::support;
 
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use olmv1::api::{ClusterCatalog, conditions};

@@ -8,7 +8,7 @@
 //! (by the revision's seal, and for a record without one by what the image holds) and
 //! nothing is applied.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -7,7 +7,7 @@
 //!   extension's bundle image, the catalog's image and stored content stay, and the
 //!   extension keeps working (drift is corrected after several GC runs).
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DeleteParams, PostParams};

@@ -4,7 +4,7 @@
 //! appears in the controller's logs (at `debug`), in Events, in the status of the
 //! ClusterCatalog or ClusterExtension, or in the metrics.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::{Event, Secret, ServiceAccount};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};

@@ -10,7 +10,7 @@
 //! with rpgp, simple-signing signatures in a registries.d lookaside directory, and a
 //! lookaside served over HTTP) is held to the same rules.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -10,7 +10,7 @@
 //! that differ (an object the release has and olmv1 does not render, another version)
 //! are reported and left untouched.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
 use kube::ResourceExt;

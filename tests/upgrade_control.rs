@@ -6,7 +6,7 @@
 //! version through; a paused extension reports drift of a managed object (an edited
 //! Deployment) without correcting it, and unpausing corrects it.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams, PostParams};

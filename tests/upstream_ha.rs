@@ -12,7 +12,7 @@
 //! changes nothing; likewise the registry's CA written into catalogd's `--pull-cas-dir`
 //! after it started makes the waiting catalog Serving.
 
-mod support;
+use crate::support;
 
 use kube::api::{Api, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension};

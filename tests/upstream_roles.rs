@@ -15,7 +15,7 @@
 //! model). Every test that runs a reconciler holds [`serial`]: the processes reconcile
 //! every object of the shared API server.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};

@@ -148,7 +148,7 @@ fn measure(reader: Reader, bomb: Bomb, dir: &Path) -> (u64, u64, bool) {
     let out = Command::new(exe)
         .args([
             "--exact",
-            "child_entry",
+            "yaml_bombs::child_entry",
             "--nocapture",
             "--test-threads",
             "1",

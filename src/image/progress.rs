@@ -45,93 +45,103 @@ impl std::fmt::Debug for ProgressSink {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::image::{DockerConfig, Extract, ImagePuller};
-    use crate::testenv::registry::{
-        LayerCompression, TestRegistry, build_tar, compress_layer, push_layers,
-    };
-    use std::collections::BTreeMap;
-    use std::sync::Mutex;
+    mod with_registry {
+        //! The pull progress tests that need a real `docker-registry` process;
+        //! hack/test.sh runs them in the integration tier (by the `::with_registry::`
+        //! path segment).
 
-    /// A two-layer image pulled with a sink: every report names 2 layers and the
-    /// declared total, bytes only grow, the last report is `finished` with every byte;
-    /// a second pull of the same digest (a cache hit) reports nothing.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_pull_reports_layers_and_bytes() {
-        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-        let reg = TestRegistry::start().expect("registry");
-        let big: Vec<u8> = (0..300_000u32).flat_map(|i| i.to_le_bytes()).collect();
-        let files =
-            |name: &str, data: &[u8]| BTreeMap::from([(format!("configs/{name}"), data.to_vec())]);
-        let layers = vec![
-            compress_layer(
-                &build_tar(&files("a.bin", &big), &[]).expect("tar"),
-                LayerCompression::None,
-            )
-            .expect("layer"),
-            compress_layer(
-                &build_tar(&files("b.json", b"{}"), &[]).expect("tar"),
-                LayerCompression::Gzip,
-            )
-            .expect("layer"),
-        ];
-        let labels = BTreeMap::from([(
-            crate::image::CATALOG_CONFIGS_LABEL.to_string(),
-            "/configs".to_string(),
-        )]);
-        let pushed = push_layers(&reg, "progress/two:v1", layers, &labels)
-            .await
-            .expect("push");
-        /// (layer, layers, bytes, total bytes, finished)
-        type Seen = Vec<(usize, usize, u64, u64, bool)>;
-        let log: std::sync::Arc<Mutex<Seen>> = Default::default();
-        let record = log.clone();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = reg.puller_config(dir.path());
-        config.progress = Some(ProgressSink::new(move |p| {
-            record
-                .lock()
-                .unwrap()
-                .push((p.layer, p.layers, p.bytes, p.total_bytes, p.finished));
-        }));
-        let puller = ImagePuller::new(config).expect("puller");
-        puller
-            .pull(
-                &pushed.reference,
-                &Extract::CatalogConfigs,
-                &DockerConfig::default(),
-            )
-            .await
-            .expect("pull");
-        let seen = log.lock().unwrap().clone();
-        assert!(seen.len() >= 3, "{seen:?}");
-        let total = seen[0].3;
-        assert!(total > 1_200_000, "declared total {total}");
-        assert!(seen.iter().all(|s| s.1 == 2 && s.3 == total), "{seen:?}");
-        assert!(
-            seen.windows(2).all(|w| w[0].2 <= w[1].2),
-            "bytes only grow: {seen:?}"
-        );
-        assert!(
-            seen.iter().any(|s| s.0 == 1) && seen.iter().any(|s| s.0 == 2),
-            "{seen:?}"
-        );
-        assert_eq!(seen.last().copied(), Some((2, 2, total, total, true)));
-        assert_eq!(seen.iter().filter(|s| s.4).count(), 1);
+        use super::super::*;
+        use crate::image::{DockerConfig, Extract, ImagePuller};
+        use crate::testenv::registry::{
+            LayerCompression, TestRegistry, build_tar, compress_layer, push_layers,
+        };
+        use std::collections::BTreeMap;
+        use std::sync::Mutex;
 
-        let before = seen.len();
-        puller
-            .pull(
-                &pushed.reference,
-                &Extract::CatalogConfigs,
-                &DockerConfig::default(),
-            )
-            .await
-            .expect("cached pull");
-        assert_eq!(
-            log.lock().unwrap().len(),
-            before,
-            "a cache hit downloads nothing"
-        );
+        /// A two-layer image pulled with a sink: every report names 2 layers and the
+        /// declared total, bytes only grow, the last report is `finished` with every byte;
+        /// a second pull of the same digest (a cache hit) reports nothing.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_pull_reports_layers_and_bytes() {
+            let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+            let reg = TestRegistry::start().expect("registry");
+            let big: Vec<u8> = (0..300_000u32).flat_map(|i| i.to_le_bytes()).collect();
+            let files = |name: &str, data: &[u8]| {
+                BTreeMap::from([(format!("configs/{name}"), data.to_vec())])
+            };
+            let layers = vec![
+                compress_layer(
+                    &build_tar(&files("a.bin", &big), &[]).expect("tar"),
+                    LayerCompression::None,
+                )
+                .expect("layer"),
+                compress_layer(
+                    &build_tar(&files("b.json", b"{}"), &[]).expect("tar"),
+                    LayerCompression::Gzip,
+                )
+                .expect("layer"),
+            ];
+            let labels = BTreeMap::from([(
+                crate::image::CATALOG_CONFIGS_LABEL.to_string(),
+                "/configs".to_string(),
+            )]);
+            let pushed = push_layers(&reg, "progress/two:v1", layers, &labels)
+                .await
+                .expect("push");
+            /// (layer, layers, bytes, total bytes, finished)
+            type Seen = Vec<(usize, usize, u64, u64, bool)>;
+            let log: std::sync::Arc<Mutex<Seen>> = Default::default();
+            let record = log.clone();
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut config = reg.puller_config(dir.path());
+            config.progress = Some(ProgressSink::new(move |p| {
+                record.lock().unwrap().push((
+                    p.layer,
+                    p.layers,
+                    p.bytes,
+                    p.total_bytes,
+                    p.finished,
+                ));
+            }));
+            let puller = ImagePuller::new(config).expect("puller");
+            puller
+                .pull(
+                    &pushed.reference,
+                    &Extract::CatalogConfigs,
+                    &DockerConfig::default(),
+                )
+                .await
+                .expect("pull");
+            let seen = log.lock().unwrap().clone();
+            assert!(seen.len() >= 3, "{seen:?}");
+            let total = seen[0].3;
+            assert!(total > 1_200_000, "declared total {total}");
+            assert!(seen.iter().all(|s| s.1 == 2 && s.3 == total), "{seen:?}");
+            assert!(
+                seen.windows(2).all(|w| w[0].2 <= w[1].2),
+                "bytes only grow: {seen:?}"
+            );
+            assert!(
+                seen.iter().any(|s| s.0 == 1) && seen.iter().any(|s| s.0 == 2),
+                "{seen:?}"
+            );
+            assert_eq!(seen.last().copied(), Some((2, 2, total, total, true)));
+            assert_eq!(seen.iter().filter(|s| s.4).count(), 1);
+
+            let before = seen.len();
+            puller
+                .pull(
+                    &pushed.reference,
+                    &Extract::CatalogConfigs,
+                    &DockerConfig::default(),
+                )
+                .await
+                .expect("cached pull");
+            assert_eq!(
+                log.lock().unwrap().len(),
+                before,
+                "a cache hit downloads nothing"
+            );
+        }
     }
 }

@@ -107,8 +107,51 @@ pub fn restartable_node_cluster_with_cert_manager()
     (node_cluster_with_cert_manager(), plane())
 }
 
-/// The control plane of this test binary (started on first call).
+/// Where the tests keep what outlives a run (logs, fuzz failures): `OLMV1_TEST_TMPDIR`
+/// (hack/test.sh: the checkout's `target/tmp`, wherever the build goes), else cargo's
+/// `CARGO_TARGET_TMPDIR`.
+pub fn tmp_dir() -> PathBuf {
+    std::env::var_os("OLMV1_TEST_TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")))
+}
+
+/// The area (module: `tests/<area>.rs`, `e2e/<area>.rs`) of the test running on this
+/// thread, from the name libtest gives a test's thread.
+fn current_area() -> Option<String> {
+    let name = std::thread::current().name()?.to_owned();
+    name.split_once("::").map(|(area, _)| area.to_owned())
+}
+
+/// The area whose tests use this process's control plane.
+static AREA: OnceLock<Option<String>> = OnceLock::new();
+
+/// `<binary>-<area>`: what names this process's logs.
+pub fn run_label() -> String {
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "test".into());
+    let binary = binary.split('-').next().unwrap_or("test").to_owned();
+    match AREA.get().cloned().flatten().or_else(current_area) {
+        Some(area) => format!("{binary}-{area}"),
+        None => binary,
+    }
+}
+
+/// The control plane of this test process (started on first call). One area's tests
+/// share it (their controller arguments, serial locks and cluster-wide objects assume
+/// each other): a test of another area in the same process is refused.
 pub fn cluster() -> &'static Cluster {
+    let first = AREA.get_or_init(current_area);
+    if let (Some(first), Some(now)) = (first, current_area())
+        && *first != now
+    {
+        panic!(
+            "the tests of area `{now}` run in a process whose control plane belongs to `{first}`: \
+             run one area per process (hack/test.sh does; by hand: cargo test --test <integration|e2e> {now}::)"
+        );
+    }
     CLUSTER.get_or_init(|| {
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         if let (Some(admin), Some(controller)) = (
@@ -132,12 +175,9 @@ pub fn cluster() -> &'static Cluster {
 }
 
 fn start() -> Cluster {
-    let logs_root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("testenv-logs");
+    let logs_root = tmp_dir().join("testenv-logs");
     prune_logs(&logs_root);
-    let binary = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "test".into());
+    let binary = run_label();
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -65,7 +65,7 @@ impl Drop for Programs {
 
 impl Programs {
     fn new(label: &str) -> Programs {
-        let log_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        let log_dir = super::tmp_dir()
             .join("olm-v0-logs")
             .join(super::unique(label));
         std::fs::create_dir_all(&log_dir).unwrap_or_else(|e| panic!("{e}"));
@@ -237,7 +237,7 @@ pub fn serve_v0_catalog_of(
 }
 
 fn serve_v0_catalog_text(package: &str, catalog: &str) -> (Programs, String) {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+    let dir = super::tmp_dir()
         .join("olm-v0-catalogs")
         .join(super::unique(package));
     std::fs::create_dir_all(dir.join(package)).unwrap_or_else(|e| panic!("{e}"));

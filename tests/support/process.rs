@@ -126,12 +126,8 @@ impl ControllerProcess {
             super::unique(label)
         ));
         std::fs::create_dir_all(&cache_dir).expect("cache dir");
-        let binary = std::env::current_exe()
-            .ok()
-            .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| "test".into());
-        let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("{binary}-{label}-{}.log", std::process::id()));
+        let binary = super::run_label();
+        let log = super::tmp_dir().join(format!("{binary}-{label}-{}.log", std::process::id()));
         let _ = std::fs::remove_file(&log);
         let mut args: Vec<String> = vec!["controller".into()];
         let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
