@@ -140,35 +140,50 @@ cargo test --no-run --message-format=json "${targets[@]}" 2>/dev/null |
     >"$timing/binaries"
 echo "build $(($(date +%s) - build_start))" >>"$timing/tiers"
 
-# Runs one test process: `run <tier> <label> <exe> [test names...]`, its output shown
-# and kept, its wall time and per-test times recorded. libtest's per-test times
+# Runs one test process: `run <tier> <label> <exe> [libtest arguments...]`, its output
+# shown and kept, its wall time and per-test times recorded. libtest's per-test times
 # (`--report-time`) are an unstable option: RUSTC_BOOTSTRAP=1 allows it for the test
-# process only (nothing is compiled with it).
+# process only (nothing is compiled with it). With `quiet` set the output is shown
+# whole when the process ends (areas run side by side).
 run() {
   local tier="$1" label="$2" exe="$3"
   shift 3
   local out="$timing/out.$tier.$label" begun rc=0
-  echo "== $tier: $label"
   begun=$(date +%s)
-  RUSTC_BOOTSTRAP=1 "$exe" -Z unstable-options --report-time "$@" 2>&1 | tee "$out" || rc=$?
-  echo "$tier $label $(($(date +%s) - begun))" >>"$timing/areas"
-  sed -nE 's/^test ([^ ]+) \.\.\. (ok|FAILED) <([0-9.]+)s>$/\3 \1/p' "$out" >>"$timing/tests"
-  cat "$out" >>"$timing/log"
-  if [ "$rc" -ne 0 ]; then
-    status=1
-    echo "$tier $label" >>"$timing/failed-processes"
+  if [ -z "${quiet:-}" ]; then
+    echo "== $tier: $label"
+    RUSTC_BOOTSTRAP=1 "$exe" -Z unstable-options --report-time "$@" 2>&1 | tee "$out" || rc=$?
+  else
+    RUSTC_BOOTSTRAP=1 "$exe" -Z unstable-options --report-time "$@" >"$out" 2>&1 || rc=$?
+    flock "$timing/print.lock" sh -c 'echo "== $1: $2"; cat "$3"' _ "$tier" "$label" "$out"
   fi
+  flock "$timing/print.lock" sh -c '
+    echo "$1 $2 $3" >>"$4/areas"
+    sed -nE "s/^test ([^ ]+) \.\.\. (ok|FAILED) <([0-9.]+)s>\$/\3 \1/p" "$5" >>"$4/tests"
+    cat "$5" >>"$4/log"
+    [ "$6" -eq 0 ] || echo "$1 $2" >>"$4/failed-processes"
+  ' _ "$tier" "$label" "$(($(date +%s) - begun))" "$timing" "$out" "$rc"
 }
 
 # Each area (the first segment of a test's path) of a shared binary in a process of its
-# own, in the order of the area names.
+# own, in the order of the area names; OLMV1_TEST_JOBS areas side by side in the
+# integration tier (default 1; the e2e tier's areas share the machine's one node).
 run_by_area() {
-  local tier="$1" exe="$2" area
+  local tier="$1" exe="$2" area jobs=1 quiet=
+  [ "$tier" = integration ] && jobs="${OLMV1_TEST_JOBS:-1}"
+  [ "$jobs" -gt 1 ] && quiet=1
   "$exe" --list --format terse 2>/dev/null | sed -n 's/: test$//p' >"$timing/list.$tier"
   for area in $(cut -d: -f1 "$timing/list.$tier" | sort -u); do
-    # shellcheck disable=SC2046
-    run "$tier" "$area" "$exe" --exact $(grep "^$area::" "$timing/list.$tier")
+    if [ "$jobs" -gt 1 ]; then
+      while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+      # shellcheck disable=SC2046
+      run "$tier" "$area" "$exe" --exact $(grep "^$area::" "$timing/list.$tier") &
+    else
+      # shellcheck disable=SC2046
+      run "$tier" "$area" "$exe" --exact $(grep "^$area::" "$timing/list.$tier")
+    fi
   done
+  wait
 }
 
 run_tier() {
@@ -207,6 +222,7 @@ fi
 
 log="$timing/log"
 touch "$log" "$timing/areas" "$timing/tests"
+[ ! -s "$timing/failed-processes" ] || status=1
 passed=$(grep -aEo '^test result: .* ([0-9]+) passed' "$log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
 failed=$(grep -aEo '^test result: .*; ([0-9]+) failed' "$log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
 ignored=$(grep -aEo '; ([0-9]+) ignored' "$log" | grep -Eo '[0-9]+' | awk '{s+=$1} END {print s+0}')
@@ -217,7 +233,7 @@ awk '{printf "  %-12s %6d\n", $1, $2}' "$timing/tiers"
 echo "test processes, slowest first:"
 sort -k3,3nr "$timing/areas" | awk '{printf "  %-12s %-28s %6d\n", $1, $2, $3}'
 echo "slowest 15 tests:"
-sort -k1,1gr "$timing/tests" | head -15 | awk '{printf "  %8.1f  %s\n", $1, $2}'
+sort -k1,1gr "$timing/tests" | awk 'NR <= 15' | awk '{printf "  %8.1f  %s\n", $1, $2}'
 if [ -s "$timing/failed-processes" ]; then
   echo "failed test processes (their logs: $OLMV1_TEST_TMPDIR/testenv-logs/):"
   sed 's/^/  /' "$timing/failed-processes"
