@@ -26,15 +26,6 @@ use support::process::ControllerProcess;
 /// The controller Deployment's memory limit in `config/`.
 const MEMORY_LIMIT_KIB: u64 = 256 * 1024;
 
-/// Peak resident set of a running process, from `/proc/<pid>/status` (`VmHWM`, KiB).
-fn peak_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-}
-
 /// The controller is still the same process, and never came near its memory limit.
 fn assert_alive_and_small(ctl: &mut ControllerProcess, pid: u32) {
     assert!(
@@ -42,7 +33,7 @@ fn assert_alive_and_small(ctl: &mut ControllerProcess, pid: u32) {
         "controller exited: {}",
         ctl.log_text()
     );
-    let peak = peak_rss_kib(pid).expect("VmHWM");
+    let peak = support::process::status_kib(pid, "VmHWM:").expect("VmHWM");
     eprintln!("controller peak RSS: {peak} KiB");
     assert!(
         peak < MEMORY_LIMIT_KIB / 2,

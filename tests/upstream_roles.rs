@@ -25,6 +25,11 @@ use std::path::Path;
 use support::bundles::{self, BundleSpec};
 use support::extensions;
 use support::process::{ControllerProcess, NAMESPACE};
+
+/// A field of catalogd's `/proc/<pid>/status` in KiB (0 when unreadable).
+fn status_kib(pid: u32, field: &str) -> u64 {
+    support::process::status_kib(pid, field).unwrap_or(0)
+}
 use support::upstream::{
     dockerconfigjson, https_client, lease_holder, prepare, registry_pull_secret, spawn, tls13_only,
     upstream_controller_identity, wait_ready,
@@ -440,7 +445,7 @@ async fn catalogd_admits_clustercatalogs_while_a_thousand_connections_flood_its_
     })
     .await;
     let pid = w.process.child.id();
-    let rss_before = proc_status_kib(pid, "VmRSS:");
+    let rss_before = status_kib(pid, "VmRSS:");
     let held = 1000usize;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let tls = flood::tls_connector(&w.dir.join("certs/ca.crt"));
@@ -473,7 +478,7 @@ async fn catalogd_admits_clustercatalogs_while_a_thousand_connections_flood_its_
         took.push(started.elapsed());
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    let rss_flood = proc_status_kib(pid, "VmRSS:");
+    let rss_flood = status_kib(pid, "VmRSS:");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut connections = 0;
     for a in attackers {
@@ -483,7 +488,7 @@ async fn catalogd_admits_clustercatalogs_while_a_thousand_connections_flood_its_
             .and_then(Result::ok)
             .unwrap_or(0);
     }
-    let peak = proc_status_kib(pid, "VmHWM:");
+    let peak = status_kib(pid, "VmHWM:");
     took.sort();
     let (median, slowest) = (took[took.len() / 2], took[took.len() - 1]);
     println!(
@@ -500,17 +505,6 @@ async fn catalogd_admits_clustercatalogs_while_a_thousand_connections_flood_its_
     assert!(slowest < std::time::Duration::from_secs(10), "{slowest:?}");
     // What 512 connection slots with bounded buffers cost, with a wide margin.
     assert!(peak < 256 << 10, "catalogd's peak RSS {peak} KiB");
-}
-
-/// A field of `/proc/<pid>/status` in KiB (`VmRSS:`, `VmHWM:`).
-fn proc_status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|t| {
-            let line = t.lines().find(|l| l.starts_with(field))?;
-            line.split_whitespace().nth(1)?.parse().ok()
-        })
-        .unwrap_or(0)
 }
 
 /// The hostile clients of the webhook flood.
