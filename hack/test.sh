@@ -34,6 +34,7 @@ esac
 # Everything the tests need besides the source, checked (and installed, once) before
 # the long builds: Debian packages, cargo-deny; Rust and Go are checked. The unit tier
 # needs Rust only.
+prereqs_start=$(date +%s)
 if [ "$tier" != unit ]; then
   hack/prereqs.sh test
   hack/build-kube.sh
@@ -50,6 +51,7 @@ if [ "$tier" != unit ]; then
   OLMV1_ETCD="$(hack/etcd-path.sh)"
   export OLMV1_ETCD
 fi
+prereqs_time=$(($(date +%s) - prereqs_start))
 
 # The Rust build is kept between checkouts on this machine, as the Go builds are in
 # ~/.cache/olmv1: a fresh clone (CI's) rebuilds only this crate, not its dependencies.
@@ -91,6 +93,9 @@ done
 timing=$(mktemp -d)
 trap 'rm -rf "$timing"; rm -f "$pidfile"' EXIT
 status=0
+# The Go builds and packages above take most of a fresh machine's first run, and about
+# a second once cached (docs/getting-started.md).
+echo "prereqs $prereqs_time" >>"$timing/tiers"
 
 if [ "$tier" = all ]; then
   lint_start=$(date +%s)
