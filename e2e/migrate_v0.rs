@@ -5,8 +5,9 @@
 //! Then the real `olmv1 migrate check` and `convert --apply`, and the controller takes
 //! the installation over in place: the same pod (no rollout, no restart), the same CRD
 //! and custom resource, the v0 objects gone, and OLM v0 — still running — leaves
-//! everything alone for 60 s. `olmv1 migrate rollback` hands it back to OLM v0: the
-//! Subscription AtLatestKnown, the CSV Succeeded, still the same pod.
+//! everything alone over two of its resyncs (`olm_v0_run::QUIET`). `olmv1 migrate
+//! rollback` hands it back to OLM v0: the Subscription AtLatestKnown, the CSV
+//! Succeeded, still the same pod.
 
 use crate::support;
 
@@ -205,8 +206,8 @@ async fn world() -> World {
     }
 }
 
-/// The whole path for one operator: install by OLM v0, check, convert, takeover, 60 s
-/// of OLM v0 running beside it, rollback. `own_namespace`: an OwnNamespace
+/// The whole path for one operator: install by OLM v0, check, convert, takeover, two
+/// resyncs of OLM v0 running beside it, rollback. `own_namespace`: an OwnNamespace
 /// OperatorGroup (else AllNamespaces); `approval`: the Subscription's.
 async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &str) {
     let World {
@@ -365,10 +366,10 @@ async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &st
         widget["metadata"]["resourceVersion"]
     );
 
-    // OLM v0 keeps running beside it for 60 s and changes nothing.
+    // OLM v0 keeps running beside it over two of its resyncs and changes nothing.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let before = watched(&admin, ns, &deployment, &spec.package).await;
-    tokio::time::sleep(Duration::from_secs(60)).await;
+    tokio::time::sleep(olm_v0_run::QUIET).await;
     assert!(v0.exited().is_empty(), "OLM v0 stopped: {:?}", v0.exited());
     let later = watched(&admin, ns, &deployment, &spec.package).await;
     assert_eq!(later, before, "something changed after the takeover");
@@ -486,7 +487,7 @@ async fn labelled(admin: &kube::Client, ns: &str, selector: &str) -> Vec<String>
 
 /// After the takeover: `migrate cleanup` (dry run, then for real, then again: nothing
 /// to do). The v0-only ClusterRoles and ClusterRoleBindings, the `Operator` object and
-/// OLM v0's component label go, and none comes back over 30 s with OLM v0 running; the
+/// OLM v0's component label go, and none comes back over two resyncs of OLM v0; the
 /// extension stays Installed.
 async fn clean_up(
     admin: &kube::Client,
@@ -526,7 +527,7 @@ async fn clean_up(
     let took = started.elapsed();
     println!("[cleanup] olmv1 migrate cleanup ({took:?}):\n{out}{err}");
     assert_eq!(code, 0, "{err}\n{out}");
-    for check in ["right after", "30 s later"] {
+    for check in ["right after", "two resyncs later"] {
         assert!(
             operators.get_opt(&operator).await.expect("read").is_none(),
             "{check}: Operator {operator} is there"
@@ -542,7 +543,7 @@ async fn clean_up(
             assert!(!now.iter().any(|w| w == name), "{check}: {name} is back");
         }
         if check == "right after" {
-            tokio::time::sleep(Duration::from_secs(30)).await;
+            tokio::time::sleep(olm_v0_run::QUIET).await;
         }
     }
     assert!(v0.exited().is_empty(), "OLM v0 stopped: {:?}", v0.exited());
@@ -553,7 +554,7 @@ async fn clean_up(
         condition(&e, "Installed").map(|c| c.status).as_deref(),
         Some("True")
     );
-    // 30 s beside OLM v0's running OperatorCondition controller: still rolled out.
+    // Two resyncs beside OLM v0's running OperatorCondition controller: still rolled out.
     let progressing = condition(&e, "Progressing").map(|c| (c.status, c.reason, c.message));
     assert_eq!(
         progressing.as_ref().map(|p| (p.0.as_str(), p.1.as_str())),

@@ -22,6 +22,9 @@ use support::pods::{pods, set_pod_status};
 
 /// Extensions stuck rolling out.
 const STUCK: usize = 6;
+/// How long a rollout is checked every 15 s even while watched (60 s in production:
+/// `--young-rollout-seconds`); the idle window begins after it and one more recheck.
+const YOUNG: Duration = Duration::from_secs(5);
 /// The idle window over which requests are counted.
 const WINDOW: Duration = Duration::from_secs(20);
 
@@ -41,7 +44,10 @@ async fn create_unpolled_catalog(admin: &kube::Client, name: &str, image: &str) 
 
 #[tokio::test]
 async fn stuck_rollouts_send_no_requests_and_readiness_comes_from_events() {
-    let controller = support::controller_with(|args| args.skip_rollout_wait = false);
+    let controller = support::controller_with(|args| {
+        args.skip_rollout_wait = false;
+        args.young_rollout_seconds = YOUNG.as_secs();
+    });
     let admin = support::cluster().admin().await;
     let api: Api<ClusterExtension> = Api::all(admin.clone());
     // One package each (bundles hold cluster-scoped objects: CRDs, ClusterRoles).
@@ -66,9 +72,10 @@ async fn stuck_rollouts_send_no_requests_and_readiness_comes_from_events() {
     for (_, name, _) in &stuck {
         wait_progressing_message(&api, name, "Revision 1.0.0 is rolling out").await;
     }
-    // In a rollout's first minute it is checked every 15 s (pod waiting reasons are not
-    // watched); after that, only events or the 10-minute safety re-check.
-    tokio::time::sleep(Duration::from_secs(80)).await;
+    // While a rollout is young it is checked every 15 s (pod waiting reasons are not
+    // watched): the recheck at 15 s finds it past YOUNG, and after that only events or
+    // the 10-minute safety re-check come.
+    tokio::time::sleep(Duration::from_secs(15) + YOUNG + Duration::from_secs(5)).await;
     let metrics = controller
         .observers
         .metrics

@@ -348,6 +348,7 @@ fn extension_settings(args: &ControllerArgs) -> extension::ExtensionSettings {
         global_pull_secret: args.global_pull_secret.clone(),
         cert_provider: crate::bundle::CertProvider::CertManager,
         minute: Duration::from_secs(args.poll_unit_seconds.max(1)),
+        young_rollout: Duration::from_secs(args.young_rollout_seconds),
         default_installer: args.default_installer(),
         service_account_field: match args.role {
             options::Role::OperatorController => extension::installer::ServiceAccountField::Ignored,

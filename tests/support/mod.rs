@@ -447,6 +447,7 @@ pub fn controller_with(
             lenient_catalogs: false,
             max_catalog_bytes: MAX_CATALOG_BYTES,
             poll_unit_seconds: 1,
+            young_rollout_seconds: 60,
             metrics_bind_address: "127.0.0.1:0".into(),
             metrics_serving: Default::default(),
             workers: Default::default(),

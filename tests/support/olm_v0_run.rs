@@ -111,6 +111,15 @@ impl Programs {
     }
 }
 
+/// OLM v0's resync period in the tests (`--interval`; 5 minutes by default): every
+/// object OLM v0 follows is reconciled again at least this often, so a window of
+/// [`QUIET`] with OLM v0 running sees it revisit everything twice.
+pub const RESYNC: Duration = Duration::from_secs(10);
+
+/// How long a test watches OLM v0 running beside what it handed over: two resyncs and
+/// a margin.
+pub const QUIET: Duration = Duration::from_secs(2 * 10 + 5);
+
 /// The namespace catalog-operator treats as its global catalog namespace (`--namespace`).
 pub const GLOBAL_NAMESPACE: &str = "olm";
 
@@ -127,7 +136,8 @@ pub fn start(kubeconfig: &Path) -> Programs {
     }
     let mut programs = Programs::new("olm-v0");
     let common = |extra: &[&str]| {
-        let mut a: Vec<String> = ["--namespace", GLOBAL_NAMESPACE, "--interval", "30s"]
+        let interval = format!("{}s", RESYNC.as_secs());
+        let mut a: Vec<String> = ["--namespace", GLOBAL_NAMESPACE, "--interval", &interval]
             .iter()
             .map(|s| s.to_string())
             .collect();

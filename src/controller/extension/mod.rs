@@ -67,6 +67,10 @@ pub struct ExtensionSettings {
     pub cert_provider: CertProvider,
     /// Length of one minute of `progressDeadlineMinutes` (shorter in tests).
     pub minute: Duration,
+    /// How long a rollout in progress is checked every few seconds even while watches
+    /// follow it (pod waiting reasons are not watched; `plan::YOUNG_ROLLOUT`, shorter
+    /// in tests).
+    pub young_rollout: Duration,
     /// The installer of extensions that name no `spec.serviceAccount`; `None`: refuse
     /// them.
     pub default_installer: Option<installer::InstallerAccount>,
@@ -179,6 +183,7 @@ impl ExtensionContext {
             pending_for,
             backoff,
             minute: self.settings.minute,
+            young: self.settings.young_rollout,
             watched: self.settings.wait_for_rollout && self.drift.follows(name),
             followed: self.drift.listed(name),
         }

@@ -158,6 +158,12 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = 60, hide = true)]
     pub poll_unit_seconds: u64,
 
+    /// Seconds a rollout in progress is checked every 15 s even while watches follow
+    /// it, for the pods' waiting reasons (docs/concepts/rollout-status.md; tests that
+    /// measure the idle cost after it use less).
+    #[arg(long, default_value_t = 60, hide = true)]
+    pub young_rollout_seconds: u64,
+
     /// Address of the Prometheus `/metrics` endpoint (HTTPS and authorized, see
     /// --metrics-secure).
     #[arg(long, default_value = "0.0.0.0:8080")]

@@ -21,6 +21,9 @@ pub struct Standing {
     pub backoff: Duration,
     /// The length of one minute of `progressDeadlineMinutes` (shorter in tests).
     pub minute: Duration,
+    /// How long a rollout is checked on the [`rollout_recheck`] schedule even while
+    /// watched ([`YOUNG_ROLLOUT`]; shorter in tests).
+    pub young: Duration,
     /// Watches that have listed follow the readiness of what the extension installed:
     /// a change of it triggers a reconcile, so a rollout in progress needs no polling.
     pub watched: bool,
@@ -80,7 +83,8 @@ pub struct Ending {
 /// Deployment. A stuck rollout costs no API request in between.
 pub const SAFETY_RECHECK: Duration = Duration::from_secs(600);
 
-/// How long a rollout is checked on the [`rollout_recheck`] schedule even while watched:
+/// How long a rollout is checked on the [`rollout_recheck`] schedule even while watched
+/// (the default of [`Standing::young`]):
 /// the pods' waiting reasons (`ImagePullBackOff`…) appear in its first minute and are
 /// not watched (they do not change the Deployment). A bounded cost per rollout, none
 /// while a stuck rollout idles.
@@ -122,7 +126,7 @@ pub fn end(
         Next::Done => (None, Count::Succeeded),
         Next::AwaitChange => (None, Count::Keep),
         Next::Retry => (Some(standing.backoff), Count::Failed),
-        Next::RollingOut if standing.watched && standing.pending_for >= YOUNG_ROLLOUT => {
+        Next::RollingOut if standing.watched && standing.pending_for >= standing.young => {
             (Some(capped(SAFETY_RECHECK)), Count::RollingOut)
         }
         Next::RollingOut => (
@@ -211,6 +215,7 @@ mod tests {
         pending_for: Duration::from_secs(100),
         backoff: Duration::from_secs(8),
         minute: Duration::from_secs(60),
+        young: YOUNG_ROLLOUT,
         watched: false,
         followed: false,
     };
