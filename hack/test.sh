@@ -171,22 +171,35 @@ run() {
 }
 
 # Each area (the first segment of a test's path) of a shared binary in a process of its
-# own, in the order of the area names; OLMV1_TEST_JOBS areas side by side in the
-# integration tier (default 1; the e2e tier's areas share the machine's one node).
+# own. The integration tier runs OLMV1_TEST_JOBS lanes side by side (default 2; the
+# e2e tier's areas share the machine's one node, one at a time): each lane takes the
+# next area from one queue, the longest of the last run first, and draws its loopback
+# ports from a slice of its own (OLMV1_TEST_PORT_SLOT of OLMV1_TEST_PORT_SLOTS), so
+# two control planes never race for a port.
+area_times="$CARGO_TARGET_DIR/.hack-test-areas"
+touch "$area_times"
 run_by_area() {
-  local tier="$1" exe="$2" area jobs=1 quiet=
-  [ "$tier" = integration ] && jobs="${OLMV1_TEST_JOBS:-1}"
+  local tier="$1" exe="$2" area jobs=1 quiet= lane
+  [ "$tier" = integration ] && jobs="${OLMV1_TEST_JOBS:-2}"
   [ "$jobs" -gt 1 ] && quiet=1
   "$exe" --list --format terse </dev/null 2>/dev/null | sed -n 's/: test$//p' >"$timing/list.$tier"
-  for area in $(cut -d: -f1 "$timing/list.$tier" | sort -u); do
-    if [ "$jobs" -gt 1 ]; then
-      while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
-      # shellcheck disable=SC2046
-      run "$tier" "$area" "$exe" --exact $(grep "^$area::" "$timing/list.$tier") &
-    else
-      # shellcheck disable=SC2046
-      run "$tier" "$area" "$exe" --exact $(grep "^$area::" "$timing/list.$tier")
-    fi
+  # The queue: areas a last run timed, longest first, after those it did not (new ones).
+  cut -d: -f1 "$timing/list.$tier" | sort -u | while read -r area; do
+    echo "$(awk -v t="$tier" -v a="$area" '$1 == t && $2 == a {print $3; f=1} END {if (!f) print 1000000}' "$area_times") $area"
+  done | sort -k1,1nr -k2 | cut -d' ' -f2 >"$timing/queue.$tier"
+  next_area() {
+    flock "$timing/queue.lock" sh -c 'head -n 1 "$1"; sed -i 1d "$1"' _ "$timing/queue.$tier"
+  }
+  for lane in $(seq 0 $((jobs - 1))); do
+    (
+      if [ "$jobs" -gt 1 ]; then
+        export OLMV1_TEST_PORT_SLOT="$lane" OLMV1_TEST_PORT_SLOTS="$jobs"
+      fi
+      while area=$(next_area) && [ -n "$area" ]; do
+        # shellcheck disable=SC2046
+        run "$tier" "$area" "$exe" --exact $(grep "^$area::" "$timing/list.$tier")
+      done
+    ) &
   done
   wait
 }
@@ -228,6 +241,9 @@ fi
 
 log="$timing/log"
 touch "$log" "$timing/areas" "$timing/tests"
+# The areas' times, for the order of the next run's queue (tiers run again keep theirs).
+awk 'NR == FNR {ran[$1 " " $2] = 1; print; next} !(($1 " " $2) in ran)' "$timing/areas" "$area_times" \
+  >"$area_times.new" && mv "$area_times.new" "$area_times"
 [ ! -s "$timing/failed-processes" ] || status=1
 passed=$(grep -aEo '^test result: .* ([0-9]+) passed' "$log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
 failed=$(grep -aEo '^test result: .*; ([0-9]+) failed' "$log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')

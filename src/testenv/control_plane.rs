@@ -121,7 +121,9 @@ const PORT_ATTEMPTS: u32 = 3;
 /// release and the server's own bind, any client on the machine could take it (CI saw
 /// kube-apiserver fail with "address already in use" that way). So the port is drawn
 /// at random *below* the ephemeral range, never twice in one process, and checked free
-/// on loopback and on all addresses (the node suite binds 0.0.0.0).
+/// on loopback and on all addresses (the node suite binds 0.0.0.0). Test processes
+/// that run side by side (`hack/test.sh`'s lanes) each draw from a slice of their own
+/// ([`port_slice`]): "never twice" then holds across them too.
 pub fn free_port() -> Result<u16, TestEnvError> {
     use rand::Rng;
     use std::collections::BTreeSet;
@@ -131,9 +133,16 @@ pub fn free_port() -> Result<u16, TestEnvError> {
     if below <= FIRST_PORT + 1_000 {
         return kernel_port();
     }
+    let lane = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
+    let (low, high) = port_slice(
+        FIRST_PORT,
+        below,
+        lane("OLMV1_TEST_PORT_SLOT"),
+        lane("OLMV1_TEST_PORT_SLOTS"),
+    );
     let mut rng = rand::rng();
     for _ in 0..200 {
-        let port = rng.random_range(FIRST_PORT..below);
+        let port = rng.random_range(low..high);
         let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
         if handed.contains(&port) {
             continue;
@@ -147,6 +156,18 @@ pub fn free_port() -> Result<u16, TestEnvError> {
         }
     }
     kernel_port()
+}
+
+/// The ports `[low, high)` of lane `slot` of `slots` in `[first, below)`: the whole
+/// range unless both are set, `slots` > 1 and `slot` < `slots`.
+fn port_slice(first: u16, below: u16, slot: Option<u16>, slots: Option<u16>) -> (u16, u16) {
+    match (slot, slots) {
+        (Some(slot), Some(slots)) if slots > 1 && slot < slots => {
+            let width = (below - first) / slots;
+            (first + slot * width, first + (slot + 1) * width)
+        }
+        _ => (first, below),
+    }
 }
 
 /// The first port of the kernel's ephemeral range, when readable.
@@ -634,6 +655,25 @@ mod tests {
             TcpListener::bind(("127.0.0.1", port))
                 .unwrap_or_else(|e| panic!("port {port} not bindable: {e}"));
         }
+    }
+
+    #[test]
+    fn lanes_draw_from_disjoint_slices_of_the_range() {
+        assert_eq!(port_slice(10_000, 32_768, None, None), (10_000, 32_768));
+        assert_eq!(
+            port_slice(10_000, 32_768, Some(0), Some(1)),
+            (10_000, 32_768)
+        );
+        assert_eq!(
+            port_slice(10_000, 32_768, Some(2), Some(2)),
+            (10_000, 32_768)
+        );
+        let (a, b) = (
+            port_slice(10_000, 32_768, Some(0), Some(2)),
+            port_slice(10_000, 32_768, Some(1), Some(2)),
+        );
+        assert_eq!(a, (10_000, 21_384));
+        assert_eq!(b, (21_384, 32_768));
     }
 
     #[test]
