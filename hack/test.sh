@@ -171,31 +171,42 @@ run() {
 }
 
 # Each area (the first segment of a test's path) of a shared binary in a process of its
-# own. The integration tier runs OLMV1_TEST_JOBS lanes side by side (default 2; the
-# e2e tier's areas share the machine's one node, one at a time): each lane takes the
-# next area from one queue, the longest of the last run first, and draws its loopback
-# ports from a slice of its own (OLMV1_TEST_PORT_SLOT of OLMV1_TEST_PORT_SLOTS), so
-# two control planes never race for a port.
+# own, in OLMV1_TEST_JOBS lanes side by side (default 2; 1: one area at a time). Each
+# lane draws the loopback ports of its control planes, registries and controllers from
+# a slice of its own (OLMV1_TEST_PORT_SLOT of OLMV1_TEST_PORT_SLOTS), so two processes
+# never race for a port. The integration tier's lanes take the next area from one
+# queue; in the e2e tier the areas on the machine's one node (their source asks for
+# `node_cluster`) are one lane's, one at a time, and the others the other lanes'.
+# Each queue holds the longest areas of the last run first.
 area_times="$CARGO_TARGET_DIR/.hack-test-areas"
 touch "$area_times"
 run_by_area() {
-  local tier="$1" exe="$2" area jobs=1 quiet= lane
-  [ "$tier" = integration ] && jobs="${OLMV1_TEST_JOBS:-2}"
+  local tier="$1" exe="$2" dir area jobs="${OLMV1_TEST_JOBS:-2}" quiet= lane queue
+  [ "$tier" = integration ] && dir=tests || dir=e2e
   [ "$jobs" -gt 1 ] && quiet=1
   "$exe" --list --format terse </dev/null 2>/dev/null | sed -n 's/: test$//p' >"$timing/list.$tier"
-  # The queue: areas a last run timed, longest first, after those it did not (new ones).
+  # The queues: areas a last run timed, longest first, after those it did not (new ones).
   cut -d: -f1 "$timing/list.$tier" | sort -u | while read -r area; do
-    echo "$(awk -v t="$tier" -v a="$area" '$1 == t && $2 == a {print $3; f=1} END {if (!f) print 1000000}' "$area_times") $area"
-  done | sort -k1,1nr -k2 | cut -d' ' -f2 >"$timing/queue.$tier"
+    queue=all
+    if [ "$tier" = e2e ] && [ "$jobs" -gt 1 ]; then
+      grep -q node_cluster "$dir/$area.rs" 2>/dev/null && queue=node || queue=plane
+    fi
+    echo "$(awk -v t="$tier" -v a="$area" '$1 == t && $2 == a {print $3; f=1} END {if (!f) print 1000000}' "$area_times") $area $queue"
+  done | sort -k1,1nr -k2 >"$timing/queued.$tier"
+  for queue in all node plane; do
+    awk -v q="$queue" '$3 == q {print $2}' "$timing/queued.$tier" >"$timing/queue.$tier.$queue"
+  done
   next_area() {
-    flock "$timing/queue.lock" sh -c 'head -n 1 "$1"; sed -i 1d "$1"' _ "$timing/queue.$tier"
+    flock "$timing/queue.lock" sh -c 'head -n 1 "$1"; sed -i 1d "$1"' _ "$timing/queue.$tier.$1"
   }
   for lane in $(seq 0 $((jobs - 1))); do
+    queue=all
+    [ "$tier" = e2e ] && [ "$jobs" -gt 1 ] && { [ "$lane" = 0 ] && queue=node || queue=plane; }
     (
       if [ "$jobs" -gt 1 ]; then
         export OLMV1_TEST_PORT_SLOT="$lane" OLMV1_TEST_PORT_SLOTS="$jobs"
       fi
-      while area=$(next_area) && [ -n "$area" ]; do
+      while area=$(next_area "$queue") && [ -n "$area" ]; do
         # shellcheck disable=SC2046
         run "$tier" "$area" "$exe" --exact $(grep "^$area::" "$timing/list.$tier")
       done
