@@ -262,7 +262,7 @@ fn standing(fake: &Fake) -> Standing {
         pending_for: fake.failing_for,
         backoff: Duration::from_secs(4),
         minute: Duration::from_secs(60),
-        young: super::plan::YOUNG_ROLLOUT,
+        young: super::plan::ending::YOUNG_ROLLOUT,
         watched: fake.watched,
         followed: fake.followed,
     }

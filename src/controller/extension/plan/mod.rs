@@ -35,8 +35,7 @@ pub mod target;
 pub mod uninstall;
 
 pub use ending::{
-    Count, Ending, SAFETY_RECHECK, Standing, Tally, YOUNG_ROLLOUT, deadline, deadline_event,
-    rollout_recheck,
+    Count, Ending, SAFETY_RECHECK, Standing, Tally, deadline, deadline_event, rollout_recheck,
 };
 pub use report::{adoption_refused, after_install, classify};
 use target::enforcement;
