@@ -31,27 +31,6 @@ case "$tier" in
     ;;
 esac
 
-# Everything the tests need besides the source, checked (and installed, once) before
-# the long builds: Debian packages, cargo-deny; Rust and Go are checked. The unit tier
-# needs Rust only.
-prereqs_start=$(date +%s)
-if [ "$tier" != unit ]; then
-  hack/prereqs.sh test
-  hack/build-kube.sh
-  [ "$tier" = integration ] || hack/build-node.sh
-  hack/build-cert-manager.sh
-  # OLM v0's olm-operator, catalog-operator and opm (tests/migrate_v0.rs, e2e/migrate_v0.rs;
-  # first run about 6 minutes on 2 cores, then cached by version).
-  hack/build-olm-v0.sh
-  hack/build-argo-health.sh >/dev/null
-  # helm v3 for tests/chart.rs, e2e/chart.rs and e2e/upstream_chart.rs (first run about
-  # 2.5 minutes on 2 cores), and upstream OLM v1's own chart for the last.
-  hack/build-helm.sh >/dev/null
-  hack/upstream-chart.sh >/dev/null
-  OLMV1_ETCD="$(hack/etcd-path.sh)"
-  export OLMV1_ETCD
-fi
-prereqs_time=$(($(date +%s) - prereqs_start))
 
 # The Rust build is kept between checkouts on this machine, as the Go builds are in
 # ~/.cache/olmv1: a fresh clone (CI's) rebuilds only this crate, not its dependencies.
@@ -91,11 +70,65 @@ for dir in "$CARGO_TARGET_DIR" "${TMPDIR:-/tmp}"; do
 done
 
 timing=$(mktemp -d)
-trap 'rm -rf "$timing"; rm -f "$pidfile"' EXIT
+prereqs_pid=
+# A run stopped early stops the background builds too (each build script, and the go
+# or cargo under it).
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+trap '[ -z "$prereqs_pid" ] || kill_tree "$prereqs_pid"; rm -rf "$timing"; rm -f "$pidfile"' EXIT
 status=0
-# The Go builds and packages above take most of a fresh machine's first run, and about
-# a second once cached (docs/getting-started.md).
-echo "prereqs $prereqs_time" >>"$timing/tiers"
+
+# Everything the tests need besides the source, checked first (hack/prereqs.sh: the
+# Debian packages installed once; Rust and Go checked), then built and installed once in
+# the background while Rust lints and builds: cargo-deny, Kubernetes, the node, cert-
+# manager, OLM v0 and opm, helm (a fresh machine's first run: about 25 minutes of its
+# own, docs/getting-started.md; about a second once cached). The tests wait for them.
+# The unit tier needs Rust only.
+prereqs_start=$(date +%s)
+if [ "$tier" != unit ]; then
+  OLMV1_PREREQS_CARGO_DENY=later hack/prereqs.sh test
+  (
+    set -e
+    start=$(date +%s)
+    hack/prereqs.sh test
+    hack/build-kube.sh
+    [ "$tier" = integration ] || hack/build-node.sh
+    hack/build-cert-manager.sh
+    # OLM v0's olm-operator, catalog-operator and opm (tests/migrate_v0.rs,
+    # e2e/migrate_v0.rs; first run about 6 minutes on 2 cores, then cached by version).
+    hack/build-olm-v0.sh
+    hack/build-argo-health.sh >/dev/null
+    # helm v3 for tests/chart.rs, e2e/chart.rs and e2e/upstream_chart.rs (first run
+    # about 2.5 minutes on 2 cores), and upstream OLM v1's own chart for the last.
+    hack/build-helm.sh >/dev/null
+    hack/upstream-chart.sh >/dev/null
+    echo "builds $(($(date +%s) - start))" >>"$timing/tiers"
+  ) >"$timing/prereqs.log" 2>&1 </dev/null &
+  prereqs_pid=$!
+fi
+echo "prereqs $(($(date +%s) - prereqs_start))" >>"$timing/tiers"
+
+# Waits for the background builds above, shows what they printed, and stops the run if
+# one failed (its error says what to fix).
+wait_prereqs() {
+  [ -n "$prereqs_pid" ] || return 0
+  local waited rc=0
+  waited=$(date +%s)
+  wait "$prereqs_pid" || rc=$?
+  prereqs_pid=
+  echo "== prerequisites (built in the background)"
+  cat "$timing/prereqs.log"
+  echo "waited $(($(date +%s) - waited))" >>"$timing/tiers"
+  if [ "$rc" -ne 0 ]; then
+    echo "error: a prerequisite failed to build or install (above); nothing was tested" >&2
+    exit 1
+  fi
+  OLMV1_ETCD="$(hack/etcd-path.sh)"
+  export OLMV1_ETCD
+}
 
 if [ "$tier" = all ]; then
   lint_start=$(date +%s)
@@ -109,21 +142,6 @@ if [ "$tier" = all ]; then
   cargo clippy --quiet --all-targets -- -D warnings
   echo "== cargo clippy --lib --bins -- -D warnings (without the testenv and fuzzing features, as shipped)"
   cargo clippy --quiet --lib --bins -- -D warnings
-  # Dependencies: licenses, duplicate versions, sources (deny.toml). The advisories
-  # check needs the RustSec database from GitHub: it runs with OLMV1_DENY_ADVISORIES=1,
-  # or offline when a database is already on disk.
-  echo "== cargo deny check licenses bans sources"
-  cargo deny --log-level error check licenses bans sources
-  advisory_dbs="${CARGO_HOME:-$HOME/.cargo}/advisory-dbs"
-  if [ "${OLMV1_DENY_ADVISORIES:-0}" = 1 ]; then
-    echo "== cargo deny check advisories"
-    cargo deny --log-level error check advisories
-  elif [ -n "$(ls -A "$advisory_dbs" 2>/dev/null)" ]; then
-    echo "== cargo deny check advisories (offline, database in $advisory_dbs)"
-    cargo deny --log-level error check --disable-fetch advisories
-  else
-    echo "(cargo deny advisories skipped: no RustSec database here; OLMV1_DENY_ADVISORIES=1 fetches it)"
-  fi
   echo "lint $(($(date +%s) - lint_start))" >>"$timing/tiers"
 fi
 
@@ -144,6 +162,27 @@ cargo test --no-run --message-format=json "${targets[@]}" 2>/dev/null |
   sed -nE 's/.*"target":\{"kind":\["([a-z-]+)"\][^}]*"name":"([^"]+)".*"executable":"([^"]+)".*/\1 \2 \3/p' \
     >"$timing/binaries"
 echo "build $(($(date +%s) - build_start))" >>"$timing/tiers"
+wait_prereqs
+
+if [ "$tier" = all ]; then
+  deny_start=$(date +%s)
+  # Dependencies: licenses, duplicate versions, sources (deny.toml). The advisories
+  # check needs the RustSec database from GitHub: it runs with OLMV1_DENY_ADVISORIES=1,
+  # or offline when a database is already on disk.
+  echo "== cargo deny check licenses bans sources"
+  cargo deny --log-level error check licenses bans sources
+  advisory_dbs="${CARGO_HOME:-$HOME/.cargo}/advisory-dbs"
+  if [ "${OLMV1_DENY_ADVISORIES:-0}" = 1 ]; then
+    echo "== cargo deny check advisories"
+    cargo deny --log-level error check advisories
+  elif [ -n "$(ls -A "$advisory_dbs" 2>/dev/null)" ]; then
+    echo "== cargo deny check advisories (offline, database in $advisory_dbs)"
+    cargo deny --log-level error check --disable-fetch advisories
+  else
+    echo "(cargo deny advisories skipped: no RustSec database here; OLMV1_DENY_ADVISORIES=1 fetches it)"
+  fi
+  echo "deny $(($(date +%s) - deny_start))" >>"$timing/tiers"
+fi
 
 # Runs one test process: `run <tier> <label> <exe> [libtest arguments...]`, its output
 # shown and kept, its wall time and per-test times recorded. libtest's per-test times

@@ -498,7 +498,7 @@ async fn install_extension_and_check_metrics(leader: &Replica) -> String {
         .delete(&ext_name, &DeleteParams::default())
         .await
         .expect("delete extension");
-    support::eventually(60, "extension uninstalled", || async {
+    support::eventually(support::UNINSTALL_SECS, "extension uninstalled", || async {
         extensions
             .get_opt(&ext_name)
             .await

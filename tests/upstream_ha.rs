@@ -289,9 +289,11 @@ async fn two_replicas_per_role_elect_one_leader_each_and_take_over_after_sigkill
     // the first extension removed (its cluster-scoped objects would collide with the
     // second's, of the same package)
     let _ = exts.delete(&first, &Default::default()).await;
-    support::eventually(60, "the first extension uninstalled", || async {
-        exts.get_opt(&first).await.ok()?.is_none().then_some(())
-    })
+    support::eventually(
+        support::UNINSTALL_SECS,
+        "the first extension uninstalled",
+        || async { exts.get_opt(&first).await.ok()?.is_none().then_some(()) },
+    )
     .await;
 
     // SIGKILL of both leaders: the standbys take over within the lease timings
@@ -346,9 +348,11 @@ async fn two_replicas_per_role_elect_one_leader_each_and_take_over_after_sigkill
         killed_at.elapsed()
     );
     let _ = exts.delete(&second, &Default::default()).await;
-    support::eventually(60, "the extension uninstalled", || async {
-        exts.get_opt(&second).await.ok()?.is_none().then_some(())
-    })
+    support::eventually(
+        support::UNINSTALL_SECS,
+        "the extension uninstalled",
+        || async { exts.get_opt(&second).await.ok()?.is_none().then_some(()) },
+    )
     .await;
     let catalogs: Api<ClusterCatalog> = Api::all(admin.clone());
     let _ = catalogs.delete(&catalog, &Default::default()).await;
@@ -428,9 +432,11 @@ async fn cas_written_into_the_ca_directories_later_are_trusted_without_a_restart
     let log = oc.process.log_text();
     assert!(log.contains("the CA directory changed"), "{log}");
     let _ = exts.delete(&name, &Default::default()).await;
-    support::eventually(60, "the extension uninstalled", || async {
-        exts.get_opt(&name).await.ok()?.is_none().then_some(())
-    })
+    support::eventually(
+        support::UNINSTALL_SECS,
+        "the extension uninstalled",
+        || async { exts.get_opt(&name).await.ok()?.is_none().then_some(()) },
+    )
     .await;
     let _ = catalogs.delete(&catalog, &Default::default()).await;
 }

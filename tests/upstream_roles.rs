@@ -693,9 +693,11 @@ async fn upstreams_programs_install_as_the_controller_ignoring_spec_service_acco
         "{log}"
     );
     let _ = exts.delete(&name, &Default::default()).await;
-    support::eventually(60, "the extension uninstalled", || async {
-        exts.get_opt(&name).await.ok()?.is_none().then_some(())
-    })
+    support::eventually(
+        support::UNINSTALL_SECS,
+        "the extension uninstalled",
+        || async { exts.get_opt(&name).await.ok()?.is_none().then_some(()) },
+    )
     .await;
     let catalogs_api: Api<ClusterCatalog> = Api::all(admin.clone());
     let _ = catalogs_api.delete(&catalog, &Default::default()).await;

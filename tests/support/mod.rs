@@ -385,6 +385,14 @@ pub fn failing_registry() -> &'static str {
 
 /// The controller (`olmv1 controller` in this process, as its own non-admin
 /// ServiceAccount) running against [`cluster`] and pulling from [`registry`].
+/// How long an uninstall may take, in seconds, before a test calls it stuck: the
+/// extension's finalizer deletes its CRDs, and kube-apiserver removes a CRD only once
+/// it has deleted every object of it, retrying for up to a minute while the CRD's
+/// storage is (re)initializing (apiextensions-apiserver's crd_finalizer.go,
+/// `PollUntilContextTimeout(5s, 1m)`). Seen: a CRD gone 62 s after its deletion began
+/// on a loaded machine; twice that is a stuck uninstall.
+pub const UNINSTALL_SECS: u64 = 120;
+
 /// The catalog size limit of the test controller.
 pub const MAX_CATALOG_BYTES: u64 = 8 << 20;
 
