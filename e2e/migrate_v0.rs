@@ -22,8 +22,9 @@ use std::time::{Duration, Instant};
 use support::bundles::{publish_files_on_node, publish_on_node};
 use support::extensions::{condition, create_catalog, wait_installed};
 use support::olm_v0_flow::{
-    V0Install, install_through_subscription, olmv1, operator_pod, start_v0, wait_at_latest_known,
-    wait_csv_succeeded, wait_install_plan_complete, wait_serving, wait_succeeded,
+    Upgrade, V0Install, install_through_subscription, olmv1, operator_pod, start_v0,
+    wait_at_latest_known, wait_csv_succeeded, wait_install_plan_complete, wait_serving,
+    wait_succeeded,
 };
 use support::olm_v0_run::{self, Programs};
 use support::webhook_bundle::{self, assert_testimage_serves_webhooks, webhook_bundle};
@@ -1030,51 +1031,16 @@ async fn an_interrupted_convert_finishes_against_olm_v0_and_the_next_upgrade_goe
         .expect("point the catalog at the newer image");
     // The least-privilege installer account convert made covers 1.0.0: what 1.1.0
     // adds is granted the documented way (docs/how-to/upgrades.md).
-    let package_at = format!("{}@1.1.0", spec.package);
-    // (once the catalog serves the new image: it unpacks it a moment after the patch)
-    let rbac_args = [
-        "rbac",
-        &package_at,
-        "--catalog",
-        &catalog,
-        "--diff",
-        "1.0.0",
-        "--namespace",
-        ns,
-        "--extension",
-        &inst.sub,
-        "--operator-condition",
-        "--insecure-registry",
-        &node.registry,
-    ];
-    let rbac = eventually(120, "olmv1 rbac for 1.1.0 from the catalog", || async {
-        let (code, rbac, err) = olmv1(&rbac_args, &kubeconfig);
-        if code != 0 {
-            eprintln!("[v0stop] olmv1 rbac: {err}");
-        }
-        (code == 0).then_some(rbac)
-    })
-    .await;
-    println!("[v0stop] olmv1 rbac --diff 1.0.0:\n{rbac}");
-    // …added to the installer's ClusterRole, as an administrator would.
-    let added: Value = olmv1::yaml::from_multiple::<Value>(&rbac, serde_saphyr::Options::default())
-        .expect("rbac YAML")
-        .into_iter()
-        .next()
-        .expect("the added rules");
-    let roles: Api<ClusterRole> = Api::all(admin.clone());
-    let role_name = format!("{}-installer-clusterrole", inst.sub);
-    let mut role = roles
-        .get(&role_name)
-        .await
-        .expect("the installer's ClusterRole");
-    let more: Vec<k8s_openapi::api::rbac::v1::PolicyRule> =
-        serde_json::from_value(added["rules"].clone()).expect("rules");
-    role.rules.get_or_insert_default().extend(more);
-    roles
-        .replace(&role_name, &PostParams::default(), &role)
-        .await
-        .expect("grant what 1.1.0 adds");
+    let upgrade = Upgrade {
+        package: &spec.package,
+        version: "1.1.0",
+        from: "1.0.0",
+        catalog: &catalog,
+        namespace: ns,
+        extension: &inst.sub,
+        registry: &node.registry,
+    };
+    upgrade.grant(&admin, &kubeconfig).await;
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), ns);
     let uid_before = deployments
         .get(&deployment)

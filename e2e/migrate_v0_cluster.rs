@@ -17,18 +17,34 @@ use crate::support;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use olmv1::api::ClusterExtension;
 use olmv1::testenv::demo::BundleSpec;
-use serde_json::json;
 use std::time::{Duration, Instant};
 use support::bundles::publish_on_node;
 use support::extensions::{condition, create_catalog, wait_installed, wait_progressing_message};
 use support::olm_v0_flow::{
-    install_through_subscription, olmv1, operator_pod, start_v0, wait_serving, wait_succeeded,
+    Upgrade, install_through_subscription, olmv1, operator_pod, start_v0, wait_serving,
+    wait_succeeded,
 };
 use support::process::ControllerProcess;
 use support::{eventually, olm_v0, olm_v0_run};
+
+/// The notes of the Events of `reason` about the ClusterExtension `name`.
+async fn extension_events(admin: &kube::Client, name: &str, reason: &str) -> Vec<String> {
+    let events: Api<Event> = Api::all(admin.clone());
+    let list = events.list(&ListParams::default()).await.expect("events");
+    list.items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().is_some_and(|about| {
+                about.kind.as_deref() == Some("ClusterExtension")
+                    && about.name.as_deref() == Some(name)
+            }) && e.reason.as_deref() == Some(reason)
+        })
+        .map(|e| e.note.unwrap_or_default())
+        .collect()
+}
 
 /// The names of the ClusterRoles labelled `selector`.
 async fn cluster_roles(admin: &kube::Client, selector: &str) -> Vec<String> {
@@ -248,7 +264,11 @@ async fn a_convert_survives_a_stopped_kube_apiserver_and_the_takeover_a_killed_c
 struct Installed {
     inst: support::olm_v0_flow::V0Install,
     package: String,
+    /// The ClusterCatalog serving the operator's bundles.
+    catalog: String,
     deployment: String,
+    /// The UID of the operator's Deployment, as OLM v0 made it.
+    deployment_uid: Option<String>,
     pod: (String, String, i32),
     /// OLM v0's ClusterRoles of the operator (by its owner label, before the convert).
     v0_roles: Vec<String>,
@@ -282,12 +302,20 @@ async fn install(
     let inst = install_through_subscription(admin, &spec, &address, own_namespace, approval).await;
     let deployment = spec.deployment_name();
     let pod = operator_pod(admin, &inst.ns, &deployment).await;
+    let deployment_uid = Api::<Deployment>::namespaced(admin.clone(), &inst.ns)
+        .get(&deployment)
+        .await
+        .expect("OLM v0's Deployment")
+        .metadata
+        .uid;
     let v0_roles = cluster_roles(admin, &format!("olm.owner={}", inst.csv)).await;
     assert!(!v0_roles.is_empty(), "OLM v0 made no ClusterRole");
     Installed {
         inst,
         package: spec.package.clone(),
+        catalog,
         deployment,
+        deployment_uid,
         pod,
         v0_roles,
         _opm: opm,
@@ -337,73 +365,71 @@ async fn convert_all_takes_over_every_subscription_in_place_and_cleanup_all_tidi
         "{out}"
     );
     let exts: Api<ClusterExtension> = Api::all(admin.clone());
-    // The first one's ClusterCatalog also serves 1.1.0, and its Subscription was on
-    // Automatic approval (its ClusterExtension pins no version): the controller resolves
-    // 1.1.0, not the installed CSV, and refuses to take over, touching nothing
-    // (docs/how-to/switch-from-olm-v0.md, "The takeover"). Pinned to the installed
-    // version, as the message and the how-to say, it takes over in place.
+    // The first one's ClusterCatalog also serves 1.1.0 (replacing 1.0.0), and its
+    // Subscription was on Automatic approval (its ClusterExtension pins no version): the
+    // controller resolves the installed CSV's version until the takeover, takes it over
+    // in place, then upgrades along the catalog's edge (docs/how-to/switch-from-olm-v0.md,
+    // "The takeover"). The second (Manual approval) stays pinned at 1.0.0.
     let a = &operators[0];
-    let refused = wait_progressing_message(&exts, &a.inst.sub, "not taking over").await;
-    let message = condition(&refused, "Progressing")
-        .expect("Progressing")
-        .message;
-    println!("[v0all] {}: {message}", a.inst.sub);
-    assert!(
-        message.contains(&format!(
-            "the resolved bundle {}.v1.1.0 version 1.1.0 is not the installed CSV {} version 1.0.0",
-            a.package, a.inst.csv
-        )) && message.ends_with("; nothing was changed"),
-        "{message}"
-    );
-    let events: Api<Event> = Api::all(admin.clone());
-    let warned = eventually(60, "the AdoptionRefused Warning Event", || {
-        let events = events.clone();
-        let name = a.inst.sub.clone();
-        async move {
-            let list = events.list(&ListParams::default()).await.ok()?;
-            list.items.into_iter().find_map(|e| {
-                let about = e.regarding.as_ref()?;
-                (about.kind.as_deref() == Some("ClusterExtension")
-                    && about.name.as_deref() == Some(name.as_str())
-                    && e.type_.as_deref() == Some("Warning")
-                    && e.reason.as_deref() == Some("AdoptionRefused"))
-                .then(|| e.note.unwrap_or_default())
-            })
-        }
-    })
-    .await;
-    assert!(warned.contains("is not the installed CSV"), "{warned}");
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &a.inst.ns);
-    let live = deployments.get(&a.deployment).await.expect("Deployment");
-    let labels = live.metadata.labels.unwrap_or_default();
-    assert!(
-        !labels.contains_key("olm.operatorframework.io/owner-name"),
-        "refused, yet taken: {labels:?}"
-    );
-    assert_eq!(operator_pod(&admin, &a.inst.ns, &a.deployment).await, a.pod);
-    exts.patch(
-        &a.inst.sub,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"source": {"catalog": {"version": "1.0.0"}}}})),
-    )
-    .await
-    .expect("pin the installed version");
     for o in &operators {
         wait_installed(&exts, &o.inst.sub, "1.0.0").await;
-        wait_succeeded(&exts, &o.inst.sub).await;
     }
+    wait_succeeded(&exts, &operators[1].inst.sub).await;
     println!(
-        "[v0all] both Installed and Succeeded {:?} after convert --all started",
+        "[v0all] both Installed at 1.0.0 {:?} after convert --all started",
         started.elapsed()
     );
+    let adopted = extension_events(&admin, &a.inst.sub, "Adopted").await;
+    let took = format!(
+        "took over OLM v0's installation of bundle {} version 1.0.0",
+        a.inst.csv
+    );
+    assert!(adopted.iter().any(|m| m.contains(&took)), "{adopted:?}");
+    let refused = extension_events(&admin, &a.inst.sub, "AdoptionRefused").await;
+    assert!(refused.is_empty(), "{refused:?}");
+    // Right after the takeover the spec's range applies: 1.1.0 resolves, and the
+    // installer account convert made for 1.0.0 lacks what it adds — the operator runs
+    // on, at 1.0.0, the same pod.
+    let next = format!("{}.v1.1.0", a.package);
+    let waiting = wait_progressing_message(&exts, &a.inst.sub, "pre-authorization failed").await;
+    let message = condition(&waiting, "Progressing")
+        .expect("Progressing")
+        .message;
+    assert!(message.contains(&next), "{message}");
     for o in &operators {
+        assert_eq!(operator_pod(&admin, &o.inst.ns, &o.deployment).await, o.pod);
+    }
+    // Granted the documented way, it upgrades: the same Deployment, one new pod.
+    Upgrade {
+        package: &a.package,
+        version: "1.1.0",
+        from: "1.0.0",
+        catalog: &a.catalog,
+        namespace: &a.inst.ns,
+        extension: &a.inst.sub,
+        registry: &node.registry,
+    }
+    .grant(&admin, &kubeconfig)
+    .await;
+    wait_installed(&exts, &a.inst.sub, "1.1.0").await;
+    wait_succeeded(&exts, &a.inst.sub).await;
+    let live = deployments.get(&a.deployment).await.expect("Deployment");
+    assert_eq!(
+        live.metadata.uid, a.deployment_uid,
+        "the Deployment was replaced"
+    );
+    let a_pod = operator_pod(&admin, &a.inst.ns, &a.deployment).await;
+    assert_ne!(a_pod.1, a.pod.1, "1.1.0 rolled out no new pod");
+    let pods = [a_pod, operators[1].pod.clone()];
+    for (o, pod) in operators.iter().zip(&pods) {
         let csvs = olm_v0::api(&admin, "v1alpha1", "ClusterServiceVersion", &o.inst.ns);
         assert!(csvs.get_opt(&o.inst.csv).await.expect("read").is_none());
         let subs = olm_v0::api(&admin, "v1alpha1", "Subscription", &o.inst.ns);
         assert!(subs.get_opt(&o.inst.sub).await.expect("read").is_none());
         assert_eq!(
-            operator_pod(&admin, &o.inst.ns, &o.deployment).await,
-            o.pod,
+            &operator_pod(&admin, &o.inst.ns, &o.deployment).await,
+            pod,
             "the pod of {} changed",
             o.inst.sub
         );
@@ -418,7 +444,7 @@ async fn convert_all_takes_over_every_subscription_in_place_and_cleanup_all_tidi
     println!("[v0all] cleanup --all:\n{out}{err}");
     assert_eq!(code, 0, "{err}\n{out}");
     assert!(out.contains("cleanup --all: "), "{out}");
-    for o in &operators {
+    for (o, pod) in operators.iter().zip(&pods) {
         assert_eq!(
             missing_roles(&admin, &o.v0_roles).await,
             o.v0_roles,
@@ -426,7 +452,7 @@ async fn convert_all_takes_over_every_subscription_in_place_and_cleanup_all_tidi
         );
         let owned = format!("olm.operatorframework.io/owner-name={}", o.inst.sub);
         assert!(!cluster_roles(&admin, &owned).await.is_empty());
-        assert_eq!(operator_pod(&admin, &o.inst.ns, &o.deployment).await, o.pod);
+        assert_eq!(&operator_pod(&admin, &o.inst.ns, &o.deployment).await, pod);
     }
     // OLM v0, still running, re-created nothing.
     tokio::time::sleep(Duration::from_secs(10)).await;

@@ -31,6 +31,12 @@ case "$tier" in
     ;;
 esac
 
+# What cannot be installed from here (Rust, Go, root) is checked first, in seconds,
+# before any build; the Debian packages are installed, once (hack/prereqs.sh). The long
+# prerequisites build later, in the background (below). The unit tier needs Rust only.
+prereqs_start=$(date +%s)
+[ "$tier" = unit ] || OLMV1_PREREQS_CARGO_DENY=later hack/prereqs.sh test
+prereqs_time=$(($(date +%s) - prereqs_start))
 
 # The Rust build is kept between checkouts on this machine, as the Go builds are in
 # ~/.cache/olmv1: a fresh clone (CI's) rebuilds only this crate, not its dependencies.
@@ -81,15 +87,11 @@ kill_tree() {
 trap '[ -z "$prereqs_pid" ] || kill_tree "$prereqs_pid"; rm -rf "$timing"; rm -f "$pidfile"' EXIT
 status=0
 
-# Everything the tests need besides the source, checked first (hack/prereqs.sh: the
-# Debian packages installed once; Rust and Go checked), then built and installed once in
-# the background while Rust lints and builds: cargo-deny, Kubernetes, the node, cert-
-# manager, OLM v0 and opm, helm (a fresh machine's first run: about 25 minutes of its
-# own, docs/getting-started.md; about a second once cached). The tests wait for them.
-# The unit tier needs Rust only.
-prereqs_start=$(date +%s)
+# The long prerequisites, built and installed once in the background while Rust lints
+# and builds: cargo-deny, Kubernetes, the node, cert-manager, OLM v0 and opm, helm (a
+# fresh machine's first run: about 25 minutes of their own, docs/getting-started.md;
+# about a second once cached). The tests wait for them.
 if [ "$tier" != unit ]; then
-  OLMV1_PREREQS_CARGO_DENY=later hack/prereqs.sh test
   (
     set -e
     start=$(date +%s)
@@ -109,7 +111,7 @@ if [ "$tier" != unit ]; then
   ) >"$timing/prereqs.log" 2>&1 </dev/null &
   prereqs_pid=$!
 fi
-echo "prereqs $(($(date +%s) - prereqs_start))" >>"$timing/tiers"
+echo "prereqs $prereqs_time" >>"$timing/tiers"
 
 # Waits for the background builds above, shows what they printed, and stops the run if
 # one failed (its error says what to fix).

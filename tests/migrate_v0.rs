@@ -13,7 +13,7 @@
 
 use crate::support;
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 use serde_json::{Value, json};
 use std::path::Path;
 use support::bundles::BundleSpec;
@@ -266,6 +266,38 @@ async fn installation(
     (ns, tied)
 }
 
+/// A Subscription `neighbour` of `ns` and an InstallPlan `install-shared` that installed
+/// both its CSV and `csv`, owned by both Subscriptions, as catalog-operator leaves one it
+/// resolved for the two together (olm-v0 reference §1.1).
+async fn shared_install_plan(admin: &kube::Client, ns: &str, csv: &str) -> Value {
+    let neighbour = olm_v0::create(
+        admin,
+        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "neighbour", "namespace": ns},
+            "spec": {"name": "neighbour", "source": "demo-catalog", "sourceNamespace": ns}}),
+        None,
+    )
+    .await;
+    let demo = olm_v0::read_again(admin, &v0_object("Subscription", "v1alpha1", ns, "demo"))
+        .await
+        .expect("Subscription demo");
+    let owner = |sub: &Value| {
+        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "name": sub["metadata"]["name"], "uid": sub["metadata"]["uid"],
+            "blockOwnerDeletion": false, "controller": false})
+    };
+    olm_v0::create(
+        admin,
+        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+            "metadata": {"name": "install-shared", "namespace": ns,
+                "ownerReferences": [owner(&demo), owner(&neighbour)]},
+            "spec": {"approval": "Automatic", "approved": true,
+                "clusterServiceVersionNames": [csv, "neighbour.v1.0.0"]}}),
+        Some(json!({"phase": "Complete", "catalogSources": []})),
+    )
+    .await
+}
+
 fn uid(v: &Value) -> &str {
     v["metadata"]["uid"].as_str().expect("uid")
 }
@@ -318,6 +350,10 @@ async fn convert_stops_v0_without_losing_an_object_resumes_and_rolls_back() {
     let (ns, tied) = installation(&admin, &spec, &image, "demo", &copy_ns).await;
     let csv = spec.bundle_name();
     let target = format!("{ns}/demo");
+    // A neighbour on OLM v0 that catalog-operator resolved together with demo: their
+    // InstallPlan is shared, and stays theirs (docs/how-to/switch-from-olm-v0.md,
+    // "InstallPlans").
+    let shared = shared_install_plan(&admin, &ns, &csv).await;
     let registry = support::registry().host();
     let convert = |extra: &[&str]| {
         let mut args = vec![
@@ -427,6 +463,11 @@ async fn convert_stops_v0_without_losing_an_object_resumes_and_rolls_back() {
         })
         .await;
     }
+    assert!(!dry.contains("install-shared"), "{dry}");
+    let live = olm_v0::read_again(&admin, &shared)
+        .await
+        .expect("the shared InstallPlan stays");
+    assert_eq!(uid(&live), uid(&shared));
     // The ClusterExtension, annotated, and the backup; the installer account.
     let exts: Api<DynamicObject> = Api::all_with(
         admin.clone(),
@@ -735,45 +776,18 @@ async fn the_controller_takes_the_v0_installation_over_only_for_the_installed_bu
         );
     }
 
-    // The catalog's newest bundle (1.1.0) is not the installed CSV: refused, untouched.
+    // The catalog's newest bundle is 1.1.0 and the extension convert made pins no
+    // version (the Subscription was on Automatic approval): until the takeover the
+    // controller resolves the installed CSV's version only, and takes it over in place
+    // (docs/how-to/switch-from-olm-v0.md, "The takeover"). 1.1.0 does not replace 1.0.0
+    // here, so the extension stays on it afterwards.
     let exts: Api<ClusterExtension> = Api::all(admin.clone());
-    let refused = support::extensions::wait_progressing_message(
-        &exts,
-        "take",
-        "not taking over OLM v0's installation",
-    )
-    .await;
-    let message = support::extensions::condition(&refused, "Progressing")
-        .expect("Progressing")
-        .message;
-    assert!(
-        message.contains(&format!(
-            "(Subscription {target}): the resolved bundle {}.v1.1.0 version 1.1.0 is not the installed CSV {csv} version 1.0.0",
-            spec.package
-        )),
-        "{message}"
-    );
-    let live = deployments.get(&name).await.expect("Deployment");
     let owner_name = |d: &k8s_openapi::api::apps::v1::Deployment| {
         d.metadata
             .labels
             .as_ref()
             .and_then(|l| l.get("olm.operatorframework.io/owner-name").cloned())
     };
-    assert_eq!(owner_name(&live), None, "refused, yet taken: {live:?}");
-    // The mark is an annotation, and a Deployment's generation counts annotation
-    // changes (copied to its ReplicaSets) as well as its spec's: the generation after
-    // the convert is the one to keep.
-    assert_eq!(live.metadata.generation, marked.metadata.generation);
-
-    // Pinned to the installed version: taken over in place.
-    exts.patch(
-        "take",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(&json!({"spec": {"source": {"catalog": {"version": "1.0.0"}}}})),
-    )
-    .await
-    .expect("pin the version");
     let installed = support::extensions::wait_installed(&exts, "take", "1.0.0").await;
     assert_eq!(
         installed
@@ -782,6 +796,21 @@ async fn the_controller_takes_the_v0_installation_over_only_for_the_installed_bu
             .map(|i| i.bundle.name),
         Some(csv.clone())
     );
+    let spec_version = installed
+        .spec
+        .source
+        .catalog
+        .as_ref()
+        .and_then(|c| c.version.clone());
+    assert_eq!(
+        spec_version, None,
+        "the pin is the controller's, not the spec's"
+    );
+    let took = format!("took over OLM v0's installation of bundle {csv} version 1.0.0");
+    let adopted = extension_events(&admin, "take", "Adopted").await;
+    assert!(adopted.iter().any(|m| m.contains(&took)), "{adopted:?}");
+    let refused = extension_events(&admin, "take", "AdoptionRefused").await;
+    assert!(refused.is_empty(), "{refused:?}");
     let after = deployments.get(&name).await.expect("Deployment");
     assert_eq!(after.metadata.uid, before.metadata.uid);
     assert_eq!(owner_name(&after).as_deref(), Some("take"));
@@ -818,6 +847,19 @@ async fn the_controller_takes_the_v0_installation_over_only_for_the_installed_bu
         made[2]["metadata"]["resourceVersion"]
     );
     cleanup_after_takeover(&admin, &kubeconfig, &ns, &spec.package, &name).await;
+}
+
+/// The messages of the Events of `reason` about the ClusterExtension `name`.
+async fn extension_events(admin: &kube::Client, name: &str, reason: &str) -> Vec<String> {
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::all(admin.clone());
+    api.list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.message)
+        .collect()
 }
 
 /// `migrate cleanup` once the takeover is Installed and rolled out: a v0-named

@@ -178,7 +178,7 @@ impl Installation<'_> {
                 "metadata": {"name": "install-abcde", "namespace": ns},
                 "spec": {"approval": "Automatic", "approved": true,
                     "clusterServiceVersionNames": [self.csv]}}),
-            None,
+            Some(json!({"phase": "Complete", "catalogSources": []})),
         )
         .await;
         create(

@@ -7,6 +7,7 @@ use super::extensions::condition;
 use super::olm_v0_run::{self, Programs};
 use super::{eventually, olm_v0};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube::api::{Api, ListParams, PostParams};
 use olmv1::api::{ClusterCatalog, ClusterExtension};
 use olmv1::testenv::demo::BundleSpec;
@@ -255,5 +256,73 @@ pub async fn wait_succeeded(exts: &Api<ClusterExtension>, name: &str) {
             "{name} not Progressing Succeeded after 120 s: {c:?}"
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// An upgrade of a converted operator whose installer account `convert` made for the
+/// installed bundle: least privilege names that bundle's objects, so what the next one
+/// adds is granted the documented way (docs/how-to/upgrades.md: `olmv1 rbac --diff`).
+pub struct Upgrade<'a> {
+    pub package: &'a str,
+    /// The version upgraded to, and from.
+    pub version: &'a str,
+    pub from: &'a str,
+    /// The ClusterCatalog serving it (read once it serves the bundle).
+    pub catalog: &'a str,
+    pub namespace: &'a str,
+    /// The ClusterExtension (its installer is `<extension>-installer`).
+    pub extension: &'a str,
+    /// The plain-HTTP registry of the bundles.
+    pub registry: &'a str,
+}
+
+impl Upgrade<'_> {
+    /// Adds the rules `olmv1 rbac <package>@<version> --diff <from>` prints to the
+    /// installer's ClusterRole, as an administrator would.
+    pub async fn grant(&self, admin: &kube::Client, kubeconfig: &Path) {
+        let package_at = format!("{}@{}", self.package, self.version);
+        let args = [
+            "rbac",
+            &package_at,
+            "--catalog",
+            self.catalog,
+            "--diff",
+            self.from,
+            "--namespace",
+            self.namespace,
+            "--extension",
+            self.extension,
+            "--operator-condition",
+            "--insecure-registry",
+            self.registry,
+        ];
+        let what = format!("olmv1 rbac for {package_at} from the catalog");
+        let rbac = eventually(120, &what, || async {
+            let (code, rbac, err) = olmv1(&args, kubeconfig);
+            if code != 0 {
+                eprintln!("[upgrade] olmv1 rbac: {err}");
+            }
+            (code == 0).then_some(rbac)
+        })
+        .await;
+        println!("[upgrade] olmv1 rbac --diff {}:\n{rbac}", self.from);
+        let added: Value =
+            olmv1::yaml::from_multiple::<Value>(&rbac, serde_saphyr::Options::default())
+                .expect("rbac YAML")
+                .into_iter()
+                .next()
+                .expect("the added rules");
+        let roles: Api<ClusterRole> = Api::all(admin.clone());
+        let role_name = format!("{}-installer-clusterrole", self.extension);
+        let mut role = roles
+            .get(&role_name)
+            .await
+            .expect("the installer's ClusterRole");
+        let more: Vec<PolicyRule> = serde_json::from_value(added["rules"].clone()).expect("rules");
+        role.rules.get_or_insert_default().extend(more);
+        roles
+            .replace(&role_name, &PostParams::default(), &role)
+            .await
+            .unwrap_or_else(|e| panic!("grant what {package_at} adds: {e}"));
     }
 }

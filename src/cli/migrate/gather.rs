@@ -7,6 +7,7 @@
 use super::CheckArgs;
 use crate::api::ClusterCatalog;
 use crate::content::{ContentClient, ContentConfig};
+use crate::migrate::olm_v0::install_plans::InstallPlanView;
 use crate::migrate::olm_v0::read::text;
 use crate::migrate::olm_v0::{CatalogView, V0Operator};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
@@ -104,6 +105,7 @@ pub async fn read(
 async fn operator(client: &kube::Client, sub: Value) -> Result<V0Operator, String> {
     let ns = text(&sub, "/metadata/namespace").unwrap_or_default();
     let package = text(&sub, "/spec/name").unwrap_or_default();
+    let sub_name = text(&sub, "/metadata/name").unwrap_or_default();
     let csv_r = resource(
         "v1alpha1",
         "ClusterServiceVersion",
@@ -128,9 +130,8 @@ async fn operator(client: &kube::Client, sub: Value) -> Result<V0Operator, Strin
             .await?
             .into_iter()
             .filter(|ip| {
-                ip.pointer("/spec/clusterServiceVersionNames")
-                    .and_then(Value::as_array)
-                    .is_some_and(|a| a.iter().any(|n| n.as_str() == Some(csv.as_str())))
+                let plan = InstallPlanView::of(ip);
+                plan.csvs.contains(csv) || plan.subscriptions.contains(&sub_name)
             })
             .collect();
         let cond_r = resource("v2", "OperatorCondition", "operatorconditions");

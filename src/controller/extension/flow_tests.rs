@@ -62,6 +62,8 @@ struct Fake {
     /// Watches that have listed follow what the extension installed.
     followed: bool,
     calls: RefCell<Vec<String>>,
+    /// The version range of the last resolution asked for.
+    resolved_range: RefCell<Option<String>>,
     fingerprint: RefCell<Option<String>>,
     applied: RefCell<Option<Apply>>,
     tally: RefCell<Option<Tally>>,
@@ -166,6 +168,7 @@ impl Executor for Fake {
             "resolve from {:?}",
             request.installed.as_ref().map(|i| i.version.as_str())
         ));
+        *self.resolved_range.borrow_mut() = request.version_range.clone();
         Ok(crate::resolve::Explanation {
             result: self.resolution.clone().expect("resolution"),
             bundles: self.candidates.clone(),

@@ -41,15 +41,19 @@ fn the_installed_csv_resolved_is_taken_over_in_place() {
         install: Some(Ok(pulled("1.0.0"))),
         ..Fake::default()
     };
-    assert_eq!(run(&migrated(), &fake), Action::await_change());
+    // Reconciled again at once: from then on the spec's range applies, not the pin.
+    assert_eq!(
+        run(&migrated(), &fake),
+        Action::requeue(crate::controller::extension::plan::ending::AGAIN)
+    );
     assert_eq!(
         fake.calls(),
         [
             "validate",
             "load_record",
             "load_upstream",
-            "resolve from None",
             "load_v0_backup ns/olmv1-migration-sub",
+            "resolve from None",
             "install 1.0.0 taking over ns/sub",
             "write_status",
             "succeeded"
@@ -62,6 +66,61 @@ fn the_installed_csv_resolved_is_taken_over_in_place() {
         "{events:?}"
     );
     assert_eq!(fake.outcome(), Outcome::Succeeded);
+    assert_eq!(fake.resolved_range.borrow().as_deref(), Some("=1.0.0"));
+}
+
+/// Until the takeover, a catalog that already serves a newer bundle must not resolve
+/// past OLM v0's installation (it would be left to nobody): the resolution asks for the
+/// backed-up version only, within the extension's range; once installed, the range and
+/// upgrade edges of the spec apply.
+#[test]
+fn a_pending_takeover_resolves_the_installed_csv_version_only() {
+    let with_range = |range: &str| {
+        let mut e = migrated();
+        e.spec
+            .source
+            .catalog
+            .get_or_insert_with(Default::default)
+            .version = Some(range.into());
+        e
+    };
+    for (e, record, expected) in [
+        (migrated(), None, Some("=1.0.0")),
+        (with_range(">=1.0.0 <2.0.0"), None, Some("=1.0.0")),
+        // Outside the range: resolved as the spec says, and the takeover refuses.
+        (with_range(">=1.1.0"), None, Some(">=1.1.0")),
+        // Installed (taken over): the spec's range, upgrades allowed.
+        (
+            with_range(">=1.0.0 <2.0.0"),
+            record("1.0.0"),
+            Some(">=1.0.0 <2.0.0"),
+        ),
+        (migrated(), record("1.0.0"), None),
+    ] {
+        let fake = Fake {
+            record,
+            v0_backup: backup("1.0.0"),
+            resolution: Some(resolved("1.0.0", None)),
+            install: Some(Ok(pulled("1.0.0"))),
+            ..Fake::default()
+        };
+        run(&e, &fake);
+        assert_eq!(
+            fake.resolved_range.borrow().as_deref(),
+            expected,
+            "{:?}",
+            fake.calls()
+        );
+    }
+    // No migration: no backup read, the spec's range.
+    let fake = Fake {
+        resolution: Some(resolved("1.1.0", None)),
+        install: Some(Ok(pulled("1.1.0"))),
+        ..Fake::default()
+    };
+    run(&ext(), &fake);
+    assert_eq!(*fake.resolved_range.borrow(), None);
+    assert!(!fake.calls().iter().any(|c| c.starts_with("load_v0_backup")));
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! SingleNamespace are supported as they are, the rest blocks).
 
 use super::catalog::{Found, catalog_source_image};
+use super::install_plans::InstallPlanView;
 use super::read::{CsvView, SubscriptionView, WatchScope, text};
 use crate::fbc::model::Bundle;
 use serde::Serialize;
@@ -21,6 +22,8 @@ pub enum BlockerCode {
     MultiNamespace,
     CatalogSourceNotImage,
     NotInCatalog,
+    /// An InstallPlan OLM v0 has not finished that the switch cannot delete.
+    InstallPlanInFlight,
 }
 
 /// One reason the operator cannot be switched yet.
@@ -85,6 +88,28 @@ pub fn of_installation(sub: &SubscriptionView, csv: Option<&CsvView>) -> Vec<Blo
     // Owned APIServices block no more: olmv1 renders them as OLM v0 installs them
     // (docs/concepts/rendering.md §5.5 item 10).
     out
+}
+
+/// InstallPlans of the Subscription that OLM v0 has not finished and the switch can
+/// neither delete nor leave: one being installed, or one shared with Subscriptions that
+/// stay on OLM v0 (module `install_plans`). One of its own waiting for approval is no
+/// blocker: the switch deletes it and takes the installed version over.
+pub fn of_install_plans(
+    plans: &[serde_json::Value],
+    subscription: &str,
+    csv: &str,
+) -> Option<Blocker> {
+    let why: Vec<String> = plans
+        .iter()
+        .filter_map(|ip| InstallPlanView::of(ip).blocks(subscription, csv))
+        .collect();
+    (!why.is_empty()).then(|| {
+        blocker(
+            BlockerCode::InstallPlanInFlight,
+            why.join("; "),
+            "let OLM v0 finish it first: approve it (spec.approved: true) or let it run, and wait until every Subscription it serves is AtLatestKnown; then check again",
+        )
+    })
 }
 
 fn dependencies(bundle: &str, properties: &[String]) -> Blocker {

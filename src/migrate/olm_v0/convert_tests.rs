@@ -81,7 +81,10 @@ fn fresh() -> Observed {
             "spec": {"customresourcedefinitions": {"owned": [{"name": "widgets.example.com"}],
                 "required": [{"name": "gadgets.example.com"}]}}})),
         copied_csvs: vec![json!({"metadata": {"name": CSV, "namespace": "team-a"}})],
-        install_plans: vec![json!({"metadata": {"name": "install-abcde", "namespace": "ops"}})],
+        install_plans: vec![
+            json!({"metadata": {"name": "install-abcde", "namespace": "ops"},
+            "status": {"phase": "Complete"}}),
+        ],
         tied: vec![
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                 "metadata": {"name": "demo-operator.v1.2.0-abc", "resourceVersion": "11", "labels": csv_owner_labels()}}),
@@ -772,9 +775,23 @@ fn once_the_steps_ran_only_what_v0_did_again_is_done_again() {
             .cloned()
             .collect::<Vec<_>>()
     );
-    // catalog-operator made an InstallPlan after the first read: it goes too.
+    // catalog-operator made an InstallPlan after the first read: it goes too. One it
+    // shares with a Subscription that stays on OLM v0 stays (module install_plans).
     o.install_plans = fresh().install_plans;
+    o.install_plans.push(
+        json!({"metadata": {"name": "install-shared", "namespace": "ops",
+        "ownerReferences": [{"kind": "Subscription", "name": "demo"},
+            {"kind": "Subscription", "name": "other"}]},
+        "spec": {"clusterServiceVersionNames": [CSV, "other.v1.0.0"]},
+        "status": {"phase": "Complete"}}),
+    );
     assert_eq!(kinds(&convert::again(&o)), ["deleteInstallPlan", "untie"]);
+    assert!(!convert::plan(&o).steps.iter().any(|s| matches!(
+        s,
+        Step::DeleteInstallPlan { target } if target.name == "install-shared"
+    )));
+    o.install_plans
+        .retain(|ip| ip["metadata"]["name"] != "install-shared");
     // While the CSV is being deleted, only the InstallPlan: its own deletion goes on.
     let mut deleting = fresh().csv.unwrap();
     deleting["metadata"]["deletionTimestamp"] = json!("2026-11-27T11:58:10Z");

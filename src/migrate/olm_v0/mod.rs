@@ -26,6 +26,7 @@ pub mod convert;
 #[cfg(test)]
 mod convert_tests;
 pub mod fence;
+pub mod install_plans;
 pub mod read;
 pub mod rollback;
 mod target;
@@ -48,7 +49,8 @@ pub struct V0Operator {
     pub csv: Option<Value>,
     /// Namespaces holding a copy of that CSV (label `olm.copiedFrom`).
     pub copied_csv_namespaces: Vec<String>,
-    /// The InstallPlans of the namespace that install this CSV.
+    /// The InstallPlans of the namespace that install this CSV or serve the
+    /// Subscription (an upgrade it waits for, [`install_plans`]).
     pub install_plans: Vec<Value>,
     /// The OperatorGroups of the Subscription's namespace (OLM v0 wants exactly one).
     pub operator_groups: Vec<Value>,
@@ -92,6 +94,10 @@ pub fn check(op: &V0Operator, catalogs: &[CatalogView]) -> Check {
     let mut blockers = blockers::of_installation(&sub, csv.as_ref());
     let scope = read::watch_scope(&op.operator_groups, &sub.namespace);
     if let Some(b) = blockers::of_scope(&scope, &sub.namespace) {
+        blockers.push(b);
+    }
+    let csv_name = sub.installed_csv.clone().unwrap_or_default();
+    if let Some(b) = blockers::of_install_plans(&op.install_plans, &sub.name, &csv_name) {
         blockers.push(b);
     }
     let catalog_plan = catalog::plan(op.catalog_source.as_ref(), &sub, catalogs);

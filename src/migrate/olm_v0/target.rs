@@ -7,6 +7,7 @@
 
 use super::V0Operator;
 use super::catalog::Found;
+use super::install_plans::InstallPlanView;
 use super::read::{CsvView, SubscriptionView, WatchScope, operator_condition_in_use, text};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -200,15 +201,16 @@ pub fn v0_objects(op: &V0Operator, sub: &SubscriptionView, csv: Option<&CsvView>
             ));
         }
     }
-    for ip in &op.install_plans {
-        if let Some(name) = text(ip, "/metadata/name") {
-            out.push(object(
-                "InstallPlan",
-                ns,
-                &name,
-                Remove,
-                "history of v0 upgrades",
-            ));
+    let installed = sub.installed_csv.as_deref().unwrap_or_default();
+    for ip in op.install_plans.iter().map(InstallPlanView::of) {
+        if !ip.name.is_empty() {
+            let action = if ip.deleted_by_switch(&sub.name, installed) {
+                Remove
+            } else {
+                Keep
+            };
+            let why = ip.why(&sub.name, installed);
+            out.push(object("InstallPlan", ns, &ip.name, action, &why));
         }
     }
     if let Some(name) = &op.operator_object {

@@ -39,7 +39,8 @@ fn operator() -> V0Operator {
         subscription: subscription(),
         csv: Some(csv()),
         copied_csv_namespaces: vec![],
-        install_plans: vec![json!({"metadata": {"name": "install-abcde"}})],
+        install_plans: vec![json!({"metadata": {"name": "install-abcde"},
+            "status": {"phase": "Complete"}})],
         operator_groups: vec![operator_group(json!(["ops"]))],
         catalog_source: Some(catalog_source(json!({"sourceType": "grpc", "image": IMAGE,
             "priority": -100, "updateStrategy": {"registryPoll": {"interval": "10m"}}}))),
@@ -435,4 +436,77 @@ fn go_durations_become_minutes() {
     assert_eq!(duration_minutes("10"), None);
     assert_eq!(duration_minutes("ten"), None);
     assert_eq!(duration_minutes(""), None);
+}
+
+/// OLM v0 resolves the Subscriptions of a namespace together: an InstallPlan shared with
+/// another Subscription is left to it, and one not finished blocks (module
+/// `install_plans`); an upgrade of its own waiting for approval is deleted.
+#[test]
+fn install_plans_shared_with_other_subscriptions_stay_and_unfinished_ones_block() {
+    let plan = |phase: &str, csvs: Value, subs: &[&str]| {
+        let refs: Vec<Value> = subs
+            .iter()
+            .map(|s| json!({"kind": "Subscription", "name": s}))
+            .collect();
+        json!({"metadata": {"name": format!("install-{phase}"), "ownerReferences": refs},
+            "spec": {"clusterServiceVersionNames": csvs}, "status": {"phase": phase}})
+    };
+    let installed = json!(["demo-operator.v1.2.0", "other.v1.0.0"]);
+    let v0_object = |c: &Check, name: &str| {
+        let o = c.v0_objects.iter().find(|o| o.name == name).expect(name);
+        (o.action, o.why.clone())
+    };
+    // Shared and complete: kept, eligible.
+    let mut op = operator();
+    op.install_plans = vec![plan("Complete", installed.clone(), &["demo", "other"])];
+    let c = check(&op, &[good_catalog()]);
+    assert!(c.eligible, "{:?}", c.blockers);
+    assert_eq!(
+        v0_object(&c, "install-Complete"),
+        (
+            V0ObjectAction::Keep,
+            "shared with Subscription other: left to OLM v0".to_string()
+        )
+    );
+    // An upgrade of its own waiting for approval: deleted, never runs, eligible.
+    op.install_plans = vec![plan(
+        "RequiresApproval",
+        json!(["demo-operator.v1.3.0"]),
+        &["demo"],
+    )];
+    let c = check(&op, &[good_catalog()]);
+    assert!(c.eligible, "{:?}", c.blockers);
+    let (action, why) = v0_object(&c, "install-RequiresApproval");
+    assert_eq!(action, V0ObjectAction::Remove);
+    assert!(why.contains("can never run"), "{why}");
+    // Shared and waiting for approval, or its own being installed: blocked.
+    for (ip, message) in [
+        (
+            plan(
+                "RequiresApproval",
+                json!(["demo-operator.v1.3.0", "other.v1.1.0"]),
+                &["demo", "other"],
+            ),
+            "InstallPlan install-RequiresApproval (RequiresApproval, installing demo-operator.v1.3.0, other.v1.1.0) is shared with Subscription other, still on OLM v0",
+        ),
+        (
+            plan("Installing", json!(["demo-operator.v1.3.0"]), &["demo"]),
+            "InstallPlan install-Installing (Installing) is installing demo-operator.v1.3.0 now",
+        ),
+    ] {
+        op.install_plans = vec![ip];
+        let c = check(&op, &[good_catalog()]);
+        assert!(!c.eligible);
+        let b = c
+            .blockers
+            .iter()
+            .find(|b| b.code == BlockerCode::InstallPlanInFlight)
+            .expect("InstallPlan blocker");
+        assert_eq!(b.message, message);
+        assert!(
+            b.action.contains("let OLM v0 finish it first"),
+            "{}",
+            b.action
+        );
+    }
 }

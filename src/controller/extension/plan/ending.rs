@@ -76,6 +76,9 @@ pub struct Ending {
     pub requeue: Option<Duration>,
 }
 
+/// How soon [`Next::Again`] reconciles again.
+pub const AGAIN: Duration = Duration::from_secs(1);
+
 /// How soon a rollout in progress whose readiness watches follow
 /// ([`Standing::watched`]) is checked again when nothing triggered a reconcile: a safety
 /// net in case a watch missed a change (docs/concepts/rollout-status.md, "Readiness
@@ -125,6 +128,7 @@ pub fn end(
     let (requeue, count) = match report.next {
         Next::Done => (None, Count::Succeeded),
         Next::AwaitChange => (None, Count::Keep),
+        Next::Again => (Some(AGAIN), Count::Succeeded),
         Next::Retry => (Some(standing.backoff), Count::Failed),
         Next::RollingOut if standing.watched && standing.pending_for >= standing.young => {
             (Some(capped(SAFETY_RECHECK)), Count::RollingOut)

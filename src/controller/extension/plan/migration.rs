@@ -11,7 +11,11 @@
 //! about the objects, only their marks do (SECURITY.md, "Takeovers"). Otherwise the
 //! reconcile reports the difference (Progressing `Retrying`, a Warning Event
 //! `AdoptionRefused`) and touches nothing. Later reconciles that keep the backed-up
-//! CSV installed adopt such objects too ([`kept_on_v0_csv`]). Pure.
+//! CSV installed adopt such objects too ([`kept_on_v0_csv`]). Until the takeover, the
+//! resolution is pinned to the backed-up CSV's version ([`resolve`]): a catalog that
+//! already serves a newer bundle would otherwise resolve past the installation and
+//! leave it to nobody; from the reconcile after the takeover the extension's own range
+//! and upgrade edges apply. Pure.
 
 use super::{Facts, Plan, deprecation, end, failed_report, warning};
 use crate::api::{BundleIdentity, ClusterExtension, ClusterExtensionSpec};
@@ -19,6 +23,8 @@ use crate::apply::ownership::adoption_mark;
 use crate::controller::extension::status::Outcome;
 use crate::migrate::olm_v0::MIGRATED_FROM_ANNOTATION;
 use crate::migrate::olm_v0::backup::{BACKUP_ANNOTATION, BACKUP_LABEL, Backup};
+use crate::resolve::ResolveRequest;
+use crate::version::Constraints;
 use kube::ResourceExt;
 use serde_json::Value;
 
@@ -142,6 +148,37 @@ pub fn refused_message(subscription: &str, why: &str) -> String {
     format!(
         "not taking over OLM v0's installation (Subscription {subscription}): {why}; nothing was changed"
     )
+}
+
+/// The resolution of `request`: for a migration with nothing installed yet, after the
+/// backup is read, exactly the backed-up CSV's version when the extension's range
+/// allows it (`=<version>`, shown in the request and in any resolution failure), so
+/// that the takeover adopts what OLM v0 installed. A backup that cannot be read, or a
+/// version outside the range, resolves as the spec says and the takeover refuses with
+/// the difference ([`takeover`]).
+pub(super) fn resolve(facts: &Facts, mut request: ResolveRequest) -> Plan {
+    let (Some(migration), None) = (&facts.migration, &request.installed) else {
+        return Plan::Resolve(request);
+    };
+    match &facts.v0_backup {
+        None => Plan::LoadV0Backup(migration.clone()),
+        Some(Ok(v0)) if within(request.version_range.as_deref(), &v0.version) => {
+            request.version_range = Some(format!("={}", v0.version));
+            Plan::Resolve(request)
+        }
+        Some(_) => Plan::Resolve(request),
+    }
+}
+
+/// Whether `version` is within `range` (none: any version).
+fn within(range: Option<&str>, version: &str) -> bool {
+    let Ok(version) = semver::Version::parse(version.trim_start_matches('v')) else {
+        return false;
+    };
+    match range.filter(|r| !r.trim().is_empty()) {
+        None => true,
+        Some(range) => Constraints::parse(range).is_ok_and(|c| c.matches(&version)),
+    }
 }
 
 /// The v0 installation the install of `target` takes over: none when the extension is
@@ -284,6 +321,20 @@ mod tests {
             why.contains("names kube-system/cm, outside the extension's namespace ops"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn the_pin_applies_only_within_the_extensions_range() {
+        assert!(within(None, "1.0.0"));
+        assert!(within(Some(""), "1.0.0"));
+        assert!(within(Some(">=1.0.0 <2.0.0"), "1.0.0"));
+        assert!(within(Some("1.0.x || 3.x"), "v1.0.0"));
+        assert!(!within(Some(">=1.1.0"), "1.0.0"));
+        assert!(!within(Some("not a range"), "1.0.0"));
+        assert!(!within(None, "not a version"));
+        // The pre-release rule: only a range that names a pre-release admits one.
+        assert!(!within(Some(">=1.0.0"), "1.1.0-rc.1"));
+        assert!(within(Some(">=1.1.0-rc.0"), "1.1.0-rc.1"));
     }
 
     #[test]

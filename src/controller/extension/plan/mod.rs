@@ -307,14 +307,14 @@ pub enum Next {
     Done,
     /// Wait for a change (the spec, a catalog, drift).
     AwaitChange,
+    /// Reached for now; reconcile again shortly (after a takeover: [`migration::resolve`]).
+    Again,
     /// Retry with backoff.
     Retry,
-    /// A failure after progress began: `Retrying` turns into `ProgressDeadlineExceeded`
-    /// once it lasted longer than `progressDeadlineMinutes`; retried with backoff
-    /// unless terminal (`Blocked`).
+    /// A failure after progress began: `Retrying`, `ProgressDeadlineExceeded` past
+    /// `progressDeadlineMinutes`; retried with backoff unless terminal (`Blocked`).
     Failed,
-    /// Applied, but not ready yet: `RollingOut` turns into `ProgressDeadlineExceeded`
-    /// once it lasted longer than `progressDeadlineMinutes`; checked again after a
+    /// Applied, not ready yet: `RollingOut` (then as `Failed`); checked again after a
     /// modest interval (readiness changes of the installed objects also trigger).
     RollingOut,
 }
@@ -396,7 +396,7 @@ pub fn decide(spec: &ClusterExtensionSpec, facts: &Facts) -> Plan {
         return end(spec, facts, report);
     }
     let Some(resolution) = &facts.resolution else {
-        return Plan::Resolve(resolve_request(spec, installed));
+        return migration::resolve(facts, resolve_request(spec, installed));
     };
     target::decide(spec, facts, resolution)
 }

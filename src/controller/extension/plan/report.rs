@@ -74,7 +74,10 @@ pub fn after_install(
                 (None, Some(why)) => Outcome::Maintained(why),
                 (None, None) => Outcome::Succeeded,
             };
-            (outcome, Next::Done)
+            // A takeover resolved OLM v0's installed CSV only: resolve as the spec says
+            // next (super::migration::resolve).
+            let taken_over = previous.is_none() && install.adopt_v0.is_some();
+            (outcome, if taken_over { Next::Again } else { Next::Done })
         }
     };
     let mut observation = observe(facts, Some(bundle), outcome, Some(conditions));

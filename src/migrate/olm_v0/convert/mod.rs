@@ -28,6 +28,7 @@
 
 use super::Check;
 use super::backup::{BACKUP_ANNOTATION, Backup, configmap_name};
+use super::install_plans::InstallPlanView;
 use super::read::text;
 use super::target::MIGRATED_FROM_ANNOTATION;
 use crate::apply::ownership::ADOPTABLE_BY_ANNOTATION;
@@ -368,7 +369,11 @@ fn stop_v0(o: &Observed, backup: &Backup) -> Vec<Step> {
             target: Target::v0("Subscription", "v1alpha1", ns, &o.name),
         });
     }
-    for ip in &o.install_plans {
+    // An InstallPlan shared with Subscriptions that stay on OLM v0 is left to them
+    // (super::install_plans).
+    let own =
+        |ip: &&Value| InstallPlanView::of(ip).deleted_by_switch(&o.name, &backup.installed_csv);
+    for ip in o.install_plans.iter().filter(own) {
         steps.push(Step::DeleteInstallPlan {
             target: Target::v0("InstallPlan", "v1alpha1", ns, &name_of(ip)),
         });
