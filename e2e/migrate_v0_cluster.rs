@@ -15,7 +15,6 @@
 use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, ListParams};
 use olmv1::api::ClusterExtension;
@@ -29,22 +28,6 @@ use support::olm_v0_flow::{
 };
 use support::process::ControllerProcess;
 use support::{eventually, olm_v0, olm_v0_run};
-
-/// The notes of the Events of `reason` about the ClusterExtension `name`.
-async fn extension_events(admin: &kube::Client, name: &str, reason: &str) -> Vec<String> {
-    let events: Api<Event> = Api::all(admin.clone());
-    let list = events.list(&ListParams::default()).await.expect("events");
-    list.items
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().is_some_and(|about| {
-                about.kind.as_deref() == Some("ClusterExtension")
-                    && about.name.as_deref() == Some(name)
-            }) && e.reason.as_deref() == Some(reason)
-        })
-        .map(|e| e.note.unwrap_or_default())
-        .collect()
-}
 
 /// The names of the ClusterRoles labelled `selector`.
 async fn cluster_roles(admin: &kube::Client, selector: &str) -> Vec<String> {
@@ -380,13 +363,13 @@ async fn convert_all_takes_over_every_subscription_in_place_and_cleanup_all_tidi
         "[v0all] both Installed at 1.0.0 {:?} after convert --all started",
         started.elapsed()
     );
-    let adopted = extension_events(&admin, &a.inst.sub, "Adopted").await;
+    let adopted = support::extensions::events(&admin, &a.inst.sub, "Adopted").await;
     let took = format!(
         "took over OLM v0's installation of bundle {} version 1.0.0",
         a.inst.csv
     );
     assert!(adopted.iter().any(|m| m.contains(&took)), "{adopted:?}");
-    let refused = extension_events(&admin, &a.inst.sub, "AdoptionRefused").await;
+    let refused = support::extensions::events(&admin, &a.inst.sub, "AdoptionRefused").await;
     assert!(refused.is_empty(), "{refused:?}");
     // Right after the takeover the spec's range applies: 1.1.0 resolves, and the
     // installer account convert made for 1.0.0 lacks what it adds — the operator runs

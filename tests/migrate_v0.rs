@@ -13,7 +13,7 @@
 
 use crate::support;
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 use std::path::Path;
 use support::bundles::BundleSpec;
@@ -807,9 +807,9 @@ async fn the_controller_takes_the_v0_installation_over_only_for_the_installed_bu
         "the pin is the controller's, not the spec's"
     );
     let took = format!("took over OLM v0's installation of bundle {csv} version 1.0.0");
-    let adopted = extension_events(&admin, "take", "Adopted").await;
+    let adopted = support::extensions::events(&admin, "take", "Adopted").await;
     assert!(adopted.iter().any(|m| m.contains(&took)), "{adopted:?}");
-    let refused = extension_events(&admin, "take", "AdoptionRefused").await;
+    let refused = support::extensions::events(&admin, "take", "AdoptionRefused").await;
     assert!(refused.is_empty(), "{refused:?}");
     let after = deployments.get(&name).await.expect("Deployment");
     assert_eq!(after.metadata.uid, before.metadata.uid);
@@ -847,19 +847,6 @@ async fn the_controller_takes_the_v0_installation_over_only_for_the_installed_bu
         made[2]["metadata"]["resourceVersion"]
     );
     cleanup_after_takeover(&admin, &kubeconfig, &ns, &spec.package, &name).await;
-}
-
-/// The messages of the Events of `reason` about the ClusterExtension `name`.
-async fn extension_events(admin: &kube::Client, name: &str, reason: &str) -> Vec<String> {
-    let api: Api<k8s_openapi::api::core::v1::Event> = Api::all(admin.clone());
-    api.list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .filter_map(|e| e.message)
-        .collect()
 }
 
 /// `migrate cleanup` once the takeover is Installed and rolled out: a v0-named

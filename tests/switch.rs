@@ -12,10 +12,10 @@
 
 use crate::support;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
 use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use olmv1::api::{ClusterExtension, InstallerSource};
 use olmv1::apply::ObjectRef;
@@ -205,18 +205,6 @@ async fn bundle_image(spec: &BundleSpec) -> String {
     bundles::push_bundle(spec).await
 }
 
-async fn events(admin: &kube::Client, name: &str, reason: &str) -> Vec<String> {
-    let api: Api<Event> = Api::all(admin.clone());
-    api.list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .filter_map(|e| e.message)
-        .collect()
-}
-
 /// Every laid-down object still exists with the same UID (and, when `untouched`, the
 /// same resourceVersion and upstream's metadata).
 async fn assert_objects(admin: &kube::Client, up: &Upstream, untouched: bool) {
@@ -391,7 +379,7 @@ async fn upstream_installations_are_adopted_in_place_or_reported_untouched() {
             .map(String::as_str),
         Some(name.as_str())
     );
-    let adopted = events(&admin, &name, "Adopted").await;
+    let adopted = support::extensions::events(&admin, &name, "Adopted").await;
     assert!(
         adopted
             .iter()
@@ -399,7 +387,9 @@ async fn upstream_installations_are_adopted_in_place_or_reported_untouched() {
         "{adopted:?}"
     );
     assert!(
-        events(&admin, &name, "Installed").await.is_empty(),
+        support::extensions::events(&admin, &name, "Installed")
+            .await
+            .is_empty(),
         "adoption is not a fresh install"
     );
     let secret = support::eventually(30, "release marked", || async {
@@ -450,7 +440,11 @@ async fn upstream_installations_are_adopted_in_place_or_reported_untouched() {
         )),
         "{message}"
     );
-    assert!(!events(&admin, &name2, "AdoptionRefused").await.is_empty());
+    assert!(
+        !support::extensions::events(&admin, &name2, "AdoptionRefused")
+            .await
+            .is_empty()
+    );
     // Upstream's installation is still reported as installed.
     assert_eq!(
         condition(&e, "Installed").expect("Installed").status,

@@ -11,6 +11,20 @@ use olmv1::preflight::permissions::rbac::{BundledRbac, installer_rbac};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
+/// The messages of the Events of `reason` about the object `name` (a ClusterExtension).
+pub async fn events(admin: &kube::Client, name: &str, reason: &str) -> Vec<String> {
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::all(admin.clone());
+    let fields = format!("involvedObject.name={name}");
+    api.list(&kube::api::ListParams::default().fields(&fields))
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.message)
+        .collect()
+}
+
 pub fn condition(e: &ClusterExtension, type_: &str) -> Option<Condition> {
     e.status
         .as_ref()

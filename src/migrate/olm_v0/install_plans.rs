@@ -19,7 +19,7 @@
 //!
 //! Pure.
 
-use super::read::text;
+use super::read::{strings, text};
 use serde_json::Value;
 
 /// The phases of an InstallPlan that is finished (OLM v0 acts on it no more).
@@ -39,17 +39,6 @@ pub struct InstallPlanView {
 
 impl InstallPlanView {
     pub fn of(ip: &Value) -> InstallPlanView {
-        let names = |pointer: &str| -> Vec<String> {
-            ip.pointer(pointer)
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
         let subscriptions = ip
             .pointer("/metadata/ownerReferences")
             .and_then(Value::as_array)
@@ -64,7 +53,7 @@ impl InstallPlanView {
         InstallPlanView {
             name: text(ip, "/metadata/name").unwrap_or_default(),
             phase: text(ip, "/status/phase").unwrap_or_default(),
-            csvs: names("/spec/clusterServiceVersionNames"),
+            csvs: strings(ip, "/spec/clusterServiceVersionNames"),
             subscriptions,
         }
     }

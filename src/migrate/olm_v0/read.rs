@@ -11,6 +11,19 @@ pub fn text(v: &Value, pointer: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// A list of strings, its other items skipped; empty when absent or not a list.
+pub fn strings(v: &Value, pointer: &str) -> Vec<String> {
+    v.pointer(pointer)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// What the plan reads from a Subscription.
 #[derive(Clone, Debug, Default)]
 pub struct SubscriptionView {

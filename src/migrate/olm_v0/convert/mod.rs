@@ -29,7 +29,7 @@
 use super::Check;
 use super::backup::{BACKUP_ANNOTATION, Backup, configmap_name};
 use super::install_plans::InstallPlanView;
-use super::read::text;
+use super::read::{strings, text};
 use super::target::MIGRATED_FROM_ANNOTATION;
 use crate::apply::ownership::ADOPTABLE_BY_ANNOTATION;
 use serde::Serialize;
@@ -426,13 +426,5 @@ fn deleting(v: &Value) -> bool {
 
 /// `metadata.finalizers`.
 pub fn finalizers(v: &Value) -> Vec<String> {
-    v.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+    strings(v, "/metadata/finalizers")
 }
