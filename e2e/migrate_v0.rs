@@ -399,6 +399,14 @@ async fn take_over_and_roll_back(label: &str, own_namespace: bool, approval: &st
     let subs = olm_v0::api(&admin, "v1alpha1", "Subscription", ns);
     assert!(subs.get_opt(&inst.sub).await.expect("read").is_none());
     assert_eq!(operator_pod(&admin, ns, &deployment).await.2, restarts);
+    // The Subscription synced back as a GitOps tool would: refused by the guard, no
+    // second installation (docs/how-to/switch-from-olm-v0.md, "After the switch").
+    let refusal = resubscribe_refused(&admin, ns, &inst.sub, &spec.package).await;
+    assert!(
+        refusal.contains(&format!("olmv1 migrate rollback {target}")),
+        "{refusal}"
+    );
+    assert!(csvs_anywhere(&admin, &spec.package).await.is_empty());
 
     if !own_namespace {
         clean_up(
@@ -891,6 +899,112 @@ async fn catalogs_of_files(
 /// back to Installing for a moment after it Succeeded (seen: "waiting for install
 /// components to report healthy"); check refuses that until it is healthy again, as it
 /// tells a user to.
+/// Creates Subscription `ns/name` for `package` again: the guard `migrate convert` left
+/// (enforced before convert went on) must refuse it at once; returns the refusal.
+async fn resubscribe_refused(admin: &kube::Client, ns: &str, name: &str, package: &str) -> String {
+    let subs = olm_v0::api(admin, "v1alpha1", "Subscription", ns);
+    let sub: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"name": package, "source": "v0-catalog", "sourceNamespace": ns,
+            "channel": "stable"}}))
+    .expect("Subscription");
+    let guard = olmv1::migrate::olm_v0::guard::name(package);
+    match subs.create(&PostParams::default(), &sub).await {
+        Err(kube::Error::Api(e)) if e.message.contains(&guard) => e.message,
+        other => panic!("the Subscription was not refused by {guard}: {other:?}"),
+    }
+}
+
+/// OLM v0 installs one package in two namespaces (OwnNamespace each), both CSVs owning
+/// the same CRD; OLM v1 installs a package once per cluster. `check` names the other
+/// installation for each (exit 1), `convert --apply` refuses and touches nothing — the
+/// operator keeps its Subscription, CSV and pod — and once the other installation is
+/// removed from OLM v0 (the CRD stays, as OLM v0 leaves it) the first is eligible
+/// (docs/how-to/switch-from-olm-v0.md, "Blockers").
+#[tokio::test]
+async fn one_package_installed_by_olm_v0_in_two_namespaces_is_refused_until_one_is_left() {
+    let World {
+        _serial,
+        node,
+        admin,
+        kubeconfig,
+        mut v0,
+    } = world().await;
+    let mut spec = BundleSpec::new(&support::unique("v0two"), "1.0.0");
+    spec.operator_image = Some(node.workload_image.clone());
+    let catalog = support::unique("v0twocat");
+    let image = publish_on_node(&catalog, &spec.package, std::slice::from_ref(&spec)).await;
+    create_catalog(&catalog, &image).await;
+    let (_opm, address) = olm_v0_run::serve_v0_catalog(&spec.package, std::slice::from_ref(&spec));
+    wait_serving(&admin, &catalog).await;
+    let a = install_through_subscription(&admin, &spec, &address, true, "Automatic").await;
+    let b = install_through_subscription(&admin, &spec, &address, true, "Automatic").await;
+    let deployment = spec.deployment_name();
+    let pod = operator_pod(&admin, &a.ns, &deployment).await;
+    let registry = ["--insecure-registry", node.registry.as_str()];
+    let (target_a, target_b) = (format!("{}/{}", a.ns, a.sub), format!("{}/{}", b.ns, b.sub));
+    let crd = spec.crd_name();
+    for (target, other) in [(&target_a, &b), (&target_b, &a)] {
+        let (code, out, err) = olmv1(
+            &[&["migrate", "check", target][..], &registry].concat(),
+            &kubeconfig,
+        );
+        println!("[v0two] olmv1 migrate check {target}:\n{out}{err}");
+        assert_eq!(code, 1, "{err}\n{out}");
+        let named = format!(
+            "CRD {crd} is also owned by CSV {}/{} (OLM v0)",
+            other.ns, other.csv
+        );
+        assert!(out.contains(&named), "{named:?} missing from:\n{out}");
+    }
+    let (code, out, err) = olmv1(
+        &[&["migrate", "convert", &target_a, "--apply"][..], &registry].concat(),
+        &kubeconfig,
+    );
+    println!("[v0two] olmv1 migrate convert {target_a} --apply:\n{out}{err}");
+    assert_eq!(code, 1, "{err}\n{out}");
+    assert!(
+        out.contains(&format!("Subscription {target_a}: refused")),
+        "{out}"
+    );
+    let subs = olm_v0::api(&admin, "v1alpha1", "Subscription", &a.ns);
+    let csvs = olm_v0::api(&admin, "v1alpha1", "ClusterServiceVersion", &a.ns);
+    assert!(subs.get_opt(&a.sub).await.expect("read").is_some());
+    assert!(csvs.get_opt(&a.csv).await.expect("read").is_some());
+    let exts: Api<ClusterExtension> = Api::all(admin.clone());
+    assert!(
+        exts.get_opt(&a.sub).await.expect("read").is_none(),
+        "an extension was created"
+    );
+    assert_eq!(operator_pod(&admin, &a.ns, &deployment).await, pod);
+
+    // The other installation removed from OLM v0 (Subscription, then CSV): eligible.
+    let delete = kube::api::DeleteParams::default();
+    olm_v0::api(&admin, "v1alpha1", "Subscription", &b.ns)
+        .delete(&b.sub, &delete)
+        .await
+        .expect("delete the other Subscription");
+    let csvs_b = olm_v0::api(&admin, "v1alpha1", "ClusterServiceVersion", &b.ns);
+    csvs_b
+        .delete(&b.csv, &delete)
+        .await
+        .expect("delete the other CSV");
+    eventually(120, "the other CSV gone", || {
+        let csvs_b = csvs_b.clone();
+        let csv = b.csv.clone();
+        async move { csvs_b.get_opt(&csv).await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+    check_eligible(&target_a, &registry, &kubeconfig, "v0two").await;
+    assert_eq!(operator_pod(&admin, &a.ns, &deployment).await, pod);
+    assert!(v0.exited().is_empty(), "OLM v0 stopped: {:?}", v0.exited());
+    subs.delete(&a.sub, &delete)
+        .await
+        .expect("delete the Subscription");
+    csvs.delete(&a.csv, &delete).await.expect("delete the CSV");
+}
+
 async fn check_eligible(target: &str, registry_flag: &[&str], kubeconfig: &Path, tag: &str) {
     let check = [&["migrate", "check", target][..], registry_flag].concat();
     eventually(120, "migrate check: eligible", || async {
@@ -980,13 +1094,13 @@ async fn an_interrupted_convert_finishes_against_olm_v0_and_the_next_upgrade_goe
         olmv1(&args, &kubeconfig)
     };
 
-    // Stopped after 7 steps: backup, installer, Subscription and InstallPlan deleted,
+    // Stopped after 8 steps: backup, guard, installer, Subscription and InstallPlan deleted,
     // the CRD handed over, the first objects untied (and handed over); the CSV and its
     // finalizer still there.
-    let (code, out, err) = convert(&["--stop-after", "7"]);
-    println!("[v0stop] convert --stop-after 7:\n{out}{err}");
+    let (code, out, err) = convert(&["--stop-after", "8"]);
+    println!("[v0stop] convert --stop-after 8:\n{out}{err}");
     assert_eq!(code, 0, "{err}\n{out}");
-    assert!(out.contains("stopped after 7 step(s)"), "{out}");
+    assert!(out.contains("stopped after 8 step(s)"), "{out}");
     let csvs = olm_v0::api(&admin, "v1alpha1", "ClusterServiceVersion", ns);
     assert!(csvs.get_opt(&inst.csv).await.expect("read").is_some());
     // olm-operator keeps reconciling the CSV meanwhile (it may tie objects again).

@@ -124,11 +124,11 @@ async fn a_convert_survives_a_stopped_kube_apiserver_and_the_takeover_a_killed_c
     };
     let csvs = olm_v0::api(&admin, "v1alpha1", "ClusterServiceVersion", ns);
 
-    // Stopped after 7 steps (backup, installer, Subscription and InstallPlan deleted,
+    // Stopped after 8 steps (backup, guard, installer, Subscription and InstallPlan deleted,
     // the CRD handed over, the first objects untied), then the kube-apiserver goes away: the convert run now
     // fails, says why, and changes nothing.
-    let (code, out, err) = convert(&["--stop-after", "7"]);
-    println!("[v0restart] convert --stop-after 7:\n{out}{err}");
+    let (code, out, err) = convert(&["--stop-after", "8"]);
+    println!("[v0restart] convert --stop-after 8:\n{out}{err}");
     assert_eq!(code, 0, "{err}\n{out}");
     plane
         .lock()

@@ -13,7 +13,10 @@
 
 use crate::support;
 
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use serde_json::{Value, json};
 use std::path::Path;
 use support::bundles::BundleSpec;
@@ -209,15 +212,120 @@ async fn check_says_eligible_with_the_extension_or_names_each_blocker() {
     let subs3 = olm_v0::api(&admin, "v1alpha1", "Subscription", &ns3);
     assert!(subs3.get_opt("addr").await.expect("read").is_some());
 
+    // The same package in two more namespaces, both CSVs owning one CRD, the first also
+    // one that a ClusterExtension manages, and a webhook: blocked, each with what to do.
+    let (ns4, ns5) = blocked_by_owners_and_webhooks(&admin, &package, &csv, &ns).await;
+    let (target4, target5) = (format!("{ns4}/hooks"), format!("{ns5}/other"));
+    let crd = format!("widgets.{package}.example.com");
+    let (code, out, _) = olmv1(&["migrate", "check", &target4, "--no-rbac"], &kubeconfig);
+    println!("{out}");
+    assert_eq!(code, 1, "{out}");
+    for expected in [
+        format!("CRD {crd} is also owned by CSV {ns5}/{csv} (OLM v0)"),
+        format!("CRD gadgets.{package}.example.com is already managed by ClusterExtension team-g"),
+        "OLM v1 installs a package, and owns its CRDs, once per cluster".to_string(),
+        "the operator has webhooks and the cluster serves no certificate provider".to_string(),
+        "what to do: install cert-manager".to_string(),
+    ] {
+        assert!(out.contains(&expected), "{expected:?} missing from:\n{out}");
+    }
+    let (code, out, _) = olmv1(&["migrate", "check", &target5, "--no-rbac"], &kubeconfig);
+    assert_eq!(code, 1, "{out}");
+    let other = format!("CRD {crd} is also owned by CSV {ns4}/{csv} (OLM v0)");
+    assert!(out.contains(&other), "{out}");
+    assert!(!out.contains("certificate provider"), "{out}");
+    // convert refuses, naming the blockers, and changes nothing.
+    let (code, out, _) = olmv1(&["migrate", "convert", &target4, "--apply"], &kubeconfig);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("Subscription {target4}: refused")),
+        "{out}"
+    );
+    let subs4 = olm_v0::api(&admin, "v1alpha1", "Subscription", &ns4);
+    assert!(subs4.get_opt("hooks").await.expect("read").is_some());
+    let csvs4 = olm_v0::api(&admin, "v1alpha1", "ClusterServiceVersion", &ns4);
+    assert!(csvs4.get_opt(&csv).await.expect("read").is_some());
+
     let (code, out, _) = olmv1(
         &["migrate", "check", "--all", "-o", "yaml", "--no-rbac"],
         &kubeconfig,
     );
-    assert_eq!(code, 1, "--all with one blocked Subscription exits 1");
+    assert_eq!(code, 1, "--all with blocked Subscriptions exits 1");
     assert!(
         out.contains(&target) && out.contains(&target2) && out.contains(&target3),
         "{out}"
     );
+}
+
+/// Two v0 installations of `package` (CSV `csv`, from the CatalogSource of `source_ns`)
+/// in new namespaces, both owning CRD `widgets.<package>.example.com` (OLM v0 installs a
+/// package in several namespaces); the first (`hooks`) also declares a webhook — this
+/// area's cluster serves no cert-manager — and owns CRD `gadgets.<package>.example.com`,
+/// which ClusterExtension `team-g` manages. Returns both namespaces (Subscriptions
+/// `hooks` and `other`).
+async fn blocked_by_owners_and_webhooks(
+    admin: &kube::Client,
+    package: &str,
+    csv: &str,
+    source_ns: &str,
+) -> (String, String) {
+    let widgets = format!("widgets.{package}.example.com");
+    let gadgets = format!("gadgets.{package}.example.com");
+    let mut namespaces = Vec::new();
+    for (name, owned, webhooks) in [
+        ("hooks", vec![widgets.clone(), gadgets.clone()], true),
+        ("other", vec![widgets.clone()], false),
+    ] {
+        let ns = support::namespace(admin, "mig").await;
+        Installation {
+            ns: &ns,
+            name,
+            package,
+            version: "1.0.0",
+            csv,
+            catalog_source: (source_ns, "demo-catalog"),
+            targets: json!([]),
+            spec_extra: json!({"channel": "stable"}),
+        }
+        .lay_down(admin)
+        .await;
+        let owned: Vec<Value> = owned
+            .iter()
+            .map(|c| json!({"name": c, "kind": "Widget", "version": "v1"}))
+            .collect();
+        let mut spec = json!({"customresourcedefinitions": {"owned": owned}});
+        if webhooks {
+            spec["webhookdefinitions"] = json!([{"type": "ValidatingAdmissionWebhook",
+                "generateName": "vwidget.example.com", "deploymentName": "demo",
+                "containerPort": 443, "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "rules": [{"apiGroups": ["example.com"], "apiVersions": ["v1"],
+                    "operations": ["CREATE"], "resources": ["widgets"]}]}]);
+        }
+        olm_v0::api(admin, "v1alpha1", "ClusterServiceVersion", &ns)
+            .patch(
+                csv,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": spec})),
+            )
+            .await
+            .expect("CSV owned CRDs");
+        namespaces.push(ns);
+    }
+    let group = gadgets.split_once('.').map(|(_, g)| g).expect("group");
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let crd = serde_json::from_value(json!({"apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": gadgets, "labels": {"olm.operatorframework.io/owner-kind": "ClusterExtension",
+            "olm.operatorframework.io/owner-name": "team-g"}},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}))
+    .expect("CRD");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("create the CRD team-g manages");
+    (namespaces.remove(0), namespaces.remove(0))
 }
 
 /// Lays down an eligible v0 installation `name` of `spec` in a new namespace, with the
@@ -404,6 +512,19 @@ async fn convert_stops_v0_without_losing_an_object_resumes_and_rolls_back() {
     let finalizer = line("remove finalizer operators.coreos.com/csv-cleanup");
     let delete_csv = line(&format!("delete ClusterServiceVersion {ns}/{csv}"));
     assert!(line("write the backup") < line("create the installer account"));
+    // The package guarded before the Subscription goes, then owned by the extension.
+    let guard = olmv1::migrate::olm_v0::guard::name(&spec.package);
+    let guard_lines: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.contains(&format!("guard package {}", spec.package)))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(guard_lines.len(), 2, "{out}");
+    assert!(
+        line("write the backup") < guard_lines[0] && guard_lines[0] < line("delete Subscription")
+    );
+    assert!(line("create ClusterExtension") < guard_lines[1], "{out}");
     assert!(line("create the installer account") < line("delete Subscription"));
     assert!(line("delete Subscription") < last_untie);
     assert!(last_untie < finalizer && finalizer < delete_csv, "{out}");
@@ -502,11 +623,58 @@ async fn convert_stops_v0_without_losing_an_object_resumes_and_rolls_back() {
     assert!(again.contains("nothing to do: converted"), "{again}");
     assert_untied(&admin, &tied).await;
 
+    // The guard, owned by the extension, refuses a Subscription for the package in any
+    // namespace (as a GitOps tool would sync the deleted one back), saying what to do.
+    let policy = serde_json::to_value(policy_api(&admin).get(&guard).await.expect("the guard"))
+        .expect("json");
+    assert_eq!(
+        policy["metadata"]["ownerReferences"][0]["uid"],
+        ext["metadata"]["uid"]
+    );
+    let elsewhere = support::namespace(&admin, "again").await;
+    let again_sub: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "demo-again", "namespace": elsewhere},
+        "spec": {"name": spec.package, "source": "demo-catalog", "sourceNamespace": ns}}))
+    .expect("Subscription");
+    let subs_elsewhere = olm_v0::api(&admin, "v1alpha1", "Subscription", &elsewhere);
+    // Enforced before convert went on (its probe): refused at once.
+    let refusal = match subs_elsewhere
+        .create(&PostParams::default(), &again_sub)
+        .await
+    {
+        Err(kube::Error::Api(e)) if e.message.contains(&guard) => e.message,
+        other => panic!("the Subscription was not refused by {guard}: {other:?}"),
+    };
+    for expected in [
+        format!(
+            "package {} is installed by ClusterExtension demo",
+            spec.package
+        ),
+        format!("olmv1 migrate rollback {target}"),
+    ] {
+        assert!(
+            refusal.contains(&expected),
+            "{expected:?} missing from {refusal}"
+        );
+    }
+
     // Rollback: the Subscription again, starting at the installed CSV; the extension
     // gone; the workload untouched; a second rollback has nothing to roll back.
     let (code, out, err) = olmv1(&["migrate", "rollback", &target], &kubeconfig);
     println!("{out}");
     assert_eq!(code, 0, "{err}\n{out}");
+    assert!(
+        out.contains(&format!("lower the guard on package {}", spec.package)),
+        "{out}"
+    );
+    assert!(
+        policy_api(&admin)
+            .get_opt(&guard)
+            .await
+            .expect("read")
+            .is_none()
+    );
     let sub = serde_json::to_value(subs.get("demo").await.expect("restored")).expect("json");
     assert_eq!(sub["spec"]["startingCSV"], csv.as_str());
     assert_eq!(sub["spec"]["name"], spec.package.as_str());
@@ -559,12 +727,12 @@ async fn an_interrupted_convert_finishes_when_run_again() {
         args.extend_from_slice(extra);
         olmv1(&args, &kubeconfig)
     };
-    // Killed after the Subscription and the first untie: the CSV, still there, keeps
+    // Killed after the guard, the Subscription and the first untie: the CSV, still there, keeps
     // its finalizer; some objects are still tied.
-    let (code, out, err) = run(&["--apply", "--stop-after", "5"]);
+    let (code, out, err) = run(&["--apply", "--stop-after", "6"]);
     println!("{out}");
     assert_eq!(code, 0, "{err}\n{out}");
-    assert!(out.contains("stopped after 5 step(s)"), "{out}");
+    assert!(out.contains("stopped after 6 step(s)"), "{out}");
     let csvs = olm_v0::api(&admin, "v1alpha1", "ClusterServiceVersion", &ns);
     let live = csvs.get(&csv).await.expect("CSV still there");
     assert_eq!(
@@ -1080,7 +1248,7 @@ fn policy_api(admin: &kube::Client) -> Api<DynamicObject> {
 #[tokio::test]
 async fn the_fence_refuses_exactly_the_writes_that_tie_an_object_to_the_csv_again() {
     use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::api::{DeleteParams, Patch, PatchParams};
+    use kube::api::DeleteParams;
     use olmv1::migrate::olm_v0::fence;
     let cluster = support::cluster();
     let admin = cluster.admin().await;

@@ -5,6 +5,7 @@
 //! [`render`] (pure, deterministic: same input, byte-identical output). Ownership labels
 //! and ownerReferences (docs/concepts/rendering.md §5.6) are added later by the applier, not here.
 
+pub mod certs;
 mod config;
 mod csv;
 mod deployment_config;

@@ -87,7 +87,7 @@ pub async fn raise(
 }
 
 /// Whether the cluster serves ValidatingAdmissionPolicies.
-async fn policy_api_served(c: &kube::Client) -> bool {
+pub(super) async fn policy_api_served(c: &kube::Client) -> bool {
     let (group, version) = fence::API_VERSION
         .split_once('/')
         .unwrap_or(("", fence::API_VERSION));

@@ -1,15 +1,21 @@
 //! Reading what `migrate check` decides from: the Subscriptions, and for each its CSV
 //! (and copies), InstallPlans, OperatorGroup, CatalogSource, OperatorCondition and
-//! `Operator` object; the ClusterCatalogs with the package's content they serve. OLM
-//! v0's APIs are read untyped (as JSON); a v0 API the cluster does not serve reads as
-//! no objects.
+//! `Operator` object, the other owners of its CRDs (every CSV but copies, once; the
+//! CRDs' owner labels); the certificate provider the controller would use (discovery,
+//! once); the ClusterCatalogs with the package's content they serve. OLM v0's APIs are
+//! read untyped (as JSON); a v0 API the cluster does not serve reads as no objects.
 
 use super::CheckArgs;
 use crate::api::ClusterCatalog;
+use crate::apply::ownership::{OWNER_KIND, OWNER_KIND_LABEL, OWNER_NAME_LABEL};
+use crate::bundle::CertProvider;
+use crate::bundle::certs;
 use crate::content::{ContentClient, ContentConfig};
+use crate::migrate::olm_v0::crd_owners::{self, CsvCrds};
 use crate::migrate::olm_v0::install_plans::InstallPlanView;
 use crate::migrate::olm_v0::read::text;
 use crate::migrate::olm_v0::{CatalogView, V0Operator};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -89,9 +95,23 @@ pub async fn read(
         },
         None => list(&client, &subs_r, None, &ListParams::default()).await?,
     };
+    let csvs: Vec<CsvCrds> = if subs.is_empty() {
+        Vec::new()
+    } else {
+        let originals = ListParams::default().labels("!olm.copiedFrom");
+        list(&client, &csv_resource(), None, &originals)
+            .await?
+            .iter()
+            .filter_map(CsvCrds::of)
+            .collect()
+    };
+    let provider = cert_provider(&client).await?;
     let mut operators = Vec::with_capacity(subs.len());
     for sub in subs {
-        operators.push(operator(&client, sub).await?);
+        let mut op = operator(&client, sub).await?;
+        op.cert_provider = provider;
+        op.crd_owners = other_crd_owners(&client, &op, &csvs).await?;
+        operators.push(op);
     }
     let packages: Vec<String> = operators
         .iter()
@@ -101,16 +121,68 @@ pub async fn read(
     Ok((operators, catalogs))
 }
 
+fn csv_resource() -> ApiResource {
+    resource(
+        "v1alpha1",
+        "ClusterServiceVersion",
+        "clusterserviceversions",
+    )
+}
+
+/// The certificate provider the controller would render webhooks with: its own choice
+/// ([`certs::effective`]) over what this cluster serves.
+async fn cert_provider(client: &kube::Client) -> Result<CertProvider, String> {
+    let served = |gv: &'static str| async move {
+        match client.list_api_group_resources(gv).await {
+            Ok(list) => Ok(Some(list)),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+            Err(e) => Err(format!("discovering {gv}: {e}")),
+        }
+    };
+    let cert_manager = served(certs::CERT_MANAGER_API).await?;
+    let service_ca = served(certs::SERVICE_CA_API).await?;
+    Ok(certs::effective(
+        CertProvider::CertManager,
+        cert_manager.as_ref(),
+        service_ca.as_ref(),
+    ))
+}
+
+/// The owners of `op`'s CRDs besides its CSV and the ClusterExtension the switch creates
+/// (named like the Subscription): `csvs` and the CRDs' ClusterExtension owner labels.
+async fn other_crd_owners(
+    client: &kube::Client,
+    op: &V0Operator,
+    csvs: &[CsvCrds],
+) -> Result<Vec<crd_owners::CrdOwner>, String> {
+    let Some(this) = op.csv.as_ref().and_then(CsvCrds::of) else {
+        return Ok(Vec::new());
+    };
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut managed = Vec::new();
+    for name in &this.owned {
+        let meta = crds
+            .get_metadata_opt(name)
+            .await
+            .map_err(|e| format!("reading CRD {name}: {e}"))?;
+        let labels = meta.map(|m| m.metadata.labels.unwrap_or_default());
+        if let Some(labels) = labels
+            && labels.get(OWNER_KIND_LABEL).map(String::as_str) == Some(OWNER_KIND)
+            && let Some(owner) = labels.get(OWNER_NAME_LABEL)
+        {
+            managed.push((name.clone(), owner.clone()));
+        }
+    }
+    let extension = text(&op.subscription, "/metadata/name").unwrap_or_default();
+    Ok(crd_owners::others(&this, csvs, &managed, &extension))
+}
+
 /// One Subscription's objects.
 async fn operator(client: &kube::Client, sub: Value) -> Result<V0Operator, String> {
     let ns = text(&sub, "/metadata/namespace").unwrap_or_default();
     let package = text(&sub, "/spec/name").unwrap_or_default();
     let sub_name = text(&sub, "/metadata/name").unwrap_or_default();
-    let csv_r = resource(
-        "v1alpha1",
-        "ClusterServiceVersion",
-        "clusterserviceversions",
-    );
+    let csv_r = csv_resource();
     let installed = text(&sub, "/status/installedCSV");
     let mut op = V0Operator {
         subscription: sub.clone(),
@@ -118,7 +190,9 @@ async fn operator(client: &kube::Client, sub: Value) -> Result<V0Operator, Strin
     };
     if let Some(csv) = &installed {
         op.csv = get(client, &csv_r, &ns, csv).await?;
-        let copies = ListParams::default().labels(&format!("olm.copiedFrom={ns}"));
+        let copies = ListParams::default()
+            .labels(&format!("olm.copiedFrom={ns}"))
+            .fields(&format!("metadata.name={csv}"));
         op.copied_csv_namespaces = list(client, &csv_r, None, &copies)
             .await?
             .iter()

@@ -14,6 +14,7 @@ mod cleanup;
 mod convert;
 mod fence;
 mod gather;
+mod guard;
 mod kube;
 mod render;
 mod rollback;

@@ -40,10 +40,12 @@ pub fn rollback(args: &RollbackArgs) -> Result<(String, u8), String> {
         return Ok((out, 0));
     }
     // A convert that did not finish may have left its fence: OLM v0 must be able to
-    // tie the objects again.
+    // tie the objects again. The guard on the package would refuse the Subscription
+    // the rollback re-creates.
     super::super::block_on(async {
         let c = super::gather::client(kc).await?;
-        super::fence::lower_for_backup(&c, &ns, &name, &mut out).await
+        super::fence::lower_for_backup(&c, &ns, &name, &mut out).await?;
+        super::guard::lower(&c, &ns, &name, &mut out).await
     })??;
     let run = execute_all(kc, (&ns, &name), plan.steps, &mut out);
     let failed = super::super::block_on(run)??;

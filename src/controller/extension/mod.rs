@@ -10,12 +10,12 @@
 //!   [`executor`] is the real one, [`pipeline`] its install steps (pull → render →
 //!   preflight → apply → readiness).
 //! - [`triggers`]: what causes a reconcile; [`drift`]: watches on the installed objects;
-//!   [`certs`], [`prune`]: small decisions of the install steps; [`namespace`]: the
-//!   opt-in creation (and removal) of the install namespace; [`rollout`]: whether
+//!   [`certs`] (in `bundle`, shared with `olmv1 migrate check`), [`prune`]: small
+//!   decisions of the install steps; [`namespace`]: the opt-in creation (and removal) of the install namespace; [`rollout`]: whether
 //!   what was installed is ready (Progressing `RollingOut`).
 
 mod catalogs;
-pub mod certs;
+pub use crate::bundle::certs;
 mod dependencies;
 pub mod drift;
 mod dry_run;

@@ -3,8 +3,11 @@
 //! SingleNamespace are supported as they are, the rest blocks).
 
 use super::catalog::{Found, catalog_source_image};
+use super::crd_owners::CrdOwner;
 use super::install_plans::InstallPlanView;
 use super::read::{CsvView, SubscriptionView, WatchScope, text};
+use crate::bundle::CertProvider;
+use crate::bundle::certs;
 use crate::fbc::model::Bundle;
 use serde::Serialize;
 
@@ -24,6 +27,10 @@ pub enum BlockerCode {
     NotInCatalog,
     /// An InstallPlan OLM v0 has not finished that the switch cannot delete.
     InstallPlanInFlight,
+    /// A CRD of the operator is owned by another installation too (`crd_owners`).
+    SharedCrds,
+    /// The operator has webhooks and the cluster serves no certificate provider.
+    CertificateProvider,
 }
 
 /// One reason the operator cannot be switched yet.
@@ -234,4 +241,46 @@ pub fn of_catalog_bundle(bundle: &Bundle) -> Option<Blocker> {
         .collect();
     types.dedup();
     (!types.is_empty()).then(|| dependencies(&bundle.name, &types))
+}
+
+/// Another installation (OLM v0's in another namespace, or a ClusterExtension) owns a
+/// CRD of the operator ([`super::crd_owners`]).
+pub fn of_crd_owners(owners: &[CrdOwner]) -> Option<Blocker> {
+    let why: Vec<String> = owners
+        .iter()
+        .map(|o| match o {
+            CrdOwner::ClusterServiceVersion {
+                crd,
+                namespace,
+                name,
+            } => format!("CRD {crd} is also owned by CSV {namespace}/{name} (OLM v0)"),
+            CrdOwner::ClusterExtension { crd, name } => {
+                format!("CRD {crd} is already managed by ClusterExtension {name}")
+            }
+        })
+        .collect();
+    (!why.is_empty()).then(|| {
+        blocker(
+            BlockerCode::SharedCrds,
+            why.join("; "),
+            "OLM v1 installs a package, and owns its CRDs, once per cluster: keep every installation of this package on OLM v0, or remove the others first (their custom resources stay with the CRD), then check again",
+        )
+    })
+}
+
+/// The CSV declares webhooks and the cluster serves no certificate provider OLM v1
+/// renders them with (the controller's own choice, `certs::effective`): the takeover
+/// would refuse the bundle.
+pub fn of_cert_provider(csv: &serde_json::Value, provider: CertProvider) -> Option<Blocker> {
+    (provider == CertProvider::None && certs::has_webhooks(csv)).then(|| {
+        blocker(
+            BlockerCode::CertificateProvider,
+            format!(
+                "the operator has webhooks and the cluster serves no certificate provider for them (cert-manager's Certificate and Issuer in {}, or OpenShift's service-ca in {}): OLM v1 would refuse the bundle",
+                certs::CERT_MANAGER_API,
+                certs::SERVICE_CA_API
+            ),
+            "install cert-manager (docs/how-to/install.md, \"Webhooks with cert-manager\"), wait until its API is served, then check again",
+        )
+    })
 }

@@ -101,6 +101,7 @@ fn fresh() -> Observed {
         backup_uid: None,
         extension: None,
         operator_condition: None,
+        guard: convert::GuardState::Unsupported,
     }
 }
 
@@ -159,6 +160,13 @@ fn done(o: &mut Observed, step: &Step) {
         Step::DeleteCsv { .. } => o.csv = None,
         Step::DeleteCopiedCsv { target } => o.copied_csvs.retain(|c| !same(c, target)),
         Step::CreateClusterExtension { manifest } => o.extension = Some(manifest.clone()),
+        Step::GuardPackage { .. } => {
+            o.guard = if o.extension.is_some() {
+                convert::GuardState::Owned
+            } else {
+                convert::GuardState::Unowned
+            }
+        }
     }
 }
 
@@ -260,6 +268,42 @@ fn every_interrupted_convert_plans_exactly_the_remaining_steps_then_nothing() {
         assert_eq!(p.refused, None, "after {k} steps");
         assert_eq!(p.steps, all[k..].to_vec(), "after {k} steps");
     }
+}
+
+/// On a cluster serving ValidatingAdmissionPolicies the package is guarded before OLM
+/// v0 is stopped, and the guard made the ClusterExtension's once that exists; an
+/// interrupted convert still plans exactly what remains, down to nothing.
+#[test]
+fn the_package_is_guarded_before_the_subscription_goes_and_owned_by_the_extension_last() {
+    let guarded = || Observed {
+        guard: convert::GuardState::Missing,
+        ..fresh()
+    };
+    let all = convert::plan(&guarded()).steps;
+    let k = kinds(&all);
+    assert_eq!(k[..3], ["writeBackup", "guardPackage", "createInstaller"]);
+    assert_eq!(k[k.len() - 2..], ["createClusterExtension", "guardPackage"]);
+    assert_eq!(
+        all[1].describe(),
+        "guard package demo-operator: refuse a Subscription for it while ClusterExtension demo installs it (ValidatingAdmissionPolicy olmv1-migrated-package.demo-operator, owned by the ClusterExtension once it exists)"
+    );
+    let Step::GuardPackage { subscription, .. } = &all[1] else {
+        panic!("guard")
+    };
+    assert_eq!(subscription, "ops/demo");
+    for n in 0..=all.len() {
+        let mut o = guarded();
+        for step in &all[..n] {
+            done(&mut o, step);
+        }
+        assert_eq!(
+            convert::plan(&o).steps,
+            all[n..].to_vec(),
+            "after {n} steps"
+        );
+    }
+    // Where the cluster cannot enforce one, no guard step at all.
+    assert!(!kinds(&convert::plan(&fresh()).steps).contains(&"guardPackage".to_string()));
 }
 
 #[test]

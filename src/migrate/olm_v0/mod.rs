@@ -25,7 +25,9 @@ mod cleanup_tests;
 pub mod convert;
 #[cfg(test)]
 mod convert_tests;
+pub mod crd_owners;
 pub mod fence;
+pub mod guard;
 pub mod install_plans;
 pub mod read;
 pub mod rollback;
@@ -60,6 +62,11 @@ pub struct V0Operator {
     pub operator_condition: Option<Value>,
     /// The cluster-scoped `Operator` object `<package>.<namespace>`, when it exists.
     pub operator_object: Option<String>,
+    /// The other owners of the CRDs the CSV owns ([`crd_owners::others`]).
+    pub crd_owners: Vec<crd_owners::CrdOwner>,
+    /// The certificate provider the controller would render the bundle's webhooks with
+    /// (`certs::effective` over what the cluster serves).
+    pub cert_provider: crate::bundle::CertProvider,
 }
 
 /// What `olmv1 migrate check` says about one Subscription.
@@ -94,6 +101,14 @@ pub fn check(op: &V0Operator, catalogs: &[CatalogView]) -> Check {
     let mut blockers = blockers::of_installation(&sub, csv.as_ref());
     let scope = read::watch_scope(&op.operator_groups, &sub.namespace);
     if let Some(b) = blockers::of_scope(&scope, &sub.namespace) {
+        blockers.push(b);
+    }
+    blockers.extend(blockers::of_crd_owners(&op.crd_owners));
+    if let Some(b) = op
+        .csv
+        .as_ref()
+        .and_then(|c| blockers::of_cert_provider(c, op.cert_provider))
+    {
         blockers.push(b);
     }
     let csv_name = sub.installed_csv.clone().unwrap_or_default();

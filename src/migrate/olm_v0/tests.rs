@@ -46,6 +46,8 @@ fn operator() -> V0Operator {
             "priority": -100, "updateStrategy": {"registryPoll": {"interval": "10m"}}}))),
         operator_condition: Some(json!({"metadata": {"name": "demo-operator.v1.2.0"}})),
         operator_object: Some("demo-operator.ops".into()),
+        crd_owners: vec![],
+        cert_provider: crate::bundle::CertProvider::CertManager,
     }
 }
 
@@ -407,6 +409,54 @@ fn catalog_bundle_dependencies_block_too() {
     let c = check(&operator(), &[cat]);
     assert_eq!(codes(&c), vec![BlockerCode::Dependencies]);
     assert!(c.blockers[0].message.contains("olm.constraint"));
+}
+
+/// What the takeover would refuse after OLM v0 was stopped is a blocker before it:
+/// another installation owning the CRDs, webhooks without a certificate provider.
+#[test]
+fn other_owners_of_the_crds_and_webhooks_without_a_provider_block() {
+    use super::crd_owners::CrdOwner;
+    let mut op = operator();
+    op.crd_owners = vec![
+        CrdOwner::ClusterServiceVersion {
+            crd: "widgets.example.com".into(),
+            namespace: "team-b".into(),
+            name: "demo-operator.v1.2.0".into(),
+        },
+        CrdOwner::ClusterExtension {
+            crd: "gadgets.example.com".into(),
+            name: "gadgets".into(),
+        },
+    ];
+    let c = check(&op, &[good_catalog()]);
+    assert_eq!(codes(&c), vec![BlockerCode::SharedCrds]);
+    assert_eq!(
+        c.blockers[0].message,
+        "CRD widgets.example.com is also owned by CSV team-b/demo-operator.v1.2.0 (OLM v0); CRD gadgets.example.com is already managed by ClusterExtension gadgets"
+    );
+    assert!(c.blockers[0].action.contains("once per cluster"));
+
+    let mut op = operator();
+    if let Some(csv) = op.csv.as_mut() {
+        csv["spec"]["webhookdefinitions"] = json!([{"type": "ValidatingAdmissionWebhook"}]);
+    }
+    assert!(
+        check(&op, &[good_catalog()]).eligible,
+        "cert-manager is served"
+    );
+    op.cert_provider = crate::bundle::CertProvider::OpenShiftServiceCa;
+    assert!(
+        check(&op, &[good_catalog()]).eligible,
+        "service-ca is served"
+    );
+    op.cert_provider = crate::bundle::CertProvider::None;
+    let c = check(&op, &[good_catalog()]);
+    assert_eq!(codes(&c), vec![BlockerCode::CertificateProvider]);
+    assert!(c.blockers[0].action.starts_with("install cert-manager"));
+    // Without webhooks no provider is needed.
+    let mut op = operator();
+    op.cert_provider = crate::bundle::CertProvider::None;
+    assert!(check(&op, &[good_catalog()]).eligible);
 }
 
 #[test]

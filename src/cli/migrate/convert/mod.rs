@@ -10,7 +10,8 @@
 use super::kube as k;
 use super::{CheckArgs, ConvertArgs, Output, parse_target};
 use crate::migrate::olm_v0::backup::{self, Backup, configmap_name};
-use crate::migrate::olm_v0::convert::{self, Observed, Plan, Step, Target};
+use crate::migrate::olm_v0::convert::{self, GuardState, Observed, Plan, Step, Target};
+use crate::migrate::olm_v0::read::text;
 use serde_json::Value;
 use std::path::Path;
 
@@ -79,6 +80,12 @@ pub fn convert(args: &ConvertArgs) -> Result<(String, u8), String> {
         None => &plan.steps[..],
     };
     let mut out = render(&plan, Output::Table, true)?;
+    if o.guard == GuardState::Unsupported {
+        out.push_str(&format!(
+            "note: the cluster serves no ValidatingAdmissionPolicy ({}): nothing will refuse a Subscription for this package created again later, which would have OLM v0 install it a second time\n",
+            crate::migrate::olm_v0::fence::API_VERSION
+        ));
+    }
     if let Some(csv) = fenced_csv(steps) {
         let raised = super::super::block_on(async {
             let c = super::gather::client(kc).await?;
@@ -290,13 +297,19 @@ async fn read_csv(c: &kube::Client, o: &mut Observed, csv: &str) -> Result<(), S
     Ok(())
 }
 
-/// Which installer objects are missing; whether the ClusterCatalog to create exists.
+/// Which installer objects are missing; whether the ClusterCatalog to create exists;
+/// the guard on the package.
 async fn installer_and_catalog(kc: Option<&Path>, o: &mut Observed) -> Result<(), String> {
     let client = super::gather::client(kc).await?;
-    let installer = match (&o.backup, &o.proposed) {
-        (Some(Ok(b)), _) | (None, Some(Ok(b))) => b.installer.clone(),
-        _ => Vec::new(),
+    let backup = match (&o.backup, &o.proposed) {
+        (Some(Ok(b)), _) | (None, Some(Ok(b))) => Some(b),
+        _ => None,
     };
+    let installer = backup.map(|b| b.installer.clone()).unwrap_or_default();
+    let package = backup.and_then(|b| text(&b.extension, "/spec/source/catalog/packageName"));
+    if let Some(package) = package {
+        o.guard = super::guard::state(&client, &package).await?;
+    }
     for obj in installer {
         if k::get(&client, &Target::of(&obj)).await?.is_none() {
             o.installer_missing.push(obj);

@@ -51,6 +51,11 @@ async fn perform(c: &kube::Client, step: &Step) -> Result<(), String> {
             k::delete(c, target, false).await
         }
         Step::Untie { .. } => untie(c, step).await,
+        Step::GuardPackage {
+            package,
+            subscription,
+            extension,
+        } => super::super::guard::raise(c, package, subscription, extension).await,
         Step::MarkForAdoption {
             target,
             extension,

@@ -6,7 +6,8 @@
 //! nothing.
 //!
 //! The order follows what OLM v0 deletes (olm-v0 reference §1.4): the backup first
-//! (the way back, [`super::backup`]); the installer account; the Subscription and its
+//! (the way back, [`super::backup`]); the guard refusing a Subscription for the package
+//! ([`super::guard`]); the installer account; the Subscription and its
 //! InstallPlans (the catalog-operator stops: no upgrade and no re-created CSV from here
 //! on); the CRDs the CSV owns are marked as adoptable by the ClusterExtension and the
 //! backup ([`crate::apply::ownership::adoption_mark`]: the consent the controller's
@@ -18,7 +19,8 @@
 //! ClusterRoles, ClusterRoleBindings and webhook configurations by, and the
 //! ownerReferences garbage collection follows — and the finalizer itself is removed;
 //! then the CSV is deleted (orphan propagation) and its copies; the ClusterExtension
-//! last, annotated as the migration of the Subscription. The OperatorCondition stays,
+//! last, annotated as the migration of the Subscription, and the guard made the
+//! ClusterExtension's (its owner). The OperatorCondition stays,
 //! untied like the rest: the operator's pods still name it (`OPERATOR_CONDITION_NAME`)
 //! until the ClusterExtension's own revision replaces them.
 //!
@@ -158,6 +160,14 @@ pub enum Step {
     CreateClusterExtension {
         manifest: Value,
     },
+    /// Apply the guard on the package ([`super::guard`]), owned by the ClusterExtension
+    /// once that exists (read when the step runs).
+    GuardPackage {
+        package: String,
+        /// The Subscription replaced (`<namespace>/<name>`, named in the refusal).
+        subscription: String,
+        extension: String,
+    },
 }
 
 impl Step {
@@ -223,6 +233,12 @@ impl Step {
                 "create ClusterExtension {} ({MIGRATED_FROM_ANNOTATION})",
                 text(manifest, "/metadata/name").unwrap_or_default()
             ),
+            Step::GuardPackage {
+                package, extension, ..
+            } => format!(
+                "guard package {package}: refuse a Subscription for it while ClusterExtension {extension} installs it (ValidatingAdmissionPolicy {}, owned by the ClusterExtension once it exists)",
+                super::guard::name(package)
+            ),
         }
     }
 }
@@ -262,6 +278,20 @@ pub struct Observed {
     pub extension: Option<Value>,
     /// The live OperatorCondition named like the CSV.
     pub operator_condition: Option<Value>,
+    /// The guard on the package ([`super::guard`]).
+    pub guard: GuardState,
+}
+
+/// What is on the cluster of the guard on the package.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GuardState {
+    /// The cluster serves no ValidatingAdmissionPolicy (before Kubernetes 1.30).
+    #[default]
+    Unsupported,
+    Missing,
+    /// Applied, not yet owned by the ClusterExtension.
+    Unowned,
+    Owned,
 }
 
 /// The plan of a convert.
@@ -302,11 +332,18 @@ pub fn plan(o: &Observed) -> Plan {
     if let Some(why) = foreign_extension(o, &subscription) {
         return refuse(why);
     }
+    let guard = guard_step(&backup);
+    if o.guard == GuardState::Missing && o.extension.is_none() {
+        steps.extend(guard.clone());
+    }
     steps.extend(stop_v0(o, &backup));
     if o.extension.is_none() {
         steps.push(Step::CreateClusterExtension {
             manifest: extension_manifest(&backup),
         });
+    }
+    if matches!(o.guard, GuardState::Missing | GuardState::Unowned) {
+        steps.extend(guard);
     }
     let then = format!(
         "OLM v0 no longer manages the operator; olmv1's controller takes it over in place as ClusterExtension {} when it resolves exactly the installed CSV (otherwise its Progressing condition says what differs and nothing is changed); `olmv1 migrate rollback {subscription}` hands it back to OLM v0",
@@ -342,6 +379,18 @@ pub fn again(o: &Observed) -> Vec<Step> {
             _ => false,
         })
         .collect()
+}
+
+/// The guard on the backup's package, before OLM v0 is stopped (nothing re-creates the
+/// Subscription meanwhile) and again once the ClusterExtension exists (its owner).
+fn guard_step(backup: &Backup) -> Option<Step> {
+    let package = text(&backup.extension, "/spec/source/catalog/packageName")?;
+    let extension = text(&backup.extension, "/metadata/name")?;
+    Some(Step::GuardPackage {
+        package,
+        subscription: format!("{}/{}", backup.namespace(), backup.name()),
+        extension,
+    })
 }
 
 /// The ClusterExtension to create: the backup's, naming its backup.
