@@ -30,14 +30,18 @@ pub const FENCE_LABEL: &str = "olm.operatorframework.io/migration-fence";
 
 /// The name of the fence (policy and binding) around CSV `csv` of namespace `ns`.
 pub fn name(ns: &str, csv: &str) -> String {
-    let mut name = format!("olmv1-migration-fence.{ns}.{csv}");
-    // A DNS subdomain: at most 253 characters (namespace ≤ 63, CSV name ≤ 253).
+    subdomain(format!("olmv1-migration-fence.{ns}.{csv}"))
+}
+
+/// `name` cut to a DNS subdomain: at most 253 characters (a namespace ≤ 63, a CSV or
+/// package name ≤ 253), not ending in `.` or `-` (also the guard's, [`super::guard`]).
+pub(super) fn subdomain(mut name: String) -> String {
     name.truncate(253);
     name.trim_end_matches(['.', '-']).to_string()
 }
 
 /// A CEL string literal of `s` (names and namespaces are DNS names; quoted anyway).
-fn quoted(s: &str) -> String {
+pub(super) fn quoted(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 

@@ -15,7 +15,7 @@
 //! convert says that nothing guards the package. Pure: the objects; the command line
 //! applies and deletes them.
 
-use super::fence::{API_VERSION, BINDING_KIND, POLICY_KIND};
+use super::fence::{API_VERSION, BINDING_KIND, POLICY_KIND, quoted, subdomain};
 use serde_json::{Value, json};
 
 /// The label on the guard's objects (value: the package).
@@ -36,14 +36,7 @@ pub struct Guard<'a> {
 
 /// The name of the guard (policy and binding) of `package`.
 pub fn name(package: &str) -> String {
-    let mut name = format!("olmv1-migrated-package.{package}");
-    name.truncate(253);
-    name.trim_end_matches(['.', '-']).to_string()
-}
-
-/// A CEL string literal of `s`.
-fn quoted(s: &str) -> String {
-    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+    subdomain(format!("olmv1-migrated-package.{package}"))
 }
 
 /// The policy and its binding.
